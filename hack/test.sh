@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The one command that runs every test: it builds (or reuses from its cache) the pinned
+# Kubernetes control plane, then runs cargo test. The end-to-end tests start etcd,
+# kube-apiserver and, when they need it, kube-controller-manager on loopback themselves,
+# and stop them when they finish. Nothing is skipped: without a control plane the run fails.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+for tool in go cargo; do
+  command -v "$tool" >/dev/null || { echo "test: '$tool' is not on PATH; see README.md, 'Requirements'" >&2; exit 1; }
+done
+
+start=$(date +%s)
+MUSTER_KUBE_BIN="$(bash hack/build-kube.sh)"
+export MUSTER_KUBE_BIN
+echo "test: control plane binaries in $MUSTER_KUBE_BIN ($(( $(date +%s) - start ))s)" >&2
+
+cargo test --locked --all-targets "$@"

@@ -1,0 +1,15 @@
+//! Muster: a gang scheduler for Kubernetes GPU clusters.
+//!
+//! ```text
+//!  Kubernetes API ──watch──► k8s::watch ──apply()──► k8s::cache ──snapshot()──► engine (pure)
+//!                                                       ▲                         │ plans,
+//!                                                       │ assume / forget         │ reasons
+//!  Kubernetes API ◄──writes── k8s::bind, k8s::status ◄──┴─────────────────────────┘
+//! ```
+//!
+//! Crate map (see docs/ARCHITECTURE.md for the invariants):
+//! - [`k8s`]: the shell that talks to the API server, and Muster's own API types
+//!   ([`k8s::crd`]), from which `muster crds` generates `manifests/crds/`.
+#![forbid(unsafe_code)]
+
+pub mod k8s;

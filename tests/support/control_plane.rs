@@ -1,0 +1,250 @@
+//! A real Kubernetes control plane on loopback: etcd, kube-apiserver and, when a test asks
+//! for it, kube-controller-manager, built at the pinned versions by `hack/build-kube.sh`.
+//!
+//! One control plane is started per test binary, on first use, and shared by its tests;
+//! tests keep apart through their own namespace, node names and labels (see `cluster`).
+//! There is no fallback: when the binaries cannot be built or a process does not come up,
+//! the test panics with the process's log, so nothing ever passes without a real server.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use super::{pki, process};
+
+/// Feature gates the later work needs: DRA with device taints, partitionable devices,
+/// consumable capacity and extended resources; the Workload API with gang and topology-aware
+/// scheduling, so kube-scheduler's own gang scheduling can run beside Muster.
+pub const FEATURE_GATES: &[&str] = &[
+    "DRADeviceTaints",
+    "DRADeviceTaintRules",
+    "DRAPartitionableDevices",
+    "DRAConsumableCapacity",
+    "DRAExtendedResource",
+    "DRAWorkloadResourceClaims",
+    "GenericWorkload",
+    "GangScheduling",
+    "TopologyAwareWorkloadScheduling",
+];
+
+/// API versions beyond the default ones: DeviceTaintRule and the scheduling PodGroup.
+pub const RUNTIME_CONFIG: &[&str] = &["resource.k8s.io/v1alpha3=true", "scheduling.k8s.io/v1beta1=true"];
+
+/// Controllers kube-controller-manager runs for tests: claims from templates, Jobs, and the
+/// garbage collector. Node lifecycle is left out on purpose: it would taint the fake nodes,
+/// which have no kubelet sending heartbeats.
+pub const CONTROLLERS: &[&str] = &["resourceclaim-controller", "job-controller", "garbage-collector-controller"];
+
+pub struct ControlPlane {
+    pub dir: PathBuf,
+    pub bin: PathBuf,
+    pub kubeconfig: PathBuf,
+    pub server: String,
+    pub kubernetes_version: String,
+    controller_manager: OnceLock<u32>,
+}
+
+static CONTROL_PLANE: OnceLock<ControlPlane> = OnceLock::new();
+
+/// The control plane of this test binary, started on first use.
+pub fn control_plane() -> &'static ControlPlane {
+    CONTROL_PLANE.get_or_init(ControlPlane::start)
+}
+
+/// The Kubernetes version pinned in `hack/kube/go.mod`.
+pub fn pinned_kubernetes_version() -> String {
+    let go_mod = repo_root().join("hack/kube/go.mod");
+    let text = std::fs::read_to_string(&go_mod).unwrap_or_else(|e| panic!("failed to read {}: {e}", go_mod.display()));
+    text.lines()
+        .map(|l| l.trim().trim_start_matches("require").trim())
+        .find_map(|l| l.strip_prefix("k8s.io/kubernetes "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("{} pins no k8s.io/kubernetes version", go_mod.display()))
+        .to_string()
+}
+
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The folder holding the built binaries: `$MUSTER_KUBE_BIN` when the test command set it,
+/// otherwise whatever `hack/build-kube.sh` builds or finds in its cache.
+fn binaries() -> PathBuf {
+    if let Some(dir) = std::env::var_os("MUSTER_KUBE_BIN") {
+        return PathBuf::from(dir);
+    }
+    let script = repo_root().join("hack/build-kube.sh");
+    let output = Command::new("bash")
+        .arg(&script)
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("failed to run {}: {e}", script.display()));
+    assert!(output.status.success(), "{} failed ({}); the e2e tests need the control plane", script.display(), output.status);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    PathBuf::from(stdout.lines().last().expect("build-kube.sh printed no folder").trim())
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("no free loopback port").port()
+}
+
+fn log_tail(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(40)..].join("\n")
+}
+
+impl ControlPlane {
+    fn start() -> ControlPlane {
+        let bin = binaries();
+        for name in ["etcd", "kube-apiserver", "kube-controller-manager", "kubectl"] {
+            assert!(bin.join(name).is_file(), "{} is missing from {}", name, bin.display());
+        }
+        let dir = std::env::temp_dir().join(format!("muster-e2e-{}-{}", std::process::id(), free_port()));
+        std::fs::create_dir_all(&dir).expect("failed to create the control plane's folder");
+        process::remove_at_exit(dir.clone());
+        let pki = pki::write(&dir);
+
+        let etcd_port = free_port();
+        let peer_port = free_port();
+        let etcd_url = format!("http://127.0.0.1:{etcd_port}");
+        let peer_url = format!("http://127.0.0.1:{peer_port}");
+        let etcd_log = dir.join("etcd.log");
+        let mut etcd = Command::new(bin.join("etcd"));
+        etcd.args(["--name", "e2e", "--data-dir"])
+            .arg(dir.join("etcd"))
+            .args(["--listen-client-urls", &etcd_url, "--advertise-client-urls", &etcd_url])
+            .args(["--listen-peer-urls", &peer_url, "--initial-advertise-peer-urls", &peer_url])
+            .args(["--initial-cluster", &format!("e2e={peer_url}")])
+            .args(["--unsafe-no-fsync", "--log-level", "warn"]);
+        let etcd_pid = spawn_logged(etcd, &etcd_log);
+
+        let port = free_port();
+        let server = format!("https://127.0.0.1:{port}");
+        let apiserver_log = dir.join("kube-apiserver.log");
+        let mut apiserver = Command::new(bin.join("kube-apiserver"));
+        apiserver
+            .args(["--etcd-servers", &etcd_url, "--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1"])
+            .args(["--secure-port", &port.to_string()])
+            .arg(format!("--cert-dir={}", dir.join("apiserver-certs").display()))
+            .arg(format!("--tls-cert-file={}", pki.serving_cert.display()))
+            .arg(format!("--tls-private-key-file={}", pki.serving_key.display()))
+            .arg(format!("--client-ca-file={}", pki.ca_cert.display()))
+            .arg(format!("--service-account-key-file={}", pki.service_account_public.display()))
+            .arg(format!("--service-account-signing-key-file={}", pki.service_account_private.display()))
+            .args(["--service-account-issuer", "https://kubernetes.default.svc"])
+            .args(["--authorization-mode", "Node,RBAC"])
+            .args(["--service-cluster-ip-range", "10.96.0.0/16"])
+            .arg(format!("--feature-gates={}", gates()))
+            .arg(format!("--runtime-config={}", RUNTIME_CONFIG.join(",")))
+            .args(["--v", "1"]);
+        let apiserver_pid = spawn_logged(apiserver, &apiserver_log);
+
+        let kubeconfig = dir.join("kubeconfig");
+        std::fs::write(
+            &kubeconfig,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: e2e\n  cluster:\n    server: {server}\n    certificate-authority: {ca}\n\
+                 users:\n- name: admin\n  user:\n    client-certificate: {cert}\n    client-key: {key}\n\
+                 contexts:\n- name: e2e\n  context:\n    cluster: e2e\n    user: admin\ncurrent-context: e2e\n",
+                ca = pki.ca_cert.display(),
+                cert = pki.admin_cert.display(),
+                key = pki.admin_key.display(),
+            ),
+        )
+        .expect("failed to write the kubeconfig");
+
+        let control_plane = ControlPlane {
+            kubernetes_version: pinned_kubernetes_version(),
+            dir,
+            bin,
+            kubeconfig,
+            server,
+            controller_manager: OnceLock::new(),
+        };
+        let started = Instant::now();
+        loop {
+            assert!(process::is_running(etcd_pid), "etcd exited during start-up:\n{}", log_tail(&etcd_log));
+            assert!(
+                process::is_running(apiserver_pid),
+                "kube-apiserver exited during start-up:\n{}",
+                log_tail(&apiserver_log)
+            );
+            if control_plane.kubectl(&["get", "--raw", "/readyz"]).is_ok_and(|out| out.trim() == "ok") {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(120),
+                "kube-apiserver was not ready within 120s:\n{}",
+                log_tail(&apiserver_log)
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        eprintln!("control plane: kube-apiserver {} ready at {} in {:.1?}", control_plane.kubernetes_version, control_plane.server, started.elapsed());
+        control_plane
+    }
+
+    /// Runs kubectl against this control plane; its stdout, or its stderr as the error.
+    pub fn kubectl(&self, args: &[&str]) -> Result<String, String> {
+        let output = Command::new(self.bin.join("kubectl"))
+            .arg(format!("--kubeconfig={}", self.kubeconfig.display()))
+            .args(args)
+            .output()
+            .map_err(|e| e.to_string())?;
+        if output.status.success() {
+            Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+        } else {
+            Err(String::from_utf8_lossy(&output.stderr).into_owned())
+        }
+    }
+
+    /// A kube client for this control plane, bound to the calling test's runtime.
+    pub async fn client(&self) -> kube::Client {
+        let kubeconfig = kube::config::Kubeconfig::read_from(&self.kubeconfig).expect("failed to read the kubeconfig");
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .expect("failed to load the kubeconfig");
+        kube::Client::try_from(config).expect("failed to build a kube client")
+    }
+
+    /// Starts kube-controller-manager with [`CONTROLLERS`] (once per test binary).
+    pub fn start_controller_manager(&self) {
+        self.controller_manager.get_or_init(|| {
+            let log = self.dir.join("kube-controller-manager.log");
+            let mut command = Command::new(self.bin.join("kube-controller-manager"));
+            command
+                .arg(format!("--kubeconfig={}", self.kubeconfig.display()))
+                .arg(format!("--authentication-kubeconfig={}", self.kubeconfig.display()))
+                .arg(format!("--authorization-kubeconfig={}", self.kubeconfig.display()))
+                .arg(format!("--controllers={}", CONTROLLERS.join(",")))
+                .arg(format!("--feature-gates={}", gates()))
+                .args(["--leader-elect=false", "--use-service-account-credentials=false"])
+                .args(["--bind-address", "127.0.0.1", "--secure-port", &free_port().to_string()])
+                .arg(format!("--cert-dir={}", self.dir.join("controller-manager-certs").display()))
+                .args(["--v", "1"]);
+            let pid = spawn_logged(command, &log);
+            std::thread::sleep(Duration::from_millis(500));
+            assert!(process::is_running(pid), "kube-controller-manager exited during start-up:\n{}", log_tail(&log));
+            pid
+        });
+    }
+}
+
+fn gates() -> String {
+    FEATURE_GATES.iter().map(|g| format!("{g}=true")).collect::<Vec<_>>().join(",")
+}
+
+fn spawn_logged(mut command: Command, log: &Path) -> u32 {
+    let file = std::fs::File::create(log).expect("failed to create a log file");
+    command
+        .stdin(Stdio::null())
+        .stdout(file.try_clone().expect("log file"))
+        .stderr(file);
+    process::spawn(command).unwrap_or_else(|e| panic!("failed to start {:?}: {e}", command_name(log)))
+}
+
+fn command_name(log: &Path) -> String {
+    log.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default()
+}

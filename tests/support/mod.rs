@@ -1,0 +1,20 @@
+//! Test support for end-to-end tests against a real control plane on loopback.
+//!
+//! ```text
+//!  hack/build-kube.sh ──► control_plane (etcd, kube-apiserver, kube-controller-manager)
+//!                               │ one per test binary, stopped when it exits
+//!  TestCluster ◄────────────────┘ one per test: namespace, scheduler name, node label
+//!      ├── builders: Nodes, DeviceClasses, ResourceSlices, Pods
+//!      └── KubeletEmulator: bound pods → Running/Ready; fail or complete on request
+//! ```
+#![allow(dead_code)] // Each test binary uses a different part of the support code.
+
+pub mod builders;
+pub mod cluster;
+pub mod control_plane;
+pub mod kubelet;
+pub mod pki;
+pub mod process;
+
+pub use cluster::TestCluster;
+pub use kubelet::KubeletEmulator;
