@@ -12,4 +12,5 @@
 //!   ([`k8s::crd`]), from which `muster crds` generates `manifests/crds/`.
 #![forbid(unsafe_code)]
 
+pub mod engine;
 pub mod k8s;

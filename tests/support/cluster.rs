@@ -6,7 +6,7 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
@@ -39,6 +39,12 @@ impl TestCluster {
             .create(&PostParams::default(), &ns)
             .await
             .unwrap_or_else(|e| panic!("failed to create namespace {namespace}: {e}"));
+        // No serviceaccount controller runs; pods need the namespace's default account.
+        let account: ServiceAccount = serde_json::from_value(json!({"metadata": {"name": "default"}})).expect("account");
+        Api::<ServiceAccount>::namespaced(client.clone(), &namespace)
+            .create(&PostParams::default(), &account)
+            .await
+            .unwrap_or_else(|e| panic!("failed to create the default service account in {namespace}: {e}"));
         TestCluster { control_plane, client, scheduler_name: format!("muster-{id}"), namespace, id }
     }
 

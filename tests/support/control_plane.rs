@@ -14,23 +14,22 @@ use std::time::{Duration, Instant};
 
 use super::{pki, process};
 
-/// Feature gates the later work needs: DRA with device taints, partitionable devices,
-/// consumable capacity and extended resources; the Workload API with gang and topology-aware
-/// scheduling, so kube-scheduler's own gang scheduling can run beside Muster.
+/// Feature gates the later work needs that are not on by default in v1.37 (or that are beta
+/// and on, and must stay on): partitionable devices, consumable capacity and workload claims
+/// for DRA; the Workload API, which also carries kube-scheduler's own gang scheduling (so it
+/// can run beside Muster), and topology-aware workload scheduling. DRADeviceTaints,
+/// DRADeviceTaintRules and DRAExtendedResource are GA in v1.37, always on, and may not be set
+/// without a warning; v1.37 has no separate GangScheduling gate any more.
 pub const FEATURE_GATES: &[&str] = &[
-    "DRADeviceTaints",
-    "DRADeviceTaintRules",
     "DRAPartitionableDevices",
     "DRAConsumableCapacity",
-    "DRAExtendedResource",
     "DRAWorkloadResourceClaims",
     "GenericWorkload",
-    "GangScheduling",
     "TopologyAwareWorkloadScheduling",
 ];
 
-/// API versions beyond the default ones: DeviceTaintRule and the scheduling PodGroup.
-pub const RUNTIME_CONFIG: &[&str] = &["resource.k8s.io/v1alpha3=true", "scheduling.k8s.io/v1beta1=true"];
+/// API versions beyond the default ones: the scheduling PodGroup.
+pub const RUNTIME_CONFIG: &[&str] = &["scheduling.k8s.io/v1beta1=true"];
 
 /// Controllers kube-controller-manager runs for tests: claims from templates, Jobs, and the
 /// garbage collector. Node lifecycle is left out on purpose: it would taint the fake nodes,
@@ -46,11 +45,24 @@ pub struct ControlPlane {
     controller_manager: OnceLock<u32>,
 }
 
-static CONTROL_PLANE: OnceLock<ControlPlane> = OnceLock::new();
+static CONTROL_PLANE: OnceLock<Result<ControlPlane, String>> = OnceLock::new();
 
-/// The control plane of this test binary, started on first use.
+/// The control plane of this test binary, started on first use. When it cannot start, the
+/// first test says why and every later test fails at once with the same words.
 pub fn control_plane() -> &'static ControlPlane {
-    CONTROL_PLANE.get_or_init(ControlPlane::start)
+    let started = CONTROL_PLANE.get_or_init(|| {
+        std::panic::catch_unwind(ControlPlane::start).map_err(|panic| {
+            panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "unknown failure".into())
+        })
+    });
+    match started {
+        Ok(control_plane) => control_plane,
+        Err(why) => panic!("the test control plane did not start: {why}"),
+    }
 }
 
 /// The Kubernetes version pinned in `hack/kube/go.mod`.
@@ -90,10 +102,14 @@ fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("no free loopback port").port()
 }
 
+/// What a failed process said: its error and fatal lines (klog's `E` and `F`), then the last
+/// lines of its log.
 fn log_tail(path: &Path) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(40)..].join("\n")
+    let errors: Vec<&str> = lines.iter().copied().filter(|l| l.starts_with('E') || l.starts_with('F')).take(20).collect();
+    let last = &lines[lines.len().saturating_sub(15)..];
+    format!("{}\n...\n{}", errors.join("\n"), last.join("\n"))
 }
 
 impl ControlPlane {
@@ -137,6 +153,9 @@ impl ControlPlane {
             .args(["--service-account-issuer", "https://kubernetes.default.svc"])
             .args(["--authorization-mode", "Node,RBAC"])
             .args(["--service-cluster-ip-range", "10.96.0.0/16"])
+            // The kubernetes Service's endpoints would name a loopback address, which the
+            // reconciler refuses; nothing in the tests uses that Service.
+            .args(["--endpoint-reconciler-type", "none"])
             .arg(format!("--feature-gates={}", gates()))
             .arg(format!("--runtime-config={}", RUNTIME_CONFIG.join(",")))
             .args(["--v", "1"]);

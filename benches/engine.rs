@@ -1,0 +1,96 @@
+//! Engine benchmarks: one scheduling cycle at 5,000 nodes.
+//!
+//! Run with `cargo bench --bench engine`. Throughput is reported in pods per second.
+
+use std::sync::Arc;
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use muster::engine::build::{GIB, GPU, SnapshotBuilder};
+use muster::engine::model::{Snapshot, Taint, TaintEffect, Toleration, TolerationOperator};
+use muster::engine::{CycleConfig, schedule};
+
+const NODES: usize = 5_000;
+
+/// 5,000 nodes: 8-GPU nodes in 4 pools and 100 racks, every 10th without GPUs, every 50th
+/// tainted, some partly used.
+fn cluster() -> SnapshotBuilder {
+    let mut b = SnapshotBuilder::new();
+    for i in 0..NODES {
+        let name = format!("node-{i}");
+        let pool = format!("pool-{}", i % 4);
+        let rack = format!("rack-{}", i / 50);
+        let gpus = if i % 10 == 9 { 0 } else { 8 };
+        b = b.gpu_node(&name, 96, 1024, gpus, &[("pool", &pool), ("topology.muster.dev/rack", &rack)]);
+        if i % 50 == 7 {
+            b = b.with_last_node(|n| {
+                n.taints.push(Taint { key: "maintenance".into(), value: "true".into(), effect: TaintEffect::NoSchedule })
+            });
+        }
+        if i % 3 == 0 && gpus > 0 {
+            b = b.used(&name, &[(GPU, 2), ("cpu", 8000), ("memory", 64 * GIB)]);
+        }
+    }
+    b
+}
+
+/// Ten pod shapes: CPU, memory and GPU counts, node selectors and tolerations.
+fn add_pods(mut b: SnapshotBuilder, gangs: usize, pods_per_gang: usize) -> Snapshot {
+    let shapes: [(i64, i64, i64, Option<&str>, bool); 10] = [
+        (1000, 2, 0, None, false),
+        (2000, 8, 0, Some("pool-1"), false),
+        (4000, 16, 1, None, false),
+        (8000, 32, 1, Some("pool-2"), false),
+        (8000, 64, 2, None, true),
+        (16000, 128, 4, None, false),
+        (16000, 128, 4, Some("pool-3"), true),
+        (500, 1, 0, None, true),
+        (32000, 256, 8, None, false),
+        (4000, 16, 1, Some("pool-0"), false),
+    ];
+    for g in 0..gangs {
+        let (cpu, mem, gpus, pool, tolerate) = shapes[g % shapes.len()];
+        let mut demand = vec![("cpu", cpu), ("memory", mem * GIB)];
+        if gpus > 0 {
+            demand.push((GPU, gpus));
+        }
+        b = b.gang(&format!("job-{g}"), pods_per_gang, pods_per_gang, &demand).with_last_gang(|gang| {
+            if pool.is_some() || tolerate {
+                // One shared constraints value per gang, as the converter shares it.
+                let c = Arc::make_mut(&mut gang.pods[0].constraints);
+                if let Some(pool) = pool {
+                    c.node_selector.push(("pool".into(), pool.into()));
+                }
+                if tolerate {
+                    c.tolerations.push(Toleration {
+                        key: "maintenance".into(),
+                        operator: TolerationOperator::Exists,
+                        value: String::new(),
+                        effect: None,
+                    });
+                }
+                let shared = gang.pods[0].constraints.clone();
+                for pod in &mut gang.pods {
+                    pod.constraints = shared.clone();
+                }
+            }
+        });
+    }
+    b.build()
+}
+
+fn bench(c: &mut Criterion) {
+    let mut group = c.benchmark_group("cycle_5000_nodes");
+    group.sample_size(10);
+
+    let singles = add_pods(cluster(), 10_000, 1);
+    group.throughput(Throughput::Elements(10_000));
+    group.bench_function("10000_single_pods", |b| b.iter(|| schedule(&singles, &CycleConfig::default())));
+
+    let gangs = add_pods(cluster(), 1_000, 8);
+    group.throughput(Throughput::Elements(1_000));
+    group.bench_function("1000_gangs_of_8", |b| b.iter(|| schedule(&gangs, &CycleConfig::default())));
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

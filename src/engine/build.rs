@@ -1,0 +1,107 @@
+//! Builders for snapshots, used by tests, benchmarks and the built-in simulator scenarios.
+//!
+//! Amounts are in the engine's units: CPU in millicores, memory in bytes, others in units.
+
+use std::sync::Arc;
+
+use super::model::{Gang, GangKey, GangKind, Node, NodeConstraints, PendingPod, PodKey, Snapshot};
+use super::resources::{Capacity, Demand};
+
+pub const GPU: &str = "nvidia.com/gpu";
+pub const GIB: i64 = 1 << 30;
+
+#[derive(Default)]
+pub struct SnapshotBuilder {
+    snapshot: Snapshot,
+}
+
+impl SnapshotBuilder {
+    pub fn new() -> SnapshotBuilder {
+        SnapshotBuilder::default()
+    }
+
+    fn capacity(&mut self, amounts: &[(&str, i64)]) -> Capacity {
+        let mut capacity = Capacity::default();
+        for &(name, amount) in amounts {
+            capacity.set(self.snapshot.resources.intern(name), amount);
+        }
+        capacity
+    }
+
+    pub fn demand(&mut self, amounts: &[(&str, i64)]) -> Demand {
+        let mut entries: Vec<_> = amounts.iter().map(|&(name, a)| (self.snapshot.resources.intern(name), a)).collect();
+        entries.push((super::resources::ResourceId::PODS, 1));
+        Demand::new(entries)
+    }
+
+    /// A node with `cpus` cores, `memory_gib` GiB, 110 pods and `gpus` nvidia.com/gpu.
+    pub fn gpu_node(mut self, name: &str, cpus: i64, memory_gib: i64, gpus: i64, labels: &[(&str, &str)]) -> SnapshotBuilder {
+        let mut amounts = vec![("cpu", cpus * 1000), ("memory", memory_gib * GIB), ("pods", 110)];
+        if gpus > 0 {
+            amounts.push((GPU, gpus));
+        }
+        let allocatable = self.capacity(&amounts);
+        self.snapshot.nodes.push(Node {
+            name: name.to_string(),
+            labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            taints: Vec::new(),
+            unschedulable: false,
+            allocatable,
+            requested: Capacity::default(),
+        });
+        self
+    }
+
+    /// Changes the last node added.
+    pub fn with_last_node(mut self, change: impl FnOnce(&mut Node)) -> SnapshotBuilder {
+        change(self.snapshot.nodes.last_mut().expect("no node added yet"));
+        self
+    }
+
+    /// Marks `amounts` as requested on node `name` by pods already bound there.
+    pub fn used(mut self, name: &str, amounts: &[(&str, i64)]) -> SnapshotBuilder {
+        let demand = Demand::new(amounts.iter().map(|&(n, a)| (self.snapshot.resources.intern(n), a)).collect());
+        let node = self.snapshot.nodes.iter_mut().find(|n| n.name == name).expect("no such node");
+        node.requested.add(&demand, 1);
+        self
+    }
+
+    /// A gang of `pods` identical pods named `<name>-<i>` in namespace `default`, each asking
+    /// for `demand`, needing `min_member` at once; kind Single when it is one pod with min 1.
+    pub fn gang(mut self, name: &str, min_member: usize, pods: usize, demand: &[(&str, i64)]) -> SnapshotBuilder {
+        let demand = self.demand(demand);
+        let constraints = Arc::new(NodeConstraints::default());
+        let kind = if pods == 1 && min_member == 1 { GangKind::Single } else { GangKind::Muster };
+        let created = self.snapshot.gangs.len() as i64;
+        let pods = (0..pods)
+            .map(|i| PendingPod {
+                key: PodKey {
+                    namespace: "default".into(),
+                    name: if kind == GangKind::Single { name.to_string() } else { format!("{name}-{i}") },
+                },
+                demand: demand.clone(),
+                constraints: constraints.clone(),
+            })
+            .collect();
+        self.snapshot.gangs.push(Gang {
+            key: GangKey { kind, namespace: "default".into(), name: name.to_string() },
+            min_member,
+            bound: 0,
+            pods,
+            priority: 0,
+            created,
+            blocked: None,
+        });
+        self
+    }
+
+    /// Changes the last gang added.
+    pub fn with_last_gang(mut self, change: impl FnOnce(&mut Gang)) -> SnapshotBuilder {
+        change(self.snapshot.gangs.last_mut().expect("no gang added yet"));
+        self
+    }
+
+    pub fn build(self) -> Snapshot {
+        self.snapshot
+    }
+}

@@ -1,0 +1,95 @@
+//! One scheduling cycle: gangs in queue order, each placed whole or left waiting with its
+//! reason, under the configured queueing policy.
+
+use super::model::{Gang, GangKey, NodeIdx, PodKey, Snapshot};
+use super::place::{Scoring, Workspace};
+use super::reason::{WaitReason, Waiting};
+
+/// What happens behind a gang that does not fit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Queueing {
+    /// The first gang in queue order that does not fit keeps the nodes it would need free
+    /// (a reservation, as Slurm's backfill keeps one for the top job); later gangs are placed
+    /// around them. Large gangs are never overtaken forever, small ones still fill the rest.
+    #[default]
+    Backfill,
+    /// Nothing is placed behind the first gang that does not fit (Kueue's StrictFIFO).
+    StrictFifo,
+    /// Gangs that do not fit are skipped (Kueue's BestEffortFIFO); large gangs can starve.
+    BestEffortFifo,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CycleConfig {
+    pub scoring: Scoring,
+    pub queueing: Queueing,
+}
+
+/// A gang placed in this cycle: every pod that got a node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Placement {
+    pub gang: GangKey,
+    pub pods: Vec<(PodKey, NodeIdx)>,
+}
+
+/// The result of one cycle.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CycleOutcome {
+    /// In the order they were placed (queue order).
+    pub placements: Vec<Placement>,
+    /// Gangs left waiting, in queue order.
+    pub waiting: Vec<Waiting>,
+}
+
+/// Queue order: higher priority first, then older, then by name for determinism.
+pub fn queue_order(gangs: &[Gang]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..gangs.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (a, b) = (&gangs[a], &gangs[b]);
+        b.priority.cmp(&a.priority).then(a.created.cmp(&b.created)).then_with(|| a.key.cmp(&b.key))
+    });
+    order
+}
+
+/// Runs one cycle over `snapshot`. Pure: the same snapshot and configuration always give
+/// the same outcome.
+pub fn schedule(snapshot: &Snapshot, config: &CycleConfig) -> CycleOutcome {
+    let mut workspace = Workspace::new(snapshot, config.scoring);
+    let mut outcome = CycleOutcome::default();
+    let mut head: Option<&GangKey> = None;
+    for index in queue_order(&snapshot.gangs) {
+        let gang = &snapshot.gangs[index];
+        if gang.pods.is_empty() {
+            continue;
+        }
+        if let Some(why) = &gang.blocked {
+            outcome.waiting.push(Waiting { gang: gang.key.clone(), reason: WaitReason::Blocked(why.clone()) });
+            continue;
+        }
+        if let (Queueing::StrictFifo, Some(earlier)) = (config.queueing, head) {
+            outcome
+                .waiting
+                .push(Waiting { gang: gang.key.clone(), reason: WaitReason::BehindEarlierGang(earlier.clone()) });
+            continue;
+        }
+        match workspace.place(gang) {
+            Ok(assignment) => outcome.placements.push(Placement { gang: gang.key.clone(), pods: Workspace::keys(gang, &assignment) }),
+            Err(shortfall) => {
+                let reason = if shortfall.never_fits {
+                    WaitReason::NeverFits { nodes: shortfall.nodes, needed: shortfall.needed, fit: shortfall.fit }
+                } else {
+                    WaitReason::DoesNotFit { nodes: shortfall.nodes, needed: shortfall.needed, fit: shortfall.fit }
+                };
+                // A gang that could never fit must not hold the cluster hostage.
+                if head.is_none() && !shortfall.never_fits {
+                    head = Some(&gang.key);
+                    if config.queueing == Queueing::Backfill {
+                        workspace.reserve_for(gang);
+                    }
+                }
+                outcome.waiting.push(Waiting { gang: gang.key.clone(), reason });
+            }
+        }
+    }
+    outcome
+}

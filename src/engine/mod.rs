@@ -1,0 +1,15 @@
+//! The scheduling engine: pure, with no I/O, no clock and no Kubernetes types.
+//!
+//! A [`model::Snapshot`] goes in, a [`cycle::CycleOutcome`] comes out: the gangs placed
+//! whole, and for every gang left waiting, why, as data ([`reason`]).
+
+pub mod build;
+pub mod cycle;
+pub mod filter;
+pub mod model;
+pub mod place;
+pub mod reason;
+pub mod resources;
+
+pub use cycle::{CycleConfig, CycleOutcome, Placement, Queueing, schedule};
+pub use place::Scoring;

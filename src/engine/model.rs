@@ -1,0 +1,224 @@
+//! The engine's compact model of a cluster: nodes, pending pods and the gangs they form.
+//!
+//! Built by the shell (`k8s::convert`) or the simulator from Kubernetes objects; nothing
+//! here knows about the Kubernetes API.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use super::resources::{Capacity, Demand, ResourceNames};
+
+/// Index of a node in [`Snapshot::nodes`].
+pub type NodeIdx = u32;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TaintEffect {
+    NoSchedule,
+    PreferNoSchedule,
+    NoExecute,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Taint {
+    pub key: String,
+    pub value: String,
+    pub effect: TaintEffect,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TolerationOperator {
+    Equal,
+    Exists,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Toleration {
+    /// Empty with `Exists`: tolerates every taint.
+    pub key: String,
+    pub operator: TolerationOperator,
+    pub value: String,
+    /// None: every effect.
+    pub effect: Option<TaintEffect>,
+}
+
+impl Toleration {
+    pub fn tolerates(&self, taint: &Taint) -> bool {
+        if self.effect.is_some_and(|e| e != taint.effect) {
+            return false;
+        }
+        if self.key.is_empty() {
+            return self.operator == TolerationOperator::Exists;
+        }
+        self.key == taint.key
+            && match self.operator {
+                TolerationOperator::Exists => true,
+                TolerationOperator::Equal => self.value == taint.value,
+            }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SelectorOperator {
+    In,
+    NotIn,
+    Exists,
+    DoesNotExist,
+    Gt,
+    Lt,
+}
+
+/// One requirement of a node selector term, on node labels.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct LabelRequirement {
+    pub key: String,
+    pub operator: SelectorOperator,
+    pub values: Vec<String>,
+}
+
+impl LabelRequirement {
+    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        let value = labels.get(&self.key);
+        match self.operator {
+            SelectorOperator::In => value.is_some_and(|v| self.values.contains(v)),
+            SelectorOperator::NotIn => value.is_none_or(|v| !self.values.contains(v)),
+            SelectorOperator::Exists => value.is_some(),
+            SelectorOperator::DoesNotExist => value.is_none(),
+            SelectorOperator::Gt | SelectorOperator::Lt => {
+                let (Some(v), Some(bound)) = (value.and_then(|v| v.parse::<i64>().ok()), self.values.first().and_then(|b| b.parse::<i64>().ok())) else {
+                    return false;
+                };
+                if self.operator == SelectorOperator::Gt { v > bound } else { v < bound }
+            }
+        }
+    }
+}
+
+/// Where a pod may run, apart from capacity: shared by all identical pods of a gang.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct NodeConstraints {
+    /// `spec.nodeSelector`: every pair must be a node label.
+    pub node_selector: Vec<(String, String)>,
+    /// Required node affinity: the node must match at least one term (all requirements of
+    /// it). Empty: no affinity.
+    pub affinity_terms: Vec<Vec<LabelRequirement>>,
+    pub tolerations: Vec<Toleration>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PodKey {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl fmt::Display for PodKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// A pod waiting for Muster.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PendingPod {
+    pub key: PodKey,
+    pub demand: Demand,
+    pub constraints: Arc<NodeConstraints>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum GangKind {
+    /// A pod that belongs to no PodGroup.
+    Single,
+    /// `scheduling.k8s.io/v1beta1` PodGroup.
+    Kubernetes,
+    /// `muster.dev/v1alpha1` PodGroup.
+    Muster,
+    /// `scheduling.x-k8s.io/v1alpha1` PodGroup (scheduler-plugins).
+    SchedulerPlugins,
+}
+
+impl GangKind {
+    /// The PodGroup's apiVersion, as the simulator's JSON output names it.
+    pub fn api_version(self) -> Option<&'static str> {
+        match self {
+            GangKind::Single => None,
+            GangKind::Kubernetes => Some("scheduling.k8s.io/v1beta1"),
+            GangKind::Muster => Some("muster.dev/v1alpha1"),
+            GangKind::SchedulerPlugins => Some("scheduling.x-k8s.io/v1alpha1"),
+        }
+    }
+}
+
+/// A gang's identity: its PodGroup, or the pod itself for a gang of one.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct GangKey {
+    pub kind: GangKind,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl fmt::Display for GangKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.kind {
+            GangKind::Single => write!(f, "pod {}/{}", self.namespace, self.name),
+            _ => write!(f, "gang {}/{}", self.namespace, self.name),
+        }
+    }
+}
+
+/// Pods placed together or not at all.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Gang {
+    pub key: GangKey,
+    /// Pods that must be placed at once (counting those already bound).
+    pub min_member: usize,
+    /// Pods already bound to nodes; they count toward `min_member`.
+    pub bound: usize,
+    /// Pods waiting for a node.
+    pub pods: Vec<PendingPod>,
+    pub priority: i32,
+    /// Creation time, in seconds; earlier gangs go first among equal priorities.
+    pub created: i64,
+    /// Set when the gang cannot be considered at all (for example a pod names a PodGroup
+    /// that does not exist); the gang waits with this reason.
+    pub blocked: Option<String>,
+}
+
+impl Gang {
+    /// How many more pods must be placed for the gang to reach `min_member`.
+    pub fn still_needed(&self) -> usize {
+        self.min_member.saturating_sub(self.bound)
+    }
+}
+
+/// A node as the engine sees it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Node {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+    /// `spec.unschedulable` (cordoned).
+    pub unschedulable: bool,
+    pub allocatable: Capacity,
+    /// What the pods bound here request, whichever scheduler placed them.
+    pub requested: Capacity,
+}
+
+impl Node {
+    pub fn free(&self, names: &ResourceNames) -> Capacity {
+        let mut free = Capacity::default();
+        for i in 0..names.len() {
+            let id = super::resources::ResourceId(i as u16);
+            free.set(id, self.allocatable.get(id) - self.requested.get(id));
+        }
+        free
+    }
+}
+
+/// Everything one scheduling cycle reads.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Snapshot {
+    pub resources: ResourceNames,
+    pub nodes: Vec<Node>,
+    pub gangs: Vec<Gang>,
+}

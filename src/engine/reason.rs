@@ -1,0 +1,108 @@
+//! Why pods wait, as data, and its rendering in kube-scheduler's words.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use super::filter::StaticRejection;
+use super::model::GangKey;
+
+/// One reason a node could not take a pod.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum NodeRejection {
+    Static(StaticRejection),
+    /// Not enough of this resource is free.
+    Insufficient(String),
+    /// Kept free for an earlier gang that does not fit yet.
+    Reserved,
+}
+
+impl fmt::Display for NodeRejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NodeRejection::Static(StaticRejection::Unschedulable) => write!(f, "node(s) were unschedulable"),
+            NodeRejection::Static(StaticRejection::Affinity) => {
+                write!(f, "node(s) didn't match Pod's node affinity/selector")
+            }
+            NodeRejection::Static(StaticRejection::UntoleratedTaint { key, value }) => {
+                write!(f, "node(s) had untolerated taint {{{key}: {value}}}")
+            }
+            NodeRejection::Insufficient(resource) => write!(f, "Insufficient {resource}"),
+            NodeRejection::Reserved => write!(f, "node(s) reserved for an earlier gang"),
+        }
+    }
+}
+
+/// How many nodes were rejected for each reason, out of how many.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeRejections {
+    pub total_nodes: usize,
+    /// Nodes that could take at least one of the pods.
+    pub available: usize,
+    pub counts: BTreeMap<NodeRejection, usize>,
+}
+
+impl NodeRejections {
+    pub fn add(&mut self, rejection: NodeRejection) {
+        *self.counts.entry(rejection).or_default() += 1;
+    }
+}
+
+impl fmt::Display for NodeRejections {
+    /// "0/12 nodes are available: 8 Insufficient nvidia.com/gpu, 4 node(s) had untolerated
+    /// taint {gpu: bad}", reasons sorted by their text as kube-scheduler sorts them.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut parts: Vec<String> = self.counts.iter().map(|(reason, n)| format!("{n} {reason}")).collect();
+        parts.sort_by(|a, b| {
+            let text = |s: &str| s.split_once(' ').map(|(_, t)| t.to_string()).unwrap_or_default();
+            text(a).cmp(&text(b))
+        });
+        write!(f, "{}/{} nodes are available", self.available, self.total_nodes)?;
+        if !parts.is_empty() {
+            write!(f, ": {}", parts.join(", "))?;
+        }
+        Ok(())
+    }
+}
+
+/// Why a gang was not placed in this cycle.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WaitReason {
+    /// The gang cannot be considered (for example its PodGroup does not exist).
+    Blocked(String),
+    /// Not enough pods fit at once.
+    DoesNotFit { nodes: NodeRejections, needed: usize, fit: usize },
+    /// Not even an empty cluster could hold it.
+    NeverFits { nodes: NodeRejections, needed: usize, fit: usize },
+    /// StrictFIFO: an earlier gang that does not fit goes first.
+    BehindEarlierGang(GangKey),
+}
+
+/// A gang left waiting, with its reason.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Waiting {
+    pub gang: GangKey,
+    pub reason: WaitReason,
+}
+
+impl fmt::Display for Waiting {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.reason {
+            WaitReason::Blocked(why) => write!(f, "{why}"),
+            WaitReason::DoesNotFit { nodes, needed, fit } => {
+                write!(f, "{nodes}")?;
+                if *needed > 1 {
+                    write!(f, "; {} needs {needed} pods at once, {fit} fit", self.gang)?;
+                }
+                Ok(())
+            }
+            WaitReason::NeverFits { nodes, needed, fit } => write!(
+                f,
+                "{nodes}; {} needs {needed} pods at once and only {fit} would fit even on an empty cluster",
+                self.gang
+            ),
+            WaitReason::BehindEarlierGang(earlier) => {
+                write!(f, "waiting behind {earlier}, which does not fit yet (queueing StrictFIFO)")
+            }
+        }
+    }
+}

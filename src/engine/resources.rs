@@ -1,0 +1,136 @@
+//! Resource names interned to small ids, dense per-node capacity and sparse per-pod demand.
+
+use std::collections::HashMap;
+
+/// Index of a resource name in a snapshot's [`ResourceNames`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ResourceId(pub u16);
+
+impl ResourceId {
+    pub const CPU: ResourceId = ResourceId(0);
+    pub const MEMORY: ResourceId = ResourceId(1);
+    pub const EPHEMERAL_STORAGE: ResourceId = ResourceId(2);
+    pub const PODS: ResourceId = ResourceId(3);
+}
+
+/// The resource names a snapshot knows, in id order. CPU is counted in millicores, memory
+/// and storage in bytes, everything else in units.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ResourceNames {
+    names: Vec<String>,
+    ids: HashMap<String, ResourceId>,
+}
+
+impl Default for ResourceNames {
+    fn default() -> Self {
+        let mut names = ResourceNames { names: Vec::new(), ids: HashMap::new() };
+        for builtin in ["cpu", "memory", "ephemeral-storage", "pods"] {
+            names.intern(builtin);
+        }
+        names
+    }
+}
+
+impl ResourceNames {
+    /// The id of `name`, adding it if it is new.
+    pub fn intern(&mut self, name: &str) -> ResourceId {
+        if let Some(id) = self.ids.get(name) {
+            return *id;
+        }
+        let id = ResourceId(u16::try_from(self.names.len()).expect("more than 65535 resource names"));
+        self.names.push(name.to_string());
+        self.ids.insert(name.to_string(), id);
+        id
+    }
+
+    pub fn get(&self, name: &str) -> Option<ResourceId> {
+        self.ids.get(name).copied()
+    }
+
+    pub fn name(&self, id: ResourceId) -> &str {
+        &self.names[id.0 as usize]
+    }
+
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+}
+
+/// Amounts of every resource, indexed by [`ResourceId`]; a missing entry is zero.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Capacity(Vec<i64>);
+
+impl Capacity {
+    pub fn get(&self, id: ResourceId) -> i64 {
+        self.0.get(id.0 as usize).copied().unwrap_or(0)
+    }
+
+    pub fn set(&mut self, id: ResourceId, amount: i64) {
+        let i = id.0 as usize;
+        if self.0.len() <= i {
+            self.0.resize(i + 1, 0);
+        }
+        self.0[i] = amount;
+    }
+
+    pub fn add(&mut self, demand: &Demand, times: i64) {
+        for &(id, amount) in demand.entries() {
+            self.set(id, self.get(id) + amount * times);
+        }
+    }
+
+    pub fn sub(&mut self, demand: &Demand, times: i64) {
+        self.add(demand, -times);
+    }
+
+    /// How many copies of `demand` fit in `self` (at most `limit`).
+    pub fn fit_count(&self, demand: &Demand, limit: usize) -> usize {
+        let mut count = limit as i64;
+        for &(id, amount) in demand.entries() {
+            if amount > 0 {
+                count = count.min(self.get(id).max(0) / amount);
+                if count == 0 {
+                    return 0;
+                }
+            }
+        }
+        count as usize
+    }
+}
+
+/// What one pod asks for: its non-zero requests, sorted by resource id.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Demand(Vec<(ResourceId, i64)>);
+
+impl Demand {
+    pub fn new(mut entries: Vec<(ResourceId, i64)>) -> Demand {
+        entries.retain(|&(_, amount)| amount != 0);
+        entries.sort_by_key(|&(id, _)| id);
+        entries.dedup_by(|later, earlier| {
+            if later.0 == earlier.0 {
+                earlier.1 += later.1;
+                true
+            } else {
+                false
+            }
+        });
+        Demand(entries)
+    }
+
+    pub fn entries(&self) -> &[(ResourceId, i64)] {
+        &self.0
+    }
+
+    pub fn get(&self, id: ResourceId) -> i64 {
+        self.0.iter().find(|(i, _)| *i == id).map_or(0, |&(_, amount)| amount)
+    }
+
+    /// The first resource, in id order, for which `free` cannot hold this demand.
+    pub fn first_shortfall(&self, free: &Capacity) -> Option<ResourceId> {
+        self.0.iter().find(|&&(id, amount)| amount > free.get(id)).map(|&(id, _)| id)
+    }
+}
