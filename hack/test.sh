@@ -15,4 +15,11 @@ MUSTER_KUBE_BIN="$(bash hack/build-kube.sh)"
 export MUSTER_KUBE_BIN
 echo "test: control plane binaries in $MUSTER_KUBE_BIN ($(( $(date +%s) - start ))s)" >&2
 
+rm -f target/tmp/side-by-side-*.txt
 cargo test --locked --all-targets "$@"
+
+# What the side-by-side end-to-end runs measured (the real kube-scheduler beside Muster).
+for report in target/tmp/side-by-side-*.txt; do
+  [[ -f "$report" ]] && cat "$report"
+done
+exit 0

@@ -12,5 +12,7 @@
 //!   ([`k8s::crd`]), from which `muster crds` generates `manifests/crds/`.
 #![forbid(unsafe_code)]
 
+pub mod config;
 pub mod engine;
 pub mod k8s;
+pub mod sim;

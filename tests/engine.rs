@@ -253,3 +253,14 @@ fn the_same_snapshot_always_gives_the_same_outcome() {
     }
     let _: &GangKey = &first.waiting[0].gang;
 }
+
+#[test]
+fn a_gang_with_fewer_pods_than_min_member_waits_for_the_rest() {
+    let snapshot = SnapshotBuilder::new()
+        .gpu_node("n1", 64, 512, 8, &[])
+        .gang("partial", 4, 3, &gpus(1))
+        .build();
+    check(snapshot, default(), &[
+        "partial waits: gang default/partial has 3 of the 4 pods its minMember needs; waiting for the rest to be created",
+    ]);
+}

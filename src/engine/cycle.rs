@@ -8,9 +8,10 @@ use super::reason::{WaitReason, Waiting};
 /// What happens behind a gang that does not fit.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Queueing {
-    /// The first gang in queue order that does not fit keeps the nodes it would need free
-    /// (a reservation, as Slurm's backfill keeps one for the top job); later gangs are placed
-    /// around them. Large gangs are never overtaken forever, small ones still fill the rest.
+    /// The first gang in queue order that does not fit and has waited at least
+    /// `reserve_after_seconds` keeps the nodes it would need free (a reservation, as Slurm's
+    /// backfill keeps one for the top job); later gangs are placed around them. Large gangs
+    /// are never overtaken forever, small ones still fill the rest.
     #[default]
     Backfill,
     /// Nothing is placed behind the first gang that does not fit (Kueue's StrictFIFO).
@@ -23,6 +24,9 @@ pub enum Queueing {
 pub struct CycleConfig {
     pub scoring: Scoring,
     pub queueing: Queueing,
+    /// Backfill: how long a gang waits before it gets a reservation. Until then gangs
+    /// behind it may overtake it, which keeps small jobs fast when large ones clear soon.
+    pub reserve_after_seconds: i64,
 }
 
 /// A gang placed in this cycle: every pod that got a node.
@@ -66,6 +70,12 @@ pub fn schedule(snapshot: &Snapshot, config: &CycleConfig) -> CycleOutcome {
             outcome.waiting.push(Waiting { gang: gang.key.clone(), reason: WaitReason::Blocked(why.clone()) });
             continue;
         }
+        let exist = gang.bound + gang.pods.len();
+        if exist < gang.min_member {
+            let reason = WaitReason::TooFewPods { exist, min_member: gang.min_member };
+            outcome.waiting.push(Waiting { gang: gang.key.clone(), reason });
+            continue;
+        }
         if let (Queueing::StrictFifo, Some(earlier)) = (config.queueing, head) {
             outcome
                 .waiting
@@ -81,10 +91,15 @@ pub fn schedule(snapshot: &Snapshot, config: &CycleConfig) -> CycleOutcome {
                     WaitReason::DoesNotFit { nodes: shortfall.nodes, needed: shortfall.needed, fit: shortfall.fit }
                 };
                 // A gang that could never fit must not hold the cluster hostage.
+                let starving = snapshot.now.saturating_sub(gang.created) >= config.reserve_after_seconds;
                 if head.is_none() && !shortfall.never_fits {
-                    head = Some(&gang.key);
-                    if config.queueing == Queueing::Backfill {
-                        workspace.reserve_for(gang);
+                    match config.queueing {
+                        Queueing::StrictFifo => head = Some(&gang.key),
+                        Queueing::Backfill if starving => {
+                            head = Some(&gang.key);
+                            workspace.reserve_for(gang);
+                        }
+                        Queueing::Backfill | Queueing::BestEffortFifo => {}
                     }
                 }
                 outcome.waiting.push(Waiting { gang: gang.key.clone(), reason });

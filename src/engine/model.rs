@@ -218,6 +218,9 @@ impl Node {
 /// Everything one scheduling cycle reads.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Snapshot {
+    /// The time the snapshot describes, in seconds, as the shell read it; the engine only
+    /// compares it with creation times and never reads a clock.
+    pub now: i64,
     pub resources: ResourceNames,
     pub nodes: Vec<Node>,
     pub gangs: Vec<Gang>,

@@ -73,6 +73,8 @@ pub enum WaitReason {
     DoesNotFit { nodes: NodeRejections, needed: usize, fit: usize },
     /// Not even an empty cluster could hold it.
     NeverFits { nodes: NodeRejections, needed: usize, fit: usize },
+    /// Fewer pods exist than the gang's minMember; it waits for the rest to be created.
+    TooFewPods { exist: usize, min_member: usize },
     /// StrictFIFO: an earlier gang that does not fit goes first.
     BehindEarlierGang(GangKey),
 }
@@ -98,6 +100,11 @@ impl fmt::Display for Waiting {
             WaitReason::NeverFits { nodes, needed, fit } => write!(
                 f,
                 "{nodes}; {} needs {needed} pods at once and only {fit} would fit even on an empty cluster",
+                self.gang
+            ),
+            WaitReason::TooFewPods { exist, min_member } => write!(
+                f,
+                "{} has {exist} of the {min_member} pods its minMember needs; waiting for the rest to be created",
                 self.gang
             ),
             WaitReason::BehindEarlierGang(earlier) => {

@@ -1,3 +1,13 @@
-//! The scheduler's shell: everything that talks to the Kubernetes API server.
+//! The scheduler's shell: everything that talks to the Kubernetes API server, and the
+//! conversion of Kubernetes objects into the engine's model that the simulator shares.
 
+pub mod assemble;
+pub mod bind;
+pub mod cache;
+pub mod convert;
 pub mod crd;
+pub mod foreign;
+pub mod quantity;
+pub mod scheduler;
+pub mod status;
+pub mod watch;

@@ -88,14 +88,26 @@ impl TestCluster {
             .unwrap_or_else(|e| panic!("failed to create {} {name}: {e}", K::kind(&Default::default())))
     }
 
+    /// Creates a fake node and clears the `node.kubernetes.io/not-ready` taint the API
+    /// server's admission puts on every new node: the node lifecycle controller that would
+    /// lift it once the kubelet reports Ready is not running, and there is no kubelet.
+    pub async fn create_node(&self, node: &k8s_openapi::api::core::v1::Node) {
+        let nodes: Api<k8s_openapi::api::core::v1::Node> = self.cluster_api();
+        let created = self.create(&nodes, node).await;
+        let name = created.metadata.name.unwrap_or_default();
+        nodes
+            .patch(&name, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(json!({"spec": {"taints": null}})))
+            .await
+            .unwrap_or_else(|e| panic!("failed to clear the taints of node {name}: {e}"));
+    }
+
     /// Creates `count` fake GPU nodes of this test (8 GPUs each) in `rack`; returns their names.
     pub async fn create_gpu_nodes(&self, count: usize, rack: &str) -> Vec<String> {
-        let nodes: Api<k8s_openapi::api::core::v1::Node> = self.cluster_api();
         let mut names = Vec::with_capacity(count);
         for i in 0..count {
             let name = self.name(&format!("{rack}-node-{i}"));
             let node = super::builders::gpu_node(&name, rack, &[(TEST_LABEL, &self.id)]);
-            self.create(&nodes, &node).await;
+            self.create_node(&node).await;
             names.push(name);
         }
         names

@@ -251,6 +251,38 @@ impl ControlPlane {
     }
 }
 
+impl ControlPlane {
+    /// Starts the pinned kube-scheduler with one profile named `scheduler_name`, for
+    /// side-by-side runs; it stops with the test binary.
+    pub fn start_kube_scheduler(&self, scheduler_name: &str) -> u32 {
+        let config = self.dir.join(format!("kube-scheduler-{scheduler_name}.yaml"));
+        std::fs::write(
+            &config,
+            format!(
+                "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n\
+                 clientConnection:\n  kubeconfig: {}\nleaderElection:\n  leaderElect: false\n\
+                 profiles:\n- schedulerName: {scheduler_name}\n",
+                self.kubeconfig.display()
+            ),
+        )
+        .expect("failed to write the kube-scheduler configuration");
+        let log = self.dir.join(format!("kube-scheduler-{scheduler_name}.log"));
+        let mut command = Command::new(self.bin.join("kube-scheduler"));
+        command
+            .arg(format!("--config={}", config.display()))
+            .arg(format!("--authentication-kubeconfig={}", self.kubeconfig.display()))
+            .arg(format!("--authorization-kubeconfig={}", self.kubeconfig.display()))
+            .arg(format!("--feature-gates={}", gates()))
+            .args(["--bind-address", "127.0.0.1", "--secure-port", &free_port().to_string()])
+            .arg(format!("--cert-dir={}", self.dir.join(format!("kube-scheduler-{scheduler_name}-certs")).display()))
+            .args(["--v", "1"]);
+        let pid = spawn_logged(command, &log);
+        std::thread::sleep(Duration::from_millis(500));
+        assert!(process::is_running(pid), "kube-scheduler exited during start-up:\n{}", log_tail(&log));
+        pid
+    }
+}
+
 fn gates() -> String {
     FEATURE_GATES.iter().map(|g| format!("{g}=true")).collect::<Vec<_>>().join(",")
 }

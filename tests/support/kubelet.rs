@@ -3,7 +3,7 @@
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
 
@@ -22,8 +22,11 @@ impl KubeletEmulator {
                 let Ok(pod) = event else { continue };
                 let bound = pod.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some();
                 let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("Pending");
-                if bound && phase == "Pending" && pod.metadata.deletion_timestamp.is_none() {
-                    let name = pod.metadata.name.clone().unwrap_or_default();
+                let name = pod.metadata.name.clone().unwrap_or_default();
+                if bound && pod.metadata.deletion_timestamp.is_some() {
+                    // A kubelet stops the containers, then removes the pod for good.
+                    let _ = watched.delete(&name, &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await;
+                } else if bound && phase == "Pending" && !self_hold(&pod) {
                     // A pod deleted meanwhile is no error: there is nothing left to run.
                     let _ = patch_status(&watched, &name, running(&pod)).await;
                 }
@@ -69,6 +72,14 @@ impl Drop for KubeletEmulator {
     fn drop(&mut self) {
         self.task.abort();
     }
+}
+
+/// The label that keeps a pod from starting (it stays Pending on its node), to test gangs
+/// whose pods never become Ready.
+pub const HOLD_LABEL: &str = "e2e.muster.dev/hold";
+
+fn self_hold(pod: &Pod) -> bool {
+    pod.metadata.labels.as_ref().is_some_and(|l| l.contains_key(HOLD_LABEL))
 }
 
 fn containers(pod: &Pod) -> impl Iterator<Item = &str> {

@@ -13,6 +13,7 @@ pub mod builders;
 pub mod cluster;
 pub mod control_plane;
 pub mod kubelet;
+pub mod muster;
 pub mod pki;
 pub mod process;
 

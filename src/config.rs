@@ -1,0 +1,186 @@
+//! The scheduler's configuration file (see `scheduler-config/default.yaml`).
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::engine::{CycleConfig, Queueing, Scoring};
+
+#[derive(Debug, Error)]
+pub enum Error {
+    #[error("failed to read configuration {path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("invalid configuration {path}: {source}")]
+    Parse { path: String, source: serde_yaml::Error },
+    #[error("invalid configuration {path}: {problem}")]
+    Invalid { path: String, problem: String },
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ScoringStrategy {
+    #[default]
+    BinPack,
+    Spread,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum QueueingStrategy {
+    #[default]
+    Backfill,
+    #[serde(rename = "StrictFIFO")]
+    StrictFifo,
+    #[serde(rename = "BestEffortFIFO")]
+    BestEffortFifo,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TopologyLevel {
+    pub name: String,
+    pub node_label: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Backoff {
+    pub initial_seconds: u64,
+    pub max_seconds: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Config {
+    /// Pods with this `spec.schedulerName` are Muster's.
+    pub scheduler_name: String,
+    pub scoring: ScoringStrategy,
+    pub queueing: QueueingStrategy,
+    /// Backfill: how long a gang that does not fit waits before nodes are reserved for it.
+    pub reserve_after_seconds: u64,
+    /// Default for PodGroups that set no podsReadyTimeoutSeconds.
+    pub pods_ready_timeout_seconds: u64,
+    /// How long a gang that was Ready may stay below minMember before it is evicted whole.
+    pub gang_broken_grace_seconds: u64,
+    /// Retry delay for a gang whose binding was rolled back or that was evicted.
+    pub backoff: Backoff,
+    /// Topology levels, outermost first.
+    pub topology: Vec<TopologyLevel>,
+    /// Where /metrics, /healthz and /readyz are served.
+    pub metrics_address: String,
+    /// Only nodes carrying all these labels are scheduled onto (empty: every node), for a
+    /// Muster that manages part of a cluster, such as its GPU nodes.
+    pub node_selector: std::collections::BTreeMap<String, String>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        let level = |name: &str, label: &str| TopologyLevel { name: name.into(), node_label: label.into() };
+        Config {
+            scheduler_name: "muster".into(),
+            scoring: ScoringStrategy::BinPack,
+            queueing: QueueingStrategy::Backfill,
+            reserve_after_seconds: 600,
+            pods_ready_timeout_seconds: 30 * 60,
+            gang_broken_grace_seconds: 60,
+            backoff: Backoff { initial_seconds: 1, max_seconds: 300 },
+            topology: vec![
+                level("zone", "topology.kubernetes.io/zone"),
+                level("block", "topology.muster.dev/block"),
+                level("rack", "topology.muster.dev/rack"),
+                level("host", "kubernetes.io/hostname"),
+            ],
+            metrics_address: "0.0.0.0:10251".into(),
+            node_selector: Default::default(),
+        }
+    }
+}
+
+impl Config {
+    /// Reads and checks a configuration file; fields left out take their defaults.
+    pub fn load(path: &Path) -> Result<Config> {
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| Error::Read { path: shown.clone(), source })?;
+        Config::parse(&text, &shown)
+    }
+
+    pub fn parse(text: &str, path: &str) -> Result<Config> {
+        let partial: PartialConfig =
+            serde_yaml::from_str(text).map_err(|source| Error::Parse { path: path.to_string(), source })?;
+        let config = partial.merge_into(Config::default());
+        config.check().map_err(|problem| Error::Invalid { path: path.to_string(), problem })?;
+        Ok(config)
+    }
+
+    fn check(&self) -> Result<(), String> {
+        if self.scheduler_name.trim().is_empty() {
+            return Err("schedulerName must not be empty".into());
+        }
+        if self.backoff.initial_seconds == 0 || self.backoff.max_seconds < self.backoff.initial_seconds {
+            return Err("backoff needs 0 < initialSeconds <= maxSeconds".into());
+        }
+        if self.pods_ready_timeout_seconds == 0 {
+            return Err("podsReadyTimeoutSeconds must be positive".into());
+        }
+        let mut seen = std::collections::HashSet::new();
+        for level in &self.topology {
+            if level.name.is_empty() || level.node_label.is_empty() {
+                return Err("every topology level needs a name and a nodeLabel".into());
+            }
+            if !seen.insert(level.name.as_str()) {
+                return Err(format!("topology level {:?} is listed twice", level.name));
+            }
+        }
+        Ok(())
+    }
+
+    /// The engine's part of the configuration.
+    pub fn cycle(&self) -> CycleConfig {
+        CycleConfig {
+            scoring: match self.scoring {
+                ScoringStrategy::BinPack => Scoring::BinPack,
+                ScoringStrategy::Spread => Scoring::Spread,
+            },
+            queueing: match self.queueing {
+                QueueingStrategy::Backfill => Queueing::Backfill,
+                QueueingStrategy::StrictFifo => Queueing::StrictFifo,
+                QueueingStrategy::BestEffortFifo => Queueing::BestEffortFifo,
+            },
+            reserve_after_seconds: i64::try_from(self.reserve_after_seconds).unwrap_or(i64::MAX),
+        }
+    }
+}
+
+/// The file's form: every field optional, unknown fields an error.
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct PartialConfig {
+    scheduler_name: Option<String>,
+    scoring: Option<ScoringStrategy>,
+    queueing: Option<QueueingStrategy>,
+    reserve_after_seconds: Option<u64>,
+    pods_ready_timeout_seconds: Option<u64>,
+    gang_broken_grace_seconds: Option<u64>,
+    backoff: Option<Backoff>,
+    topology: Option<Vec<TopologyLevel>>,
+    metrics_address: Option<String>,
+    node_selector: Option<std::collections::BTreeMap<String, String>>,
+}
+
+impl PartialConfig {
+    fn merge_into(self, d: Config) -> Config {
+        Config {
+            scheduler_name: self.scheduler_name.unwrap_or(d.scheduler_name),
+            scoring: self.scoring.unwrap_or(d.scoring),
+            queueing: self.queueing.unwrap_or(d.queueing),
+            reserve_after_seconds: self.reserve_after_seconds.unwrap_or(d.reserve_after_seconds),
+            pods_ready_timeout_seconds: self.pods_ready_timeout_seconds.unwrap_or(d.pods_ready_timeout_seconds),
+            gang_broken_grace_seconds: self.gang_broken_grace_seconds.unwrap_or(d.gang_broken_grace_seconds),
+            backoff: self.backoff.unwrap_or(d.backoff),
+            topology: self.topology.unwrap_or(d.topology),
+            metrics_address: self.metrics_address.unwrap_or(d.metrics_address),
+            node_selector: self.node_selector.unwrap_or(d.node_selector),
+        }
+    }
+}

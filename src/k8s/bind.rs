@@ -1,0 +1,162 @@
+//! Binds a placed gang as one transaction: every pod through pods/binding, concurrently,
+//! each retrying transient errors; if fewer than the gang's minimum end up bound, the bound
+//! ones are evicted (Eviction API) so that no gang sits on part of its GPUs.
+//!
+//! Kubernetes has no transaction across objects and a bound pod cannot be unbound, so
+//! eviction is the only undo: the pods' controllers recreate them and the gang is retried.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, EvictParams, PostParams};
+use serde_json::json;
+
+use crate::engine::model::{GangKey, PodKey};
+
+/// What a test hook tells the binder to do before one bind.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HookAction {
+    Proceed,
+    /// Fail this bind permanently with the message.
+    Fail(String),
+    /// Fail this attempt as a transient (retryable) error, then proceed.
+    FailOnce,
+    /// Wait this long before binding (to stop the scheduler mid-gang).
+    Pause(Duration),
+}
+
+/// A test-only hook into the binder; production runs have none.
+pub trait BindHook: Send + Sync {
+    /// Called before each bind of a gang's pods; `index` counts binds of this gang from 0.
+    fn before_bind(&self, gang: &GangKey, index: usize, pod: &PodKey) -> HookAction;
+}
+
+/// A gang to bind: its pods with their nodes, and how many must be bound for it to stand.
+#[derive(Clone, Debug)]
+pub struct GangBinding {
+    pub gang: GangKey,
+    /// Pods that must be bound in this transaction (minMember less those already bound).
+    pub needed: usize,
+    pub pods: Vec<(PodKey, String)>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BindOutcome {
+    /// At least `needed` pods are bound; `failed` pods (beyond the minimum) go back to pending.
+    Bound { bound: Vec<PodKey>, failed: Vec<(PodKey, String)> },
+    /// Too few pods were bound: those that were have been evicted.
+    RolledBack { evicted: Vec<PodKey>, errors: Vec<(PodKey, String)> },
+}
+
+pub struct Binder {
+    client: kube::Client,
+    hook: Option<Arc<dyn BindHook>>,
+    /// Pods of one gang bound at once.
+    concurrency: usize,
+    attempts: u32,
+}
+
+fn is_transient(error: &kube::Error) -> bool {
+    match error {
+        kube::Error::Api(status) => status.code == 429 || status.code == 409 || status.code >= 500,
+        kube::Error::HyperError(_) | kube::Error::Service(_) => true,
+        _ => false,
+    }
+}
+
+impl Binder {
+    pub fn new(client: kube::Client, hook: Option<Arc<dyn BindHook>>) -> Binder {
+        Binder { client, hook, concurrency: 32, attempts: 5 }
+    }
+
+    pub async fn bind(&self, binding: &GangBinding) -> BindOutcome {
+        let gang = &binding.gang;
+        let binds: Vec<_> = binding
+            .pods
+            .iter()
+            .cloned()
+            .enumerate()
+            .map(|(index, (pod, node))| async move {
+                let result = self.bind_pod(gang, index, &pod, &node).await;
+                (pod, result)
+            })
+            .collect();
+        let results: Vec<(PodKey, Result<(), String>)> =
+            futures::stream::iter(binds).buffer_unordered(self.concurrency).collect().await;
+        let mut bound = Vec::new();
+        let mut errors = Vec::new();
+        for (pod, result) in results {
+            match result {
+                Ok(()) => bound.push(pod),
+                Err(e) => errors.push((pod, e)),
+            }
+        }
+        if bound.len() >= binding.needed {
+            return BindOutcome::Bound { bound, failed: errors };
+        }
+        let mut evicted = Vec::new();
+        for pod in bound {
+            match self.evict(&pod).await {
+                Ok(()) => evicted.push(pod),
+                Err(e) => errors.push((pod, format!("eviction failed: {e}"))),
+            }
+        }
+        BindOutcome::RolledBack { evicted, errors }
+    }
+
+    async fn bind_pod(&self, gang: &GangKey, index: usize, pod: &PodKey, node: &str) -> Result<(), String> {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
+        let mut injected_transient = false;
+        if let Some(hook) = &self.hook {
+            match hook.before_bind(gang, index, pod) {
+                HookAction::Proceed => {}
+                HookAction::Fail(message) => return Err(message),
+                HookAction::FailOnce => injected_transient = true,
+                HookAction::Pause(duration) => tokio::time::sleep(duration).await,
+            }
+        }
+        let body = json!({
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": pod.name, "namespace": pod.namespace},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        });
+        let mut delay = Duration::from_millis(100);
+        for attempt in 1..=self.attempts {
+            let result = if injected_transient && attempt == 1 {
+                Err(kube::Error::Api(kube::core::Status::failure("injected transient error", "InternalError").with_code(500).boxed()))
+            } else {
+                pods.create_subresource::<_, serde_json::Value>("binding", &pod.name, &PostParams::default(), &body).await.map(|_| ())
+            };
+            match result {
+                Ok(()) => return Ok(()),
+                Err(e) => {
+                    // A lost response can leave the pod bound already: that is success.
+                    if let Ok(current) = pods.get(&pod.name).await
+                        && current.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node)
+                    {
+                        return Ok(());
+                    }
+                    if !is_transient(&e) || attempt == self.attempts {
+                        return Err(format!("binding pod {pod} to node {node} failed: {e}"));
+                    }
+                    tracing::debug!(%pod, node, attempt, error = %e, "retrying bind");
+                }
+            }
+            tokio::time::sleep(delay).await;
+            delay *= 2;
+        }
+        unreachable!("the last attempt returns")
+    }
+
+    async fn evict(&self, pod: &PodKey) -> Result<(), kube::Error> {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
+        match pods.evict(&pod.name, &EvictParams::default()).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}

@@ -1,0 +1,233 @@
+//! Converts Kubernetes objects into the engine's compact model.
+//!
+//! Pure functions over k8s-openapi types, shared by the scheduler's cache and the
+//! simulator, so both hand the engine exactly the same snapshot for the same objects.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Container, Node, NodeSelectorRequirement, Pod, PodSpec};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use thiserror::Error;
+
+use super::quantity;
+use crate::engine::model::{
+    LabelRequirement, Node as EngineNode, NodeConstraints, SelectorOperator, Taint, TaintEffect, Toleration,
+    TolerationOperator,
+};
+use crate::engine::resources::{Capacity, Demand, ResourceId, ResourceNames};
+
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum Error {
+    #[error("{object}: {source}")]
+    Quantity { object: String, source: quantity::Error },
+    #[error("{object}: unknown {what} {value:?}")]
+    Unknown { object: String, what: &'static str, value: String },
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// "Pod ns/name", "Node name": how errors name an object.
+pub fn describe(kind: &str, meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
+    match &meta.namespace {
+        Some(ns) => format!("{kind} {ns}/{}", meta.name.as_deref().unwrap_or("")),
+        None => format!("{kind} {}", meta.name.as_deref().unwrap_or("")),
+    }
+}
+
+fn amount(names: &mut ResourceNames, object: &str, resource: &str, q: &Quantity) -> Result<(ResourceId, i64)> {
+    let id = names.intern(resource);
+    let value = if id == ResourceId::CPU { quantity::parse_milli(&q.0) } else { quantity::parse_units(&q.0) };
+    value.map(|v| (id, v)).map_err(|source| Error::Quantity { object: object.to_string(), source })
+}
+
+/// A node's allocatable capacity, labels, taints and cordon.
+pub fn node(node: &Node, names: &mut ResourceNames) -> Result<EngineNode> {
+    let object = describe("Node", &node.metadata);
+    let mut allocatable = Capacity::default();
+    let status = node.status.as_ref();
+    let resources = status.and_then(|s| s.allocatable.as_ref().or(s.capacity.as_ref()));
+    for (resource, q) in resources.into_iter().flatten() {
+        let (id, v) = amount(names, &object, resource, q)?;
+        allocatable.set(id, v);
+    }
+    let spec = node.spec.as_ref();
+    let taints = spec
+        .and_then(|s| s.taints.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|t| {
+            Ok(Taint {
+                key: t.key.clone(),
+                value: t.value.clone().unwrap_or_default(),
+                effect: effect(&object, &t.effect)?,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(EngineNode {
+        name: node.metadata.name.clone().unwrap_or_default(),
+        labels: node.metadata.labels.clone().unwrap_or_default(),
+        taints,
+        unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
+        allocatable,
+        requested: Capacity::default(),
+    })
+}
+
+fn effect(object: &str, effect: &str) -> Result<TaintEffect> {
+    match effect {
+        "NoSchedule" => Ok(TaintEffect::NoSchedule),
+        "PreferNoSchedule" => Ok(TaintEffect::PreferNoSchedule),
+        "NoExecute" => Ok(TaintEffect::NoExecute),
+        other => Err(Error::Unknown { object: object.to_string(), what: "taint effect", value: other.to_string() }),
+    }
+}
+
+fn container_requests(
+    names: &mut ResourceNames,
+    object: &str,
+    container: &Container,
+    into: &mut BTreeMap<ResourceId, i64>,
+) -> Result<()> {
+    let resources = container.resources.as_ref();
+    let requests = resources.and_then(|r| r.requests.as_ref());
+    // As the API server defaults them: a limit without a request is the request.
+    let limits = resources.and_then(|r| r.limits.as_ref());
+    for (resource, q) in limits.into_iter().flatten() {
+        if requests.is_none_or(|r| !r.contains_key(resource)) {
+            let (id, v) = amount(names, object, resource, q)?;
+            *into.entry(id).or_default() += v;
+        }
+    }
+    for (resource, q) in requests.into_iter().flatten() {
+        let (id, v) = amount(names, object, resource, q)?;
+        *into.entry(id).or_default() += v;
+    }
+    Ok(())
+}
+
+/// What a pod asks of a node, as kube-scheduler computes it: the sum of its containers and
+/// restartable init containers (sidecars), or the largest regular init container if more,
+/// plus the pod overhead, plus one pod.
+pub fn pod_demand(pod: &Pod, names: &mut ResourceNames) -> Result<Demand> {
+    let object = describe("Pod", &pod.metadata);
+    let Some(spec) = pod.spec.as_ref() else { return Ok(Demand::new(vec![(ResourceId::PODS, 1)])) };
+    let mut total = BTreeMap::new();
+    for c in &spec.containers {
+        container_requests(names, &object, c, &mut total)?;
+    }
+    let mut sidecars = BTreeMap::new();
+    for init in spec.init_containers.iter().flatten() {
+        let mut one = BTreeMap::new();
+        container_requests(names, &object, init, &mut one)?;
+        if init.restart_policy.as_deref() == Some("Always") {
+            for (id, v) in one {
+                *sidecars.entry(id).or_default() += v;
+                *total.entry(id).or_default() += v;
+            }
+        } else {
+            for (id, v) in one {
+                // A regular init container runs beside the sidecars started before it.
+                let with_sidecars = v + sidecars.get(&id).copied().unwrap_or(0);
+                let entry = total.entry(id).or_default();
+                *entry = (*entry).max(with_sidecars);
+            }
+        }
+    }
+    for (resource, q) in spec.overhead.iter().flatten() {
+        let (id, v) = amount(names, &object, resource, q)?;
+        *total.entry(id).or_default() += v;
+    }
+    let mut entries: Vec<(ResourceId, i64)> = total.into_iter().collect();
+    entries.push((ResourceId::PODS, 1));
+    Ok(Demand::new(entries))
+}
+
+fn operator(object: &str, op: &str) -> Result<SelectorOperator> {
+    Ok(match op {
+        "In" => SelectorOperator::In,
+        "NotIn" => SelectorOperator::NotIn,
+        "Exists" => SelectorOperator::Exists,
+        "DoesNotExist" => SelectorOperator::DoesNotExist,
+        "Gt" => SelectorOperator::Gt,
+        "Lt" => SelectorOperator::Lt,
+        other => return Err(Error::Unknown { object: object.into(), what: "node selector operator", value: other.into() }),
+    })
+}
+
+fn requirement(object: &str, r: &NodeSelectorRequirement) -> Result<LabelRequirement> {
+    Ok(LabelRequirement { key: r.key.clone(), operator: operator(object, &r.operator)?, values: r.values.clone().unwrap_or_default() })
+}
+
+/// Where the pod may run apart from capacity: nodeSelector, required node affinity,
+/// tolerations.
+pub fn pod_constraints(pod: &Pod) -> Result<NodeConstraints> {
+    let object = describe("Pod", &pod.metadata);
+    let Some(spec) = pod.spec.as_ref() else { return Ok(NodeConstraints::default()) };
+    constraints_of(&object, spec)
+}
+
+fn constraints_of(object: &str, spec: &PodSpec) -> Result<NodeConstraints> {
+    let node_selector = spec.node_selector.clone().unwrap_or_default().into_iter().collect();
+    let required = spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|na| na.required_during_scheduling_ignored_during_execution.as_ref());
+    let mut affinity_terms = Vec::new();
+    for term in required.map(|r| r.node_selector_terms.as_slice()).unwrap_or_default() {
+        let mut requirements = Vec::new();
+        for r in term.match_expressions.iter().flatten() {
+            requirements.push(requirement(object, r)?);
+        }
+        // matchFields supports only metadata.name, which is the hostname label's value.
+        for r in term.match_fields.iter().flatten() {
+            let mut r = requirement(object, r)?;
+            if r.key == "metadata.name" {
+                r.key = "kubernetes.io/hostname".into();
+            }
+            requirements.push(r);
+        }
+        affinity_terms.push(requirements);
+    }
+    let tolerations = spec
+        .tolerations
+        .iter()
+        .flatten()
+        .map(|t| {
+            Ok(Toleration {
+                key: t.key.clone().unwrap_or_default(),
+                operator: match t.operator.as_deref() {
+                    Some("Exists") => TolerationOperator::Exists,
+                    None | Some("Equal") => TolerationOperator::Equal,
+                    Some(other) => {
+                        return Err(Error::Unknown { object: object.into(), what: "toleration operator", value: other.into() });
+                    }
+                },
+                value: t.value.clone().unwrap_or_default(),
+                effect: match t.effect.as_deref() {
+                    None | Some("") => None,
+                    Some(e) => Some(effect(object, e)?),
+                },
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(NodeConstraints { node_selector, affinity_terms, tolerations })
+}
+
+/// Interns equal constraints so that identical pods share one value (and one shape).
+#[derive(Default)]
+pub struct ConstraintsInterner {
+    seen: std::collections::HashMap<Arc<NodeConstraints>, ()>,
+}
+
+impl ConstraintsInterner {
+    pub fn intern(&mut self, constraints: NodeConstraints) -> Arc<NodeConstraints> {
+        let candidate = Arc::new(constraints);
+        if let Some((existing, _)) = self.seen.get_key_value(&candidate) {
+            return existing.clone();
+        }
+        self.seen.insert(candidate.clone(), ());
+        candidate
+    }
+}

@@ -1,0 +1,247 @@
+//! The scheduling loop: watches feed the cache, changes wake a debounced cycle, placed
+//! gangs are assumed and bound concurrently, and waiting pods are told why.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::api::scheduling::v1beta1::PodGroup as KubernetesPodGroup;
+use kube::Api;
+use thiserror::Error;
+use tokio::sync::{Notify, mpsc, oneshot};
+
+use super::assemble::assemble;
+use super::bind::{BindHook, BindOutcome, Binder, GangBinding};
+use super::cache::Cache;
+use super::crd::PodGroup as MusterPodGroup;
+use super::foreign::PodGroup as PluginPodGroup;
+use super::status::StatusWriter;
+use super::watch;
+use crate::config::Config;
+use crate::engine::model::{GangKey, PodKey};
+use crate::engine::reason::WaitReason;
+use crate::engine::schedule;
+
+#[derive(Debug, Error)]
+pub enum Error {
+    #[error("failed to ask the API server which PodGroup APIs it serves: {0}")]
+    Discovery(#[source] kube::Error),
+    #[error("a watch ended before the cache was filled")]
+    WatchEnded,
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Changes arriving within this long of each other share one cycle.
+const DEBOUNCE: Duration = Duration::from_millis(20);
+
+#[derive(Default)]
+pub struct Options {
+    /// Test-only: called before every bind.
+    pub hook: Option<Arc<dyn BindHook>>,
+}
+
+/// Which PodGroup APIs the cluster serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sources {
+    pub kubernetes: bool,
+    pub muster: bool,
+    pub scheduler_plugins: bool,
+}
+
+async fn serves(client: &kube::Client, group_version: &str, plural: &str) -> Result<bool> {
+    match client.list_api_group_resources(group_version).await {
+        Ok(list) => Ok(list.resources.iter().any(|r| r.name == plural)),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
+        Err(e) => Err(Error::Discovery(e)),
+    }
+}
+
+/// Asks the API server which PodGroup sources exist; logs one line for each that is off.
+pub async fn discover(client: &kube::Client) -> Result<Sources> {
+    let sources = Sources {
+        kubernetes: serves(client, "scheduling.k8s.io/v1beta1", "podgroups").await?,
+        muster: serves(client, "muster.dev/v1alpha1", "podgroups").await?,
+        scheduler_plugins: serves(client, "scheduling.x-k8s.io/v1alpha1", "podgroups").await?,
+    };
+    let off = |on: bool, what: &str, why: &str| {
+        if !on {
+            tracing::info!("PodGroup source {what} is off: {why}");
+        }
+    };
+    off(sources.kubernetes, "scheduling.k8s.io/v1beta1", "the API server does not serve it (Kubernetes before 1.37, or the GenericWorkload feature off)");
+    off(sources.muster, "muster.dev/v1alpha1", "its CRD is not installed (muster crds | kubectl apply -f -)");
+    off(sources.scheduler_plugins, "scheduling.x-k8s.io/v1alpha1", "the scheduler-plugins CRD is not installed");
+    Ok(sources)
+}
+
+struct Backoff {
+    until: Instant,
+    failures: u32,
+}
+
+fn unix_now() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
+}
+
+/// Runs the scheduler until the process ends.
+pub async fn run(client: kube::Client, config: Config, options: Options) -> Result<()> {
+    let sources = discover(&client).await?;
+    let cache = Arc::new(Mutex::new(Cache::new(config.node_selector.clone().into_iter().collect())));
+    let wake = Arc::new(Notify::new());
+    let mut synced = Vec::new();
+    let mut watch = |spawn: &mut dyn FnMut(oneshot::Sender<()>)| {
+        let (tx, rx) = oneshot::channel();
+        spawn(tx);
+        synced.push(rx);
+    };
+    let (c, w) = (cache.clone(), wake.clone());
+    watch(&mut |tx| drop(watch::spawn(Api::<Pod>::all(client.clone()), c.clone(), w.clone(), tx)));
+    watch(&mut |tx| drop(watch::spawn(Api::<Node>::all(client.clone()), c.clone(), w.clone(), tx)));
+    watch(&mut |tx| drop(watch::spawn(Api::<PriorityClass>::all(client.clone()), c.clone(), w.clone(), tx)));
+    if sources.kubernetes {
+        watch(&mut |tx| drop(watch::spawn(Api::<KubernetesPodGroup>::all(client.clone()), c.clone(), w.clone(), tx)));
+    }
+    if sources.muster {
+        watch(&mut |tx| drop(watch::spawn(Api::<MusterPodGroup>::all(client.clone()), c.clone(), w.clone(), tx)));
+    }
+    if sources.scheduler_plugins {
+        watch(&mut |tx| drop(watch::spawn(Api::<PluginPodGroup>::all(client.clone()), c.clone(), w.clone(), tx)));
+    }
+    for rx in synced {
+        rx.await.map_err(|_| Error::WatchEnded)?;
+    }
+    tracing::info!(scheduler = %config.scheduler_name, "caches filled; scheduling");
+
+    let binder = Arc::new(Binder::new(client.clone(), options.hook));
+    let mut status = StatusWriter::new(client.clone(), &config.scheduler_name);
+    let (results_tx, mut results_rx) = mpsc::unbounded_channel::<(GangBinding, BindOutcome)>();
+    let mut backoff: HashMap<GangKey, Backoff> = HashMap::new();
+    let mut in_flight: HashSet<GangKey> = HashSet::new();
+    let cycle_config = config.cycle();
+    wake.notify_one();
+    loop {
+        tokio::select! {
+            _ = wake.notified() => {}
+            Some(result) = results_rx.recv() => {
+                finish(result, &cache, &mut status, &mut backoff, &mut in_flight, &config, &wake).await;
+            }
+        }
+        tokio::time::sleep(DEBOUNCE).await;
+        while let Ok(result) = results_rx.try_recv() {
+            finish(result, &cache, &mut status, &mut backoff, &mut in_flight, &config, &wake).await;
+        }
+
+        let started = Instant::now();
+        let objects = cache.lock().unwrap_or_else(|e| e.into_inner()).objects();
+        let now = unix_now();
+        let mut assembled = assemble(&objects, &config.scheduler_name, now);
+        backoff.retain(|_, b| b.until > started);
+        assembled.snapshot.gangs.retain(|g| !backoff.contains_key(&g.key) && !in_flight.contains(&g.key));
+        let outcome = schedule(&assembled.snapshot, &cycle_config);
+        tracing::debug!(placed = outcome.placements.len(), waiting = outcome.waiting.len(), elapsed = ?started.elapsed(), "cycle");
+
+        for placement in &outcome.placements {
+            let gang = assembled.snapshot.gangs.iter().find(|g| g.key == placement.gang).expect("placed gangs come from the snapshot");
+            let binding = GangBinding {
+                gang: placement.gang.clone(),
+                needed: gang.still_needed(),
+                pods: placement.pods.iter().map(|(pod, node)| (pod.clone(), assembled.snapshot.nodes[*node as usize].name.clone())).collect(),
+            };
+            {
+                let mut cache = cache.lock().unwrap_or_else(|e| e.into_inner());
+                for (pod, node) in &binding.pods {
+                    cache.assume(pod.clone(), node.clone());
+                }
+            }
+            in_flight.insert(binding.gang.clone());
+            let (binder, results) = (binder.clone(), results_tx.clone());
+            tokio::spawn(async move {
+                let outcome = binder.bind(&binding).await;
+                let _ = results.send((binding, outcome));
+            });
+        }
+
+        let mut next_wake: Option<Instant> = backoff.values().map(|b| b.until).min();
+        for waiting in &outcome.waiting {
+            let message = waiting.to_string();
+            tracing::debug!(gang = %waiting.gang, reason = %message, "waiting");
+            if let Some(gang) = assembled.snapshot.gangs.iter().find(|g| g.key == waiting.gang) {
+                for pod in &gang.pods {
+                    status.unschedulable(&pod.key, &message).await;
+                }
+                // A gang that will be old enough for a reservation needs a cycle then.
+                if matches!(waiting.reason, WaitReason::DoesNotFit { .. }) && config.queueing == crate::config::QueueingStrategy::Backfill {
+                    let due = gang.created + cycle_config.reserve_after_seconds;
+                    if due > now {
+                        let at = started + Duration::from_secs((due - now) as u64);
+                        next_wake = Some(next_wake.map_or(at, |w| w.min(at)));
+                    }
+                }
+            }
+        }
+        for (pod, why) in &assembled.rejected_pods {
+            status.unschedulable(pod, why).await;
+        }
+        status.retain(|pod| objects.pods.iter().any(|p| p.metadata.name.as_deref() == Some(pod.name.as_str())));
+        if let Some(at) = next_wake {
+            let wake = wake.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep_until(at.into()).await;
+                wake.notify_one();
+            });
+        }
+    }
+}
+
+async fn finish(
+    (binding, outcome): (GangBinding, BindOutcome),
+    cache: &Arc<Mutex<Cache>>,
+    status: &mut StatusWriter,
+    backoff: &mut HashMap<GangKey, Backoff>,
+    in_flight: &mut HashSet<GangKey>,
+    config: &Config,
+    wake: &Arc<Notify>,
+) {
+    in_flight.remove(&binding.gang);
+    let node_of: HashMap<&PodKey, &String> = binding.pods.iter().map(|(p, n)| (p, n)).collect();
+    match outcome {
+        BindOutcome::Bound { bound, failed } => {
+            tracing::info!(gang = %binding.gang, pods = bound.len(), "bound");
+            backoff.remove(&binding.gang);
+            for pod in &bound {
+                status.scheduled(pod, node_of[pod], &binding.gang.to_string()).await;
+            }
+            let mut cache = cache.lock().unwrap_or_else(|e| e.into_inner());
+            for (pod, error) in &failed {
+                tracing::warn!(gang = %binding.gang, %pod, %error, "pod beyond the minimum not bound; it stays pending");
+                cache.forget(pod);
+            }
+        }
+        BindOutcome::RolledBack { evicted, errors } => {
+            let failures = backoff.get(&binding.gang).map_or(0, |b| b.failures) + 1;
+            let delay = (config.backoff.initial_seconds << (failures - 1).min(20)).min(config.backoff.max_seconds);
+            let first_error = errors.first().map(|(_, e)| e.clone()).unwrap_or_default();
+            tracing::warn!(gang = %binding.gang, evicted = evicted.len(), error = %first_error, retry_in_s = delay, "binding failed; gang rolled back");
+            let message = format!(
+                "{} was rolled back: {} of the {} pods it needs could be bound ({first_error}); its bound pods are evicted and it is retried in {delay}s",
+                binding.gang,
+                evicted.len(),
+                binding.needed
+            );
+            for pod in &evicted {
+                status.evicted(pod, "BindFailed", &message).await;
+            }
+            {
+                let mut cache = cache.lock().unwrap_or_else(|e| e.into_inner());
+                for (pod, _) in &binding.pods {
+                    cache.forget(pod);
+                }
+            }
+            backoff.insert(binding.gang.clone(), Backoff { until: Instant::now() + Duration::from_secs(delay), failures });
+        }
+    }
+    wake.notify_one();
+}

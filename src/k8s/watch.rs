@@ -1,0 +1,95 @@
+//! Wires the API server's watches to the cache: the one place watch events are applied.
+
+use std::fmt::Debug;
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::api::scheduling::v1beta1::PodGroup as KubernetesPodGroup;
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
+use kube::{Api, Resource};
+use serde::de::DeserializeOwned;
+use tokio::sync::{Notify, oneshot};
+
+use super::cache::{Cache, Store};
+use super::crd::PodGroup as MusterPodGroup;
+use super::foreign::PodGroup as PluginPodGroup;
+
+/// How a kind of object is kept in the cache.
+pub trait Cached: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static {
+    fn store(cache: &mut Cache) -> &mut Store<Self>;
+
+    fn apply(cache: &mut Cache, object: Self) {
+        Self::store(cache).apply(object);
+    }
+
+    fn delete(cache: &mut Cache, object: &Self) {
+        Self::store(cache).delete(object);
+    }
+}
+
+impl Cached for Pod {
+    fn store(cache: &mut Cache) -> &mut Store<Self> {
+        &mut cache.pods
+    }
+    fn apply(cache: &mut Cache, object: Self) {
+        cache.apply_pod(object);
+    }
+    fn delete(cache: &mut Cache, object: &Self) {
+        cache.delete_pod(object);
+    }
+}
+
+macro_rules! cached {
+    ($kind:ty, $field:ident) => {
+        impl Cached for $kind {
+            fn store(cache: &mut Cache) -> &mut Store<Self> {
+                &mut cache.$field
+            }
+        }
+    };
+}
+cached!(Node, nodes);
+cached!(PriorityClass, priority_classes);
+cached!(KubernetesPodGroup, kubernetes_groups);
+cached!(MusterPodGroup, muster_groups);
+cached!(PluginPodGroup, plugin_groups);
+
+/// Applies one watch event; pure apart from the cache it changes.
+pub fn apply_event<K: Cached>(cache: &mut Cache, event: Event<K>) {
+    match event {
+        Event::Apply(object) => K::apply(cache, object),
+        Event::Delete(object) => K::delete(cache, &object),
+        Event::Init => K::store(cache).relist_start(),
+        Event::InitApply(object) => K::store(cache).relisted(object),
+        Event::InitDone => K::store(cache).relist_done(),
+    }
+}
+
+/// Watches every object of `api` into the cache, waking the scheduling loop on each change.
+/// `synced` fires after the first complete list.
+pub fn spawn<K>(api: Api<K>, cache: Arc<Mutex<Cache>>, wake: Arc<Notify>, synced: oneshot::Sender<()>) -> tokio::task::JoinHandle<()>
+where
+    K: Cached,
+    K::DynamicType: Default,
+{
+    tokio::spawn(async move {
+        let mut synced = Some(synced);
+        let mut events = watcher::watcher(api, watcher::Config::default()).default_backoff().boxed();
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(event) => {
+                    let done = matches!(event, Event::InitDone);
+                    apply_event(&mut cache.lock().unwrap_or_else(|e| e.into_inner()), event);
+                    if done && let Some(tx) = synced.take() {
+                        let _ = tx.send(());
+                    }
+                    wake.notify_one();
+                }
+                Err(e) => tracing::warn!(kind = %K::kind(&Default::default()), error = %e, "watch failed; retrying"),
+            }
+        }
+    })
+}

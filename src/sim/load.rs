@@ -1,0 +1,243 @@
+//! Reads a cluster from files or folders of ordinary multi-document Kubernetes YAML, and
+//! checks it as the API server would: parsable, typed, no object twice, known priority classes.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::resource::v1::{DeviceClass, DeviceTaintRule, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
+use k8s_openapi::api::scheduling::v1beta1::PodGroup as KubernetesPodGroup;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use serde_yaml::Value;
+use thiserror::Error;
+
+use crate::k8s::assemble::ClusterObjects;
+use crate::k8s::crd::PodGroup as MusterPodGroup;
+use crate::k8s::foreign::PodGroup as PluginPodGroup;
+
+#[derive(Debug, Error)]
+pub enum Error {
+    #[error("{path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("{path}: document {document} is not valid YAML: {source}")]
+    Yaml { path: String, document: usize, source: serde_yaml::Error },
+    #[error("{path}: document {document} has no {field}")]
+    Missing { path: String, document: usize, field: &'static str },
+    #[error("{path}: {object}: {problem}")]
+    Invalid { path: String, object: String, problem: String },
+    #[error("{path}: {object} is defined twice (first in {first})")]
+    Duplicate { path: String, object: String, first: String },
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The DRA objects of a cluster, kept for the device allocator.
+#[derive(Clone, Debug, Default)]
+pub struct DraObjects {
+    pub device_classes: Vec<DeviceClass>,
+    pub resource_slices: Vec<ResourceSlice>,
+    pub resource_claims: Vec<ResourceClaim>,
+    pub resource_claim_templates: Vec<ResourceClaimTemplate>,
+    pub device_taint_rules: Vec<DeviceTaintRule>,
+}
+
+/// A cluster as read from YAML.
+#[derive(Clone, Debug, Default)]
+pub struct LoadedCluster {
+    pub objects: ClusterObjects,
+    pub dra: DraObjects,
+    /// Documents skipped because they play no part in scheduling, one line each.
+    pub notes: Vec<String>,
+}
+
+/// Creation times the loader gives objects that have none, one second apart in file
+/// order, as an API server stamps objects created one after another.
+const EPOCH_SECONDS: i64 = 1_767_225_600; // 2026-01-01T00:00:00Z
+
+fn yaml_files(path: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+    let read = |source| Error::Read { path: path.display().to_string(), source };
+    if path.is_dir() {
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(path).map_err(read)?.filter_map(|e| e.ok().map(|e| e.path())).collect();
+        entries.sort();
+        for entry in entries {
+            if entry.is_dir() || entry.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+                yaml_files(&entry, out)?;
+            }
+        }
+    } else {
+        std::fs::metadata(path).map_err(read)?;
+        out.push(path.to_path_buf());
+    }
+    Ok(())
+}
+
+struct Loader {
+    cluster: LoadedCluster,
+    seen: HashMap<(String, String, String, String), String>,
+    sequence: i64,
+    /// The file each pod came from, for errors found after loading.
+    pod_files: Vec<String>,
+}
+
+/// Reads every file or folder in `paths`.
+pub fn load(paths: &[PathBuf]) -> Result<LoadedCluster> {
+    let mut files = Vec::new();
+    for path in paths {
+        yaml_files(path, &mut files)?;
+    }
+    let mut loader = Loader { cluster: LoadedCluster::default(), seen: HashMap::new(), sequence: 0, pod_files: Vec::new() };
+    for file in &files {
+        let shown = file.display().to_string();
+        let text = std::fs::read_to_string(file).map_err(|source| Error::Read { path: shown.clone(), source })?;
+        loader.load_text(&text, &shown)?;
+    }
+    loader.check_priority_classes()?;
+    Ok(loader.cluster)
+}
+
+/// Reads one YAML stream, as if it were a file named `path`.
+pub fn load_str(text: &str, path: &str) -> Result<LoadedCluster> {
+    let mut loader = Loader { cluster: LoadedCluster::default(), seen: HashMap::new(), sequence: 0, pod_files: Vec::new() };
+    loader.load_text(text, path)?;
+    loader.check_priority_classes()?;
+    Ok(loader.cluster)
+}
+
+fn typed<T: serde::de::DeserializeOwned>(value: Value, path: &str, object: &str) -> Result<T> {
+    serde_yaml::from_value(value).map_err(|e| Error::Invalid { path: path.into(), object: object.into(), problem: e.to_string() })
+}
+
+impl Loader {
+    fn load_text(&mut self, text: &str, path: &str) -> Result<()> {
+        for (i, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
+            let value = <Value as serde::Deserialize>::deserialize(document).map_err(|source| Error::Yaml { path: path.into(), document: i + 1, source })?;
+            self.load_value(value, path, i + 1)?;
+        }
+        Ok(())
+    }
+
+    fn load_value(&mut self, value: Value, path: &str, document: usize) -> Result<()> {
+        if value.is_null() {
+            return Ok(());
+        }
+        let field = |name: &'static str| value.get(name).and_then(Value::as_str).map(str::to_string);
+        let kind = field("kind").ok_or(Error::Missing { path: path.into(), document, field: "kind" })?;
+        let api_version = field("apiVersion").ok_or(Error::Missing { path: path.into(), document, field: "apiVersion" })?;
+        if kind == "List" || kind.ends_with("List") && value.get("items").is_some() {
+            let items = value.get("items").and_then(Value::as_sequence).cloned().unwrap_or_default();
+            for item in items {
+                self.load_value(item, path, document)?;
+            }
+            return Ok(());
+        }
+        let name = value.get("metadata").and_then(|m| m.get("name")).and_then(Value::as_str).map(str::to_string);
+        let name = name.ok_or(Error::Missing { path: path.into(), document, field: "metadata.name" })?;
+        let group = api_version.split_once('/').map_or("", |(g, _)| g).to_string();
+        let namespaced = !matches!(
+            (group.as_str(), kind.as_str()),
+            ("", "Node" | "Namespace" | "PersistentVolume")
+                | ("resource.k8s.io", "ResourceSlice" | "DeviceClass" | "DeviceTaintRule")
+                | ("scheduling.k8s.io", "PriorityClass")
+        );
+        let mut value = value;
+        let namespace = namespaced.then(|| {
+            let ns = value.get("metadata").and_then(|m| m.get("namespace")).and_then(Value::as_str).unwrap_or("default").to_string();
+            if let Some(meta) = value.get_mut("metadata").and_then(Value::as_mapping_mut) {
+                meta.insert("namespace".into(), ns.clone().into());
+            }
+            ns
+        });
+        let object = match &namespace {
+            Some(ns) => format!("{kind} {ns}/{name}"),
+            None => format!("{kind} {name}"),
+        };
+        let identity = (group.clone(), kind.clone(), namespace.clone().unwrap_or_default(), name.clone());
+        let known = matches!(
+            (api_version.as_str(), kind.as_str()),
+            ("v1", "Node" | "Pod")
+                | ("scheduling.k8s.io/v1beta1" | "muster.dev/v1alpha1" | "scheduling.x-k8s.io/v1alpha1", "PodGroup")
+                | ("scheduling.k8s.io/v1", "PriorityClass")
+                | (
+                    "resource.k8s.io/v1",
+                    "ResourceSlice" | "DeviceClass" | "ResourceClaim" | "ResourceClaimTemplate" | "DeviceTaintRule"
+                )
+        );
+        if !known {
+            self.cluster.notes.push(format!("{path}: skipped {object} ({api_version}): it plays no part in scheduling"));
+            return Ok(());
+        }
+        if let Some(first) = self.seen.insert(identity, path.to_string()) {
+            return Err(Error::Duplicate { path: path.into(), object, first });
+        }
+        let c = &mut self.cluster;
+        match (api_version.as_str(), kind.as_str()) {
+            ("v1", "Node") => c.objects.nodes.push(self_stamp(typed(value, path, &object)?, &mut self.sequence)),
+            ("v1", "Pod") => {
+                let mut pod: Pod = typed(value, path, &object)?;
+                pod.metadata = stamp(pod.metadata, &mut self.sequence);
+                if pod.spec.is_none() {
+                    return Err(Error::Invalid { path: path.into(), object, problem: "has no spec".into() });
+                }
+                c.objects.pods.push(pod);
+                self.pod_files.push(path.to_string());
+            }
+            ("scheduling.k8s.io/v1beta1", _) => {
+                let mut g: KubernetesPodGroup = typed(value, path, &object)?;
+                g.metadata = stamp(g.metadata, &mut self.sequence);
+                c.objects.kubernetes_groups.push(g);
+            }
+            ("muster.dev/v1alpha1", _) => {
+                let mut g: MusterPodGroup = typed(value, path, &object)?;
+                if g.spec.min_member < 1 {
+                    return Err(Error::Invalid { path: path.into(), object, problem: "spec.minMember must be at least 1".into() });
+                }
+                g.metadata = stamp(g.metadata, &mut self.sequence);
+                c.objects.muster_groups.push(g);
+            }
+            ("scheduling.x-k8s.io/v1alpha1", _) => {
+                let mut g: PluginPodGroup = typed(value, path, &object)?;
+                g.metadata = stamp(g.metadata, &mut self.sequence);
+                c.objects.plugin_groups.push(g);
+            }
+            ("scheduling.k8s.io/v1", _) => c.objects.priority_classes.push(typed(value, path, &object)?),
+            (_, "ResourceSlice") => c.dra.resource_slices.push(typed(value, path, &object)?),
+            (_, "DeviceClass") => c.dra.device_classes.push(typed(value, path, &object)?),
+            (_, "ResourceClaim") => c.dra.resource_claims.push(typed(value, path, &object)?),
+            (_, "ResourceClaimTemplate") => c.dra.resource_claim_templates.push(typed(value, path, &object)?),
+            _ => c.dra.device_taint_rules.push(typed(value, path, &object)?),
+        }
+        Ok(())
+    }
+
+    /// The API server rejects a pod whose priorityClassName names no PriorityClass, except
+    /// the two built-in system classes.
+    fn check_priority_classes(&self) -> Result<()> {
+        let objects = &self.cluster.objects;
+        for (pod, path) in objects.pods.iter().zip(&self.pod_files) {
+            let Some(class) = pod.spec.as_ref().and_then(|s| s.priority_class_name.as_ref()) else { continue };
+            let builtin = class == "system-cluster-critical" || class == "system-node-critical";
+            if !builtin && !objects.priority_classes.iter().any(|c| c.metadata.name.as_ref() == Some(class)) {
+                return Err(Error::Invalid {
+                    path: path.clone(),
+                    object: crate::k8s::convert::describe("Pod", &pod.metadata),
+                    problem: format!("no PriorityClass with name {class} was found"),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+fn stamp(mut meta: ObjectMeta, sequence: &mut i64) -> ObjectMeta {
+    if meta.creation_timestamp.is_none() {
+        let at = k8s_openapi::jiff::Timestamp::from_second(EPOCH_SECONDS + *sequence).expect("valid time");
+        meta.creation_timestamp = Some(Time(at));
+    }
+    *sequence += 1;
+    meta
+}
+
+fn self_stamp(mut node: Node, sequence: &mut i64) -> Node {
+    node.metadata = stamp(node.metadata, sequence);
+    node
+}

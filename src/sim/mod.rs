@@ -1,0 +1,8 @@
+//! The simulator: the scheduler's conversion and engine on an in-memory cluster read from
+//! YAML, and built-in scenarios beside a per-pod baseline.
+
+pub mod load;
+pub mod objects;
+pub mod run;
+pub mod scenarios;
+pub mod table;

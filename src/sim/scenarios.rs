@@ -1,0 +1,325 @@
+//! Built-in scenarios: Muster beside a per-pod baseline that places pods as kube-scheduler
+//! does (queued by priority then creation time, one at a time, each holding what it gets,
+//! scored LeastAllocated, kube-scheduler's default).
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+
+use serde::Serialize;
+
+use super::objects::{START, gpu_node, pod_group, training_pod};
+use super::run::apply;
+use crate::config::{Config, QueueingStrategy, ScoringStrategy};
+use crate::engine::schedule;
+use crate::k8s::assemble::{ClusterObjects, assemble};
+
+/// Who places the pods.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Placer {
+    Muster,
+    PerPodBaseline,
+}
+
+impl Placer {
+    fn config(self, muster: &Config) -> Config {
+        match self {
+            Placer::Muster => muster.clone(),
+            Placer::PerPodBaseline => Config {
+                scoring: ScoringStrategy::Spread,
+                queueing: QueueingStrategy::BestEffortFifo,
+                ..muster.clone()
+            },
+        }
+    }
+}
+
+/// Schedules until a cycle places nothing.
+fn settle(objects: &mut ClusterObjects, config: &Config, now: i64) {
+    let cycle = config.cycle();
+    loop {
+        let assembled = assemble(objects, &config.scheduler_name, START + now);
+        let outcome = schedule(&assembled.snapshot, &cycle);
+        if apply(objects, &assembled.snapshot.nodes, &outcome) == 0 {
+            break;
+        }
+    }
+}
+
+/// A job: `pods` pods of `gpus_per_pod` GPUs, a gang under Muster.
+#[derive(Clone, Debug)]
+pub struct Job {
+    pub name: String,
+    pub arrival: i64,
+    pub duration: i64,
+    pub pods: usize,
+    pub gpus_per_pod: u32,
+}
+
+impl Job {
+    pub fn gpus(&self) -> u32 {
+        self.pods as u32 * self.gpus_per_pod
+    }
+}
+
+fn add_job(objects: &mut ClusterObjects, job: &Job, placer: Placer, scheduler: &str, created: impl Fn(usize) -> i64) {
+    let gang = placer == Placer::Muster;
+    if gang {
+        objects.muster_groups.push(pod_group(&job.name, job.pods, created(0)));
+    }
+    for i in 0..job.pods {
+        let group = gang.then_some(job.name.as_str());
+        objects.pods.push(training_pod(&format!("{}-{i}", job.name), job.gpus_per_pod, created(i), scheduler, group));
+    }
+}
+
+fn job_of(pod_name: &str) -> &str {
+    pod_name.rsplit_once('-').map_or(pod_name, |(job, _)| job)
+}
+
+/// Placed pods per job.
+fn placed_per_job(objects: &ClusterObjects) -> BTreeMap<String, usize> {
+    let mut placed = BTreeMap::new();
+    for pod in &objects.pods {
+        if pod.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some() {
+            *placed.entry(job_of(pod.metadata.name.as_deref().unwrap_or("")).to_string()).or_default() += 1;
+        }
+    }
+    placed
+}
+
+/// The guide's scenario: two 8-GPU jobs of 8 one-GPU pods on 2 nodes × 4 GPUs, their pods
+/// created interleaved as two Job controllers starting together create them.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TwoJobsOutcome {
+    pub placer: Placer,
+    /// Pods placed per job right after both were created.
+    pub placed: BTreeMap<String, usize>,
+    /// Jobs that can start (all 8 pods placed).
+    pub running: Vec<String>,
+    /// GPUs held by pods of jobs that cannot start.
+    pub stranded_gpus: u32,
+    /// Once the running jobs finish, the jobs that run next.
+    pub running_after_first_finish: Vec<String>,
+}
+
+pub fn two_jobs(placer: Placer, muster: &Config) -> TwoJobsOutcome {
+    let config = placer.config(muster);
+    let mut objects = ClusterObjects {
+        nodes: vec![gpu_node("node-1", "rack-1", 4), gpu_node("node-2", "rack-1", 4)],
+        ..Default::default()
+    };
+    let jobs: Vec<Job> = ["job-a", "job-b"]
+        .iter()
+        .map(|name| Job { name: name.to_string(), arrival: 0, duration: 3600, pods: 8, gpus_per_pod: 1 })
+        .collect();
+    for (j, job) in jobs.iter().enumerate() {
+        add_job(&mut objects, job, placer, &config.scheduler_name, |i| (2 * i + j) as i64);
+    }
+    settle(&mut objects, &config, 16);
+    let placed = placed_per_job(&objects);
+    let running: Vec<String> = jobs.iter().filter(|j| placed.get(&j.name) == Some(&j.pods)).map(|j| j.name.clone()).collect();
+    let stranded_gpus = jobs
+        .iter()
+        .filter(|j| !running.contains(&j.name))
+        .map(|j| placed.get(&j.name).copied().unwrap_or(0) as u32 * j.gpus_per_pod)
+        .sum();
+    // The running jobs finish: their pods go away and the cluster settles again.
+    objects.pods.retain(|p| !running.iter().any(|r| job_of(p.metadata.name.as_deref().unwrap_or("")) == r));
+    settle(&mut objects, &config, 3600);
+    let after = placed_per_job(&objects);
+    let running_after_first_finish =
+        jobs.iter().filter(|j| !running.contains(&j.name) && after.get(&j.name) == Some(&j.pods)).map(|j| j.name.clone()).collect();
+    TwoJobsOutcome { placer, placed, running, stranded_gpus, running_after_first_finish }
+}
+
+/// A small deterministic random source (SplitMix64), so scenarios repeat exactly.
+struct Random(u64);
+
+impl Random {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// The mixed fleet: `nodes` nodes of 8 GPUs in racks of 8, and `jobs` jobs of 1 to 64 GPUs
+/// arriving over `arrival_hours`, each running 1 to 6 hours.
+#[derive(Clone, Copy, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FleetShape {
+    pub nodes: usize,
+    pub jobs: usize,
+    pub arrival_hours: i64,
+    pub horizon_hours: i64,
+    pub seed: u64,
+}
+
+impl Default for FleetShape {
+    fn default() -> Self {
+        FleetShape { nodes: 64, jobs: 900, arrival_hours: 48, horizon_hours: 72, seed: 7 }
+    }
+}
+
+pub fn fleet_jobs(shape: &FleetShape) -> Vec<Job> {
+    let mut random = Random(shape.seed);
+    let sizes: [(u32, u64); 7] = [(1, 30), (2, 15), (4, 15), (8, 15), (16, 10), (32, 10), (64, 5)];
+    let total: u64 = sizes.iter().map(|(_, w)| w).sum();
+    let window = shape.arrival_hours * 3600;
+    let mut jobs: Vec<Job> = (0..shape.jobs)
+        .map(|i| {
+            let mut pick = random.below(total);
+            let gpus = sizes.iter().find(|(_, w)| if pick < *w { true } else { pick -= w; false }).map_or(1, |(g, _)| *g);
+            // Jobs of 8 GPUs or more run one 8-GPU pod per node; smaller ones are either one
+            // pod or one pod per GPU (data-parallel workers).
+            let (pods, gpus_per_pod) = if gpus >= 8 {
+                (gpus as usize / 8, 8)
+            } else if random.below(2) == 0 {
+                (1, gpus)
+            } else {
+                (gpus as usize, 1)
+            };
+            Job {
+                name: format!("job-{i:04}"),
+                arrival: random.below(window as u64) as i64,
+                duration: 3600 + random.below(5 * 3600) as i64,
+                pods,
+                gpus_per_pod,
+            }
+        })
+        .collect();
+    jobs.sort_by_key(|j| (j.arrival, j.name.clone()));
+    jobs
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FleetOutcome {
+    pub placer: Placer,
+    pub jobs: usize,
+    pub started: usize,
+    pub never_started: usize,
+    /// Share of the GPU-hours over the horizon spent by running jobs.
+    pub gpu_utilisation: f64,
+    /// GPU-hours held by pods of jobs that could not start yet.
+    pub stranded_gpu_hours: f64,
+    /// Minutes from arrival to start, over the jobs that started.
+    pub wait_p50_minutes: f64,
+    pub wait_p99_minutes: f64,
+    /// Jobs of at most 8 GPUs.
+    pub small_wait_p50_minutes: f64,
+    /// Jobs of 16 GPUs or more.
+    pub large_wait_p50_minutes: f64,
+    pub large_wait_p99_minutes: f64,
+    pub large_never_started: usize,
+}
+
+pub fn fleet(placer: Placer, shape: &FleetShape, muster: &Config) -> FleetOutcome {
+    let config = placer.config(muster);
+    let racks = shape.nodes.div_ceil(8);
+    let nodes = (0..shape.nodes).map(|i| gpu_node(&format!("node-{i:03}"), &format!("rack-{}", i % racks.max(1)), 8)).collect();
+    let mut objects = ClusterObjects { nodes, ..Default::default() };
+    let jobs = fleet_jobs(shape);
+    let horizon = shape.horizon_hours * 3600;
+    let total_gpus = (shape.nodes * 8) as f64;
+
+    let mut started: Vec<Option<i64>> = vec![None; jobs.len()];
+    let mut completions: BinaryHeap<Reverse<(i64, usize)>> = BinaryHeap::new();
+    let index: BTreeMap<&str, usize> = jobs.iter().enumerate().map(|(i, j)| (j.name.as_str(), i)).collect();
+    let (mut busy, mut stranded) = (0f64, 0f64);
+    let (mut now, mut next_arrival) = (0i64, 0usize);
+    let (mut running_gpus, mut held_gpus) = (0u32, 0u32);
+    loop {
+        let arrival_at = jobs.get(next_arrival).map(|j| j.arrival);
+        let completion_at = completions.peek().map(|Reverse((t, _))| *t);
+        let Some(at) = [arrival_at, completion_at].into_iter().flatten().min().filter(|t| *t <= horizon) else { break };
+        busy += running_gpus as f64 * (at - now) as f64;
+        stranded += held_gpus as f64 * (at - now) as f64;
+        now = at;
+        while let Some(Reverse((t, j))) = completions.peek().copied() {
+            if t != now {
+                break;
+            }
+            completions.pop();
+            let name = &jobs[j].name;
+            objects.pods.retain(|p| job_of(p.metadata.name.as_deref().unwrap_or("")) != name);
+            objects.muster_groups.retain(|g| g.metadata.name.as_ref() != Some(name));
+            running_gpus -= jobs[j].gpus();
+        }
+        while jobs.get(next_arrival).is_some_and(|j| j.arrival == now) {
+            let job = &jobs[next_arrival];
+            add_job(&mut objects, job, placer, &config.scheduler_name, |_| job.arrival);
+            next_arrival += 1;
+        }
+        settle(&mut objects, &config, now);
+        held_gpus = 0;
+        for (name, placed) in placed_per_job(&objects) {
+            let j = index[name.as_str()];
+            if started[j].is_some() {
+                continue;
+            }
+            if placed == jobs[j].pods {
+                started[j] = Some(now);
+                running_gpus += jobs[j].gpus();
+                completions.push(Reverse((now + jobs[j].duration, j)));
+            } else {
+                held_gpus += placed as u32 * jobs[j].gpus_per_pod;
+            }
+        }
+    }
+    busy += running_gpus as f64 * (horizon - now) as f64;
+    stranded += held_gpus as f64 * (horizon - now) as f64;
+
+    let waits = |keep: &dyn Fn(&Job) -> bool| {
+        let mut w: Vec<f64> = jobs
+            .iter()
+            .zip(&started)
+            .filter(|(j, _)| keep(j))
+            .filter_map(|(j, s)| s.map(|s| (s - j.arrival) as f64 / 60.0))
+            .collect();
+        w.sort_by(f64::total_cmp);
+        w
+    };
+    let percentile = |w: &[f64], p: f64| if w.is_empty() { 0.0 } else { w[((w.len() - 1) as f64 * p).round() as usize] };
+    let all = waits(&|_| true);
+    let small = waits(&|j| j.gpus() <= 8);
+    let large = waits(&|j| j.gpus() >= 16);
+    let arrived = jobs.iter().filter(|j| j.arrival <= horizon).count();
+    let started_count = started.iter().filter(|s| s.is_some()).count();
+    FleetOutcome {
+        placer,
+        jobs: arrived,
+        started: started_count,
+        never_started: arrived - started_count,
+        gpu_utilisation: busy / (total_gpus * horizon as f64),
+        stranded_gpu_hours: stranded / 3600.0,
+        wait_p50_minutes: percentile(&all, 0.5),
+        wait_p99_minutes: percentile(&all, 0.99),
+        small_wait_p50_minutes: percentile(&small, 0.5),
+        large_wait_p50_minutes: percentile(&large, 0.5),
+        large_wait_p99_minutes: percentile(&large, 0.99),
+        large_never_started: jobs.iter().zip(&started).filter(|(j, s)| j.gpus() >= 16 && j.arrival <= horizon && s.is_none()).count(),
+    }
+}
+
+/// The built-in scenarios' results, as a table and as JSON.
+pub struct Builtin {
+    pub table: String,
+    pub json: serde_json::Value,
+}
+
+pub fn run_builtin(config: &Config) -> Builtin {
+    let two = [two_jobs(Placer::Muster, config), two_jobs(Placer::PerPodBaseline, config)];
+    let shape = FleetShape::default();
+    let fleets = [fleet(Placer::Muster, &shape, config), fleet(Placer::PerPodBaseline, &shape, config)];
+    let table = super::table::builtin_table(&two, &shape, &fleets);
+    let json = serde_json::json!({"twoJobs": two, "fleet": {"shape": shape, "results": fleets}});
+    Builtin { table, json }
+}

@@ -1,0 +1,296 @@
+//! Gang scheduling end to end, against the real API server: all or nothing, bound
+//! together, rolled back whole, and side by side with the real kube-scheduler.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, ListParams};
+use muster::engine::model::{GangKey, PodKey};
+use muster::k8s::bind::{BindHook, HookAction};
+use muster::k8s::crd::{PodGroup, PodGroupSpec};
+use serde_json::json;
+use support::builders;
+use support::cluster::{TEST_LABEL, within};
+use support::{KubeletEmulator, TestCluster, muster as scheduler};
+
+const GROUP_LABEL: &str = "muster.dev/pod-group";
+
+async fn create_nodes(cluster: &TestCluster, names: &[&str], gpus: u32, label: &str) -> Vec<String> {
+    let mut created = Vec::new();
+    for name in names {
+        let full = cluster.name(name);
+        let node = builders::node(&full, 32, 256, gpus, &[(TEST_LABEL, label), ("topology.muster.dev/rack", "r1")]);
+        cluster.create_node(&node).await;
+        created.push(full);
+    }
+    created
+}
+
+async fn create_group(cluster: &TestCluster, name: &str, min_member: i32) {
+    let group = PodGroup::new(name, PodGroupSpec { min_member, ..Default::default() });
+    cluster.create(&cluster.api::<PodGroup>(), &group).await;
+}
+
+fn gang_pod(cluster: &TestCluster, name: &str, group: &str, gpus: u32) -> Pod {
+    builders::pod(name, &cluster.scheduler_name, gpus, &[(GROUP_LABEL, group)])
+}
+
+async fn pods(cluster: &TestCluster) -> Vec<Pod> {
+    cluster.api::<Pod>().list(&ListParams::default()).await.expect("list pods").items
+}
+
+fn node_of(pod: &Pod) -> Option<&str> {
+    pod.spec.as_ref().and_then(|s| s.node_name.as_deref())
+}
+
+fn phase(pod: &Pod) -> &str {
+    pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("")
+}
+
+fn group_of(pod: &Pod) -> &str {
+    pod.metadata.labels.as_ref().and_then(|l| l.get(GROUP_LABEL)).map_or("", |s| s.as_str())
+}
+
+/// Polls until `check` holds over the test's pods.
+async fn wait_for_pods(cluster: &TestCluster, seconds: u64, what: &str, check: impl Fn(&[Pod]) -> bool) -> Vec<Pod> {
+    within(seconds, what, async {
+        loop {
+            let all = pods(cluster).await;
+            if check(&all) {
+                return all;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await
+}
+
+fn running_in(pods: &[Pod], group: &str) -> usize {
+    pods.iter().filter(|p| group_of(p) == group && phase(p) == "Running").count()
+}
+
+fn unschedulable_message(pod: &Pod) -> Option<String> {
+    let condition = pod.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == "PodScheduled")?;
+    (condition.status == "False" && condition.reason.as_deref() == Some("Unschedulable")).then(|| condition.message.clone().unwrap_or_default())
+}
+
+/// Waits up to 10 s for at least one `reason` event on `pod`; returns their notes.
+async fn wait_for_events(cluster: &TestCluster, pod: &str, reason: &str) -> Vec<String> {
+    within(10, &format!("a {reason} event on {pod}"), async {
+        loop {
+            let events = events_for(cluster, pod, reason).await;
+            if !events.is_empty() {
+                return events;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await
+}
+
+async fn events_for(cluster: &TestCluster, pod: &str, reason: &str) -> Vec<String> {
+    let events: Api<Event> = cluster.api();
+    events
+        .list(&ListParams::default())
+        .await
+        .expect("list events")
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(pod) && e.reason.as_deref() == Some(reason))
+        .map(|e| e.note.unwrap_or_default())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_eight_pod_gangs_on_eight_gpus_one_runs_whole_then_the_other() {
+    let cluster = TestCluster::new("two-jobs").await;
+    scheduler::install_crds(&cluster).await;
+    create_nodes(&cluster, &["n1", "n2"], 4, &cluster.id).await;
+    create_group(&cluster, "job-a", 8).await;
+    create_group(&cluster, "job-b", 8).await;
+    let api = cluster.api::<Pod>();
+    // Created interleaved, as two Job controllers starting together create them.
+    for i in 0..8 {
+        for job in ["job-a", "job-b"] {
+            cluster.create(&api, &gang_pod(&cluster, &format!("{job}-{i}"), job, 1)).await;
+        }
+    }
+    let kubelet = KubeletEmulator::start(api.clone());
+    let _muster = scheduler::start(&cluster, scheduler::config(&cluster), None);
+
+    let all = wait_for_pods(&cluster, 60, "job-a running whole", |p| running_in(p, "job-a") == 8).await;
+    assert!(all.iter().filter(|p| group_of(p) == "job-b").all(|p| node_of(p).is_none()), "job-b must hold nothing");
+    let expected = format!("gang {}/job-b needs 8 pods at once, 0 fit", cluster.namespace);
+    let all = wait_for_pods(&cluster, 30, "job-b's pods marked Unschedulable", |p| {
+        p.iter().filter(|p| group_of(p) == "job-b").all(|p| unschedulable_message(p).is_some())
+    })
+    .await;
+    let message = unschedulable_message(all.iter().find(|p| p.metadata.name.as_deref() == Some("job-b-0")).unwrap()).unwrap();
+    assert!(message.starts_with("0/2 nodes are available: 2 Insufficient nvidia.com/gpu"), "{message}");
+    assert!(message.ends_with(&expected), "{message}");
+    let events = wait_for_events(&cluster, "job-b-0", "FailedScheduling").await;
+    assert!(events.iter().any(|e| e.contains(&expected)), "no FailedScheduling event saying why: {events:?}");
+    let scheduled = wait_for_events(&cluster, "job-a-0", "Scheduled").await;
+    assert!(scheduled[0].contains(&format!("gang {}/job-a", cluster.namespace)), "{scheduled:?}");
+
+    // job-a finishes; job-b takes the GPUs, whole.
+    for i in 0..8 {
+        kubelet.complete(&format!("job-a-{i}")).await;
+    }
+    wait_for_pods(&cluster, 60, "job-b running whole after job-a", |p| running_in(p, "job-b") == 8).await;
+
+    // The same pods, given to the real kube-scheduler on nodes of their own: recorded, not asserted.
+    let kube_label = format!("{}-kube", cluster.id);
+    let kube_name = format!("kube-{}", cluster.id);
+    create_nodes(&cluster, &["k1", "k2"], 4, &kube_label).await;
+    cluster.control_plane.start_kube_scheduler(&kube_name);
+    for i in 0..8 {
+        for job in ["kube-job-a", "kube-job-b"] {
+            let mut pod = builders::pod(&format!("{job}-{i}"), &kube_name, 1, &[("job", job)]);
+            pod.spec.as_mut().unwrap().node_selector = Some([(TEST_LABEL.to_string(), kube_label.clone())].into());
+            cluster.create(&api, &pod).await;
+        }
+    }
+    let all = wait_for_pods(&cluster, 60, "kube-scheduler to fill its 8 GPUs", |p| {
+        p.iter().filter(|p| p.metadata.name.as_deref().is_some_and(|n| n.starts_with("kube-")) && node_of(p).is_some()).count() == 8
+    })
+    .await;
+    let mut split: BTreeMap<&str, usize> = BTreeMap::new();
+    for pod in all.iter().filter(|p| node_of(p).is_some()) {
+        if let Some(job) = pod.metadata.labels.as_ref().and_then(|l| l.get("job")) {
+            *split.entry(job.as_str()).or_default() += 1;
+        }
+    }
+    let report = format!(
+        "side by side on 8 GPUs (2 nodes x 4), two 8-pod jobs created interleaved:\n  \
+         muster:         job-a 8/8 bound, job-b 0/8 bound (8/8 once job-a finished)\n  \
+         kube-scheduler: {}\n",
+        split.iter().map(|(j, n)| format!("{j} {n}/8 bound")).collect::<Vec<_>>().join(", ")
+    );
+    eprint!("{report}");
+    // Kept where the test command leaves its results, so the comparison can be read after a run.
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    std::fs::write(dir.join("side-by-side-two-jobs.txt"), &report).expect("failed to record the side-by-side result");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gang_larger_than_the_cluster_waits_holding_nothing_until_a_node_joins() {
+    let cluster = TestCluster::new("grow").await;
+    scheduler::install_crds(&cluster).await;
+    create_nodes(&cluster, &["n1"], 8, &cluster.id).await;
+    create_group(&cluster, "big", 2).await;
+    let api = cluster.api::<Pod>();
+    for i in 0..2 {
+        cluster.create(&api, &gang_pod(&cluster, &format!("big-{i}"), "big", 8)).await;
+    }
+    let _kubelet = KubeletEmulator::start(api.clone());
+    let _muster = scheduler::start(&cluster, scheduler::config(&cluster), None);
+    let all = wait_for_pods(&cluster, 30, "the gang marked Unschedulable", |p| p.iter().all(|p| unschedulable_message(p).is_some())).await;
+    assert!(all.iter().all(|p| node_of(p).is_none()), "half of the gang was bound");
+    let message = unschedulable_message(&all[0]).unwrap();
+    assert!(message.contains("needs 2 pods at once"), "{message}");
+
+    create_nodes(&cluster, &["n2"], 8, &cluster.id).await;
+    let all = wait_for_pods(&cluster, 60, "the gang running on both nodes", |p| running_in(p, "big") == 2).await;
+    let nodes: std::collections::BTreeSet<_> = all.iter().filter_map(node_of).collect();
+    assert_eq!(nodes.len(), 2);
+}
+
+/// Counts the binds of `gang`'s pods: in its first attempt (its first `size` binds), the
+/// binds from the `from`-th on fail; with `transient`, only the `from`-th, once, retryably.
+struct FaultyBinder {
+    gang: String,
+    size: usize,
+    from: usize,
+    transient: bool,
+    calls: AtomicUsize,
+    first_pod: Mutex<Option<String>>,
+}
+
+impl FaultyBinder {
+    fn new(gang: &str, size: usize, from: usize, transient: bool) -> Arc<FaultyBinder> {
+        Arc::new(FaultyBinder { gang: gang.into(), size, from, transient, calls: 0.into(), first_pod: Mutex::default() })
+    }
+
+    fn calls(&self) -> usize {
+        self.calls.load(Ordering::SeqCst)
+    }
+}
+
+impl BindHook for FaultyBinder {
+    fn before_bind(&self, gang: &GangKey, _index: usize, pod: &PodKey) -> HookAction {
+        if gang.name != self.gang {
+            return HookAction::Proceed;
+        }
+        let n = self.calls.fetch_add(1, Ordering::SeqCst);
+        if n == 0 {
+            *self.first_pod.lock().unwrap() = Some(pod.name.clone());
+        }
+        match (n < self.size, self.transient) {
+            (true, true) if n == self.from => HookAction::FailOnce,
+            (true, false) if n >= self.from => HookAction::Fail(format!("injected failure binding pod {}", pod.name)),
+            _ => HookAction::Proceed,
+        }
+    }
+}
+
+fn job(cluster: &TestCluster, name: &str, pods: i32, gpus: u32) -> Job {
+    serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {
+            "parallelism": pods, "completions": pods, "backoffLimit": 10,
+            "template": builders::pod("ignored", &cluster.scheduler_name, gpus, &[(GROUP_LABEL, name)]),
+        },
+    }))
+    .expect("job")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gang_whose_binding_breaks_midway_is_evicted_whole_and_placed_again() {
+    let cluster = TestCluster::new("rollback").await;
+    cluster.control_plane.start_controller_manager();
+    scheduler::install_crds(&cluster).await;
+    create_nodes(&cluster, &["n1"], 8, &cluster.id).await;
+    create_group(&cluster, "train", 4).await;
+    let api = cluster.api::<Pod>();
+    let _kubelet = KubeletEmulator::start(api.clone());
+    let hook = FaultyBinder::new("train", 4, 1, false);
+    let _muster = scheduler::start(&cluster, scheduler::config(&cluster), Some(hook.clone()));
+    cluster.create(&cluster.api::<Job>(), &job(&cluster, "train", 4, 2)).await;
+
+    let all = wait_for_pods(&cluster, 90, "the gang running whole after its rollback", |p| {
+        hook.calls() >= 8 && running_in(p, "train") == 4
+    })
+    .await;
+    // The pod bound in the broken attempt was evicted and is gone; the Job made a new one.
+    let first = hook.first_pod.lock().unwrap().clone().expect("the hook saw the first bind");
+    assert!(all.iter().all(|p| p.metadata.name.as_deref() != Some(first.as_str())), "{first} survived the rollback");
+    let evicted = wait_for_events(&cluster, &first, "BindFailed").await;
+    assert!(evicted.iter().any(|e| e.contains("rolled back") && e.contains("injected failure")), "{evicted:?}");
+    assert_eq!(all.iter().filter(|p| node_of(p).is_some() && phase(p) == "Running").count(), 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transient_bind_error_is_retried_and_the_gang_ends_whole() {
+    let cluster = TestCluster::new("retry").await;
+    scheduler::install_crds(&cluster).await;
+    create_nodes(&cluster, &["n1"], 8, &cluster.id).await;
+    create_group(&cluster, "train", 4).await;
+    let api = cluster.api::<Pod>();
+    for i in 0..4 {
+        cluster.create(&api, &gang_pod(&cluster, &format!("train-{i}"), "train", 2)).await;
+    }
+    let _kubelet = KubeletEmulator::start(api.clone());
+    let hook = FaultyBinder::new("train", 4, 2, true);
+    let _muster = scheduler::start(&cluster, scheduler::config(&cluster), Some(hook.clone()));
+    wait_for_pods(&cluster, 60, "the gang running whole", |p| running_in(p, "train") == 4).await;
+    assert_eq!(hook.calls(), 4, "the gang should have been bound in one attempt");
+    assert!(events_for(&cluster, "train-0", "BindFailed").await.is_empty());
+}

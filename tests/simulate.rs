@@ -1,0 +1,145 @@
+//! `muster simulate`: YAML in, the JSON document of the design out, and clear errors.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+fn muster() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_muster"))
+}
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/sim").join(name)
+}
+
+fn simulate_json(args: &[&str]) -> (Value, String) {
+    let output = muster().arg("simulate").args(args).args(["--output", "json"]).output().expect("muster runs");
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(output.status.success(), "muster simulate failed: {stderr}");
+    (serde_json::from_slice(&output.stdout).expect("stdout is one JSON document"), stderr)
+}
+
+fn temp_yaml(name: &str, text: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("muster-sim-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn all_three_podgroup_kinds_are_gangs_and_the_json_follows_the_contract() {
+    let path = fixture("three-kinds.yaml");
+    let (report, stderr) = simulate_json(&["--cluster", path.to_str().unwrap()]);
+    assert!(stderr.contains("skipped Namespace research"), "{stderr}");
+    assert!(stderr.contains("skipped Service research/dashboard"), "{stderr}");
+
+    let pods = report["pods"].as_array().unwrap();
+    let names: Vec<&str> = pods.iter().map(|p| p["name"].as_str().unwrap()).collect();
+    // Only Muster's pods, sorted by namespace then name; the other scheduler's pod is not listed.
+    assert_eq!(names, ["llm-0", "llm-1", "orphan", "speech-0", "speech-1", "vision-0", "vision-1"]);
+    let pod = |name: &str| pods.iter().find(|p| p["name"] == name).unwrap().clone();
+    // 12 GPUs are free (4 are used by the other scheduler's pod): llm (8) and vision (4) fit
+    // in queue order, speech (4) does not, and holds nothing.
+    assert_eq!(pod("llm-0"), json!({"namespace": "research", "name": "llm-0", "node": "node-2", "devices": [], "reason": null}));
+    assert_eq!(pod("llm-1")["node"], "node-1");
+    assert_eq!(pod("vision-0")["node"], "node-1");
+    assert_eq!(pod("vision-1")["node"], "node-1");
+    for name in ["speech-0", "speech-1"] {
+        assert_eq!(pod(name)["node"], Value::Null);
+        assert_eq!(
+            pod(name)["reason"],
+            "0/2 nodes are available: 2 Insufficient nvidia.com/gpu; gang research/speech needs 2 pods at once, 0 fit"
+        );
+    }
+    assert_eq!(pod("orphan")["reason"], "PodGroup research/missing (muster.dev/v1alpha1) does not exist; its pods wait for it");
+
+    assert_eq!(
+        report["gangs"],
+        json!([
+            {"apiVersion": "muster.dev/v1alpha1", "kind": "PodGroup", "namespace": "research", "name": "llm",
+             "minMember": 2, "placed": 2, "scheduled": true, "reason": null},
+            {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup", "namespace": "research", "name": "speech",
+             "minMember": 2, "placed": 0, "scheduled": false,
+             "reason": "0/2 nodes are available: 2 Insufficient nvidia.com/gpu; gang research/speech needs 2 pods at once, 0 fit"},
+            {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "namespace": "research", "name": "vision",
+             "minMember": 2, "placed": 2, "scheduled": true, "reason": null},
+        ])
+    );
+}
+
+#[test]
+fn the_same_cluster_split_over_files_in_a_folder_gives_the_same_result() {
+    let text = std::fs::read_to_string(fixture("three-kinds.yaml")).unwrap();
+    let docs: Vec<&str> = text.split("\n---\n").collect();
+    let dir = std::env::temp_dir().join(format!("muster-sim-folder-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (i, doc) in docs.iter().enumerate() {
+        std::fs::write(dir.join(format!("{i:02}.yaml")), doc).unwrap();
+    }
+    let (folder, _) = simulate_json(&["--cluster", dir.to_str().unwrap()]);
+    let (file, _) = simulate_json(&["--cluster", fixture("three-kinds.yaml").to_str().unwrap()]);
+    assert_eq!(folder, file);
+}
+
+#[test]
+fn input_an_api_server_would_reject_fails_naming_the_file_and_the_object() {
+    let cases = [
+        ("broken.yaml", "apiVersion: v1\nkind: Node\nmetadata: {name: [unclosed\n", "broken.yaml: document 1 is not valid YAML"),
+        (
+            "twice.yaml",
+            "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n---\napiVersion: v1\nkind: Node\nmetadata: {name: n1}\n",
+            "twice.yaml: Node n1 is defined twice",
+        ),
+        (
+            "class.yaml",
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  priorityClassName: urgent\n  containers: [{name: c, image: i}]\n",
+            "class.yaml: Pod default/p: no PriorityClass with name urgent was found",
+        ),
+        (
+            "group.yaml",
+            "apiVersion: muster.dev/v1alpha1\nkind: PodGroup\nmetadata: {name: g}\nspec: {minMember: 0}\n",
+            "group.yaml: PodGroup default/g: spec.minMember must be at least 1",
+        ),
+        ("nokind.yaml", "apiVersion: v1\nmetadata: {name: x}\n", "nokind.yaml: document 1 has no kind"),
+    ];
+    for (name, text, expected) in cases {
+        let path = temp_yaml(name, text);
+        let output = muster().args(["simulate", "--output", "json", "--cluster"]).arg(&path).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{name} was accepted");
+        assert!(stderr.contains(expected), "{name}: expected {expected:?} in {stderr:?}");
+        assert!(output.stdout.is_empty(), "{name}: no JSON on failure");
+    }
+}
+
+#[test]
+fn a_pod_with_an_unreadable_request_waits_alone_and_names_the_problem() {
+    let path = temp_yaml(
+        "bad-request.yaml",
+        "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\nstatus: {allocatable: {cpu: '8', memory: 8Gi, pods: '10'}}\n---\n\
+         apiVersion: v1\nkind: Pod\nmetadata: {name: bad}\nspec:\n  schedulerName: muster\n  containers: [{name: c, image: i, resources: {requests: {cpu: 12XB}}}]\n---\n\
+         apiVersion: v1\nkind: Pod\nmetadata: {name: good}\nspec:\n  schedulerName: muster\n  containers: [{name: c, image: i, resources: {requests: {cpu: '1'}}}]\n",
+    );
+    let (report, _) = simulate_json(&["--cluster", path.to_str().unwrap()]);
+    assert_eq!(report["pods"][0]["name"], "bad");
+    assert_eq!(report["pods"][0]["reason"], "Pod default/bad: invalid quantity \"12XB\": unknown suffix");
+    assert_eq!(report["pods"][1]["node"], "n1");
+}
+
+#[test]
+fn simulate_without_arguments_shows_gangs_beside_the_per_pod_baseline() {
+    let output = muster().arg("simulate").output().unwrap();
+    assert!(output.status.success());
+    let table = String::from_utf8_lossy(&output.stdout);
+    assert!(table.contains("Two 8-GPU jobs on 8 free GPUs"), "{table}");
+    let line = |label: &str| table.lines().find(|l| l.trim_start().starts_with(label)).unwrap_or_default().to_string();
+    assert!(line("job-a").contains("8/8 placed, runs"), "{table}");
+    assert!(line("job-b").contains("0/8 placed, waits holding nothing"), "{table}");
+    assert!(line("job-b").contains("4/8 placed, stuck holding 4 GPUs"), "{table}");
+    assert!(line("GPUs stranded").split_whitespace().collect::<Vec<_>>().ends_with(&["0", "8"]), "{table}");
+    assert!(line("when the running job ends").contains("job-b runs"), "{table}");
+    assert!(table.contains("Mixed fleet"), "{table}");
+    assert!(line("GPU-hours stranded").split_whitespace().nth(2) == Some("0"), "{table}");
+}

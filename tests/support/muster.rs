@@ -1,0 +1,64 @@
+//! Runs Muster's scheduler in the test process, against the test control plane, limited to
+//! one test's nodes and scheduler name.
+
+use std::sync::Arc;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, PostParams};
+use kube::runtime::wait::{await_condition, conditions};
+use muster::config::{Backoff, Config};
+use muster::k8s::bind::BindHook;
+use muster::k8s::scheduler::{self, Options};
+
+use super::cluster::{TEST_LABEL, TestCluster, within};
+
+/// Installs Muster's CRDs (once per control plane; later calls find them).
+pub async fn install_crds(cluster: &TestCluster) {
+    let crds: Api<CustomResourceDefinition> = cluster.cluster_api();
+    for crd in muster::k8s::crd::definitions() {
+        let name = crd.metadata.name.clone().unwrap();
+        match crds.create(&PostParams::default(), &crd).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => panic!("failed to install CRD {name}: {e}"),
+        }
+        within(30, "the CRD to be established", await_condition(crds.clone(), &name, conditions::is_crd_established()))
+            .await
+            .expect("watch");
+    }
+}
+
+/// The configuration a test's scheduler runs with: its own scheduler name, only its own
+/// nodes, and quick retries.
+pub fn config(cluster: &TestCluster) -> Config {
+    Config {
+        scheduler_name: cluster.scheduler_name.clone(),
+        node_selector: [(TEST_LABEL.to_string(), cluster.id.clone())].into_iter().collect(),
+        backoff: Backoff { initial_seconds: 1, max_seconds: 2 },
+        ..Config::default()
+    }
+}
+
+/// A scheduler running until dropped.
+pub struct RunningScheduler {
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for RunningScheduler {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+pub fn start(cluster: &TestCluster, config: Config, hook: Option<Arc<dyn BindHook>>) -> RunningScheduler {
+    // The scheduler's logs go to the test's output (shown when it fails); RUST_LOG tunes them.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "muster=debug".into());
+    let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter(filter).try_init();
+    let client = cluster.client.clone();
+    let task = tokio::spawn(async move {
+        if let Err(e) = scheduler::run(client, config, Options { hook }).await {
+            panic!("the scheduler stopped: {e}");
+        }
+    });
+    RunningScheduler { task }
+}
