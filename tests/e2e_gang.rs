@@ -294,3 +294,125 @@ async fn a_transient_bind_error_is_retried_and_the_gang_ends_whole() {
     assert_eq!(hook.calls(), 4, "the gang should have been bound in one attempt");
     assert!(events_for(&cluster, "train-0", "BindFailed").await.is_empty());
 }
+
+fn bare_gang_pods(cluster: &TestCluster, group: &str, count: usize, gpus: u32) -> Vec<Pod> {
+    (0..count).map(|i| gang_pod(cluster, &format!("{group}-{i}"), group, gpus)).collect()
+}
+
+fn exists(pods: &[Pod], name: &str) -> bool {
+    pods.iter().any(|p| p.metadata.name.as_deref() == Some(name))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gang_whose_pods_never_all_become_ready_is_evicted_whole_at_the_timeout() {
+    let cluster = TestCluster::new("ready-timeout").await;
+    scheduler::install_crds(&cluster).await;
+    create_nodes(&cluster, &["n1"], 8, &cluster.id).await;
+    let group = PodGroup::new("stuck", PodGroupSpec { min_member: 2, pods_ready_timeout_seconds: Some(3), ..Default::default() });
+    cluster.create(&cluster.api::<PodGroup>(), &group).await;
+    let api = cluster.api::<Pod>();
+    let mut pods = bare_gang_pods(&cluster, "stuck", 2, 1);
+    // The kubelet emulator never starts this one: the gang is bound but never Ready.
+    pods[1].metadata.labels.as_mut().unwrap().insert(support::kubelet::HOLD_LABEL.into(), "true".into());
+    for pod in &pods {
+        cluster.create(&api, pod).await;
+    }
+    let _kubelet = KubeletEmulator::start(api.clone());
+    let _muster = scheduler::start(&cluster, scheduler::config(&cluster), None);
+    wait_for_pods(&cluster, 30, "the gang bound", |p| p.iter().all(|p| node_of(p).is_some())).await;
+    wait_for_pods(&cluster, 30, "the gang evicted whole", |p| !exists(p, "stuck-0") && !exists(p, "stuck-1")).await;
+    let events = wait_for_events(&cluster, "stuck-0", "PodsReadyTimeout").await;
+    assert!(events[0].contains("only 1 of 2 pods Ready"), "{events:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ready_gang_that_loses_a_pod_is_evicted_whole_after_the_grace_period() {
+    let cluster = TestCluster::new("broken").await;
+    scheduler::install_crds(&cluster).await;
+    create_nodes(&cluster, &["n1"], 8, &cluster.id).await;
+    create_group(&cluster, "pair", 2).await;
+    let api = cluster.api::<Pod>();
+    for pod in bare_gang_pods(&cluster, "pair", 2, 1) {
+        cluster.create(&api, &pod).await;
+    }
+    let kubelet = KubeletEmulator::start(api.clone());
+    let mut config = scheduler::config(&cluster);
+    config.gang_broken_grace_seconds = 1;
+    let _muster = scheduler::start(&cluster, config, None);
+    wait_for_pods(&cluster, 30, "the gang running", |p| running_in(p, "pair") == 2).await;
+    kubelet.fail("pair-0").await;
+    wait_for_pods(&cluster, 30, "the rest of the gang evicted", |p| !exists(p, "pair-1")).await;
+    let events = wait_for_events(&cluster, "pair-1", "GangBroken").await;
+    assert!(events[0].contains("1 of 2 pods alive"), "{events:?}");
+}
+
+/// Pauses the binds of `gang` from the `from`-th on (first attempt only), so the test can
+/// stop the scheduler in the middle of binding it.
+struct PauseMidway {
+    gang: String,
+    from: usize,
+    calls: AtomicUsize,
+}
+
+impl BindHook for PauseMidway {
+    fn before_bind(&self, gang: &GangKey, _index: usize, _pod: &PodKey) -> HookAction {
+        if gang.name != self.gang {
+            return HookAction::Proceed;
+        }
+        let n = self.calls.fetch_add(1, Ordering::SeqCst);
+        if n >= self.from { HookAction::Pause(Duration::from_secs(600)) } else { HookAction::Proceed }
+    }
+}
+
+/// Starts a scheduler that stops after binding two of the gang `train`'s four pods.
+async fn stop_midway(cluster: &TestCluster) {
+    let hook = Arc::new(PauseMidway { gang: "train".into(), from: 2, calls: 0.into() });
+    let muster = scheduler::start(cluster, scheduler::config(cluster), Some(hook));
+    wait_for_pods(cluster, 30, "half of the gang bound", |p| p.iter().filter(|p| node_of(p).is_some() && group_of(p) == "train").count() == 2).await;
+    drop(muster);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let bound = pods(cluster).await.iter().filter(|p| node_of(p).is_some() && group_of(p) == "train").count();
+    assert_eq!(bound, 2, "the stopped scheduler went on binding");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scheduler_restarted_mid_binding_finishes_the_gang_when_it_fits() {
+    let cluster = TestCluster::new("restart-finish").await;
+    scheduler::install_crds(&cluster).await;
+    create_nodes(&cluster, &["n1"], 8, &cluster.id).await;
+    create_group(&cluster, "train", 4).await;
+    let api = cluster.api::<Pod>();
+    for pod in bare_gang_pods(&cluster, "train", 4, 2) {
+        cluster.create(&api, &pod).await;
+    }
+    let _kubelet = KubeletEmulator::start(api.clone());
+    stop_midway(&cluster).await;
+    let _restarted = scheduler::start(&cluster, scheduler::config(&cluster), None);
+    wait_for_pods(&cluster, 30, "the gang finished whole", |p| running_in(p, "train") == 4).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scheduler_restarted_mid_binding_evicts_the_gang_when_it_cannot_be_finished() {
+    let cluster = TestCluster::new("restart-evict").await;
+    scheduler::install_crds(&cluster).await;
+    let nodes = create_nodes(&cluster, &["n1"], 8, &cluster.id).await;
+    create_group(&cluster, "train", 4).await;
+    let api = cluster.api::<Pod>();
+    for pod in bare_gang_pods(&cluster, "train", 4, 2) {
+        cluster.create(&api, &pod).await;
+    }
+    let _kubelet = KubeletEmulator::start(api.clone());
+    stop_midway(&cluster).await;
+    // While Muster is down, another scheduler takes the GPUs the rest of the gang needed.
+    cluster.create(&api, &builders::pod("blocker", "someone-else", 4, &[])).await;
+    cluster.bind("blocker", &nodes[0]).await;
+    let _restarted = scheduler::start(&cluster, scheduler::config(&cluster), None);
+    let all = wait_for_pods(&cluster, 30, "the half-bound gang evicted", |p| {
+        p.iter().filter(|p| group_of(p) == "train").count() == 2 && p.iter().filter(|p| group_of(p) == "train").all(|p| node_of(p).is_none())
+    })
+    .await;
+    let evicted: Vec<&str> = ["train-0", "train-1", "train-2", "train-3"].into_iter().filter(|n| !exists(&all, n)).collect();
+    assert_eq!(evicted.len(), 2);
+    let events = wait_for_events(&cluster, evicted[0], "BindFailed").await;
+    assert!(events[0].contains("partly bound (2 of 4 pods)"), "{events:?}");
+}

@@ -151,7 +151,8 @@ impl Binder {
         unreachable!("the last attempt returns")
     }
 
-    async fn evict(&self, pod: &PodKey) -> Result<(), kube::Error> {
+    /// Evicts one pod through the Eviction API; a pod already gone is no error.
+    pub async fn evict(&self, pod: &PodKey) -> Result<(), kube::Error> {
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
         match pods.evict(&pod.name, &EvictParams::default()).await {
             Ok(_) => Ok(()),

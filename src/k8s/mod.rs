@@ -8,6 +8,7 @@ pub mod convert;
 pub mod crd;
 pub mod foreign;
 pub mod quantity;
+pub mod safety;
 pub mod scheduler;
 pub mod status;
 pub mod watch;

@@ -17,6 +17,7 @@ use super::bind::{BindHook, BindOutcome, Binder, GangBinding};
 use super::cache::Cache;
 use super::crd::PodGroup as MusterPodGroup;
 use super::foreign::PodGroup as PluginPodGroup;
+use super::safety::SafetyNet;
 use super::status::StatusWriter;
 use super::watch;
 use crate::config::Config;
@@ -82,6 +83,11 @@ struct Backoff {
     failures: u32,
 }
 
+/// Exponential: the configured initial delay, doubled per failure, up to the maximum.
+fn backoff_delay(config: &Config, failures: u32) -> Duration {
+    Duration::from_secs((config.backoff.initial_seconds << (failures.saturating_sub(1)).min(20)).min(config.backoff.max_seconds))
+}
+
 fn unix_now() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
 }
@@ -91,6 +97,9 @@ pub async fn run(client: kube::Client, config: Config, options: Options) -> Resu
     let sources = discover(&client).await?;
     let cache = Arc::new(Mutex::new(Cache::new(config.node_selector.clone().into_iter().collect())));
     let wake = Arc::new(Notify::new());
+    // Every task the scheduler starts lives in these sets, so they all end with it.
+    let mut watchers = tokio::task::JoinSet::new();
+    let mut binds = tokio::task::JoinSet::new();
     let mut synced = Vec::new();
     let mut watch = |spawn: &mut dyn FnMut(oneshot::Sender<()>)| {
         let (tx, rx) = oneshot::channel();
@@ -98,17 +107,18 @@ pub async fn run(client: kube::Client, config: Config, options: Options) -> Resu
         synced.push(rx);
     };
     let (c, w) = (cache.clone(), wake.clone());
-    watch(&mut |tx| drop(watch::spawn(Api::<Pod>::all(client.clone()), c.clone(), w.clone(), tx)));
-    watch(&mut |tx| drop(watch::spawn(Api::<Node>::all(client.clone()), c.clone(), w.clone(), tx)));
-    watch(&mut |tx| drop(watch::spawn(Api::<PriorityClass>::all(client.clone()), c.clone(), w.clone(), tx)));
+    let watchers_ref = &mut watchers;
+    watch(&mut |tx| drop(watchers_ref.spawn(watch::watch(Api::<Pod>::all(client.clone()), c.clone(), w.clone(), tx))));
+    watch(&mut |tx| drop(watchers_ref.spawn(watch::watch(Api::<Node>::all(client.clone()), c.clone(), w.clone(), tx))));
+    watch(&mut |tx| drop(watchers_ref.spawn(watch::watch(Api::<PriorityClass>::all(client.clone()), c.clone(), w.clone(), tx))));
     if sources.kubernetes {
-        watch(&mut |tx| drop(watch::spawn(Api::<KubernetesPodGroup>::all(client.clone()), c.clone(), w.clone(), tx)));
+        watch(&mut |tx| drop(watchers_ref.spawn(watch::watch(Api::<KubernetesPodGroup>::all(client.clone()), c.clone(), w.clone(), tx))));
     }
     if sources.muster {
-        watch(&mut |tx| drop(watch::spawn(Api::<MusterPodGroup>::all(client.clone()), c.clone(), w.clone(), tx)));
+        watch(&mut |tx| drop(watchers_ref.spawn(watch::watch(Api::<MusterPodGroup>::all(client.clone()), c.clone(), w.clone(), tx))));
     }
     if sources.scheduler_plugins {
-        watch(&mut |tx| drop(watch::spawn(Api::<PluginPodGroup>::all(client.clone()), c.clone(), w.clone(), tx)));
+        watch(&mut |tx| drop(watchers_ref.spawn(watch::watch(Api::<PluginPodGroup>::all(client.clone()), c.clone(), w.clone(), tx))));
     }
     for rx in synced {
         rx.await.map_err(|_| Error::WatchEnded)?;
@@ -120,6 +130,7 @@ pub async fn run(client: kube::Client, config: Config, options: Options) -> Resu
     let (results_tx, mut results_rx) = mpsc::unbounded_channel::<(GangBinding, BindOutcome)>();
     let mut backoff: HashMap<GangKey, Backoff> = HashMap::new();
     let mut in_flight: HashSet<GangKey> = HashSet::new();
+    let mut safety = SafetyNet::default();
     let cycle_config = config.cycle();
     wake.notify_one();
     loop {
@@ -133,6 +144,7 @@ pub async fn run(client: kube::Client, config: Config, options: Options) -> Resu
         while let Ok(result) = results_rx.try_recv() {
             finish(result, &cache, &mut status, &mut backoff, &mut in_flight, &config, &wake).await;
         }
+        while binds.try_join_next().is_some() {}
 
         let started = Instant::now();
         let objects = cache.lock().unwrap_or_else(|e| e.into_inner()).objects();
@@ -158,7 +170,7 @@ pub async fn run(client: kube::Client, config: Config, options: Options) -> Resu
             }
             in_flight.insert(binding.gang.clone());
             let (binder, results) = (binder.clone(), results_tx.clone());
-            tokio::spawn(async move {
+            binds.spawn(async move {
                 let outcome = binder.bind(&binding).await;
                 let _ = results.send((binding, outcome));
             });
@@ -186,6 +198,22 @@ pub async fn run(client: kube::Client, config: Config, options: Options) -> Resu
             status.unschedulable(pod, why).await;
         }
         status.retain(|pod| objects.pods.iter().any(|p| p.metadata.name.as_deref() == Some(pod.name.as_str())));
+
+        for eviction in safety.check(&objects, &config, &in_flight, now) {
+            tracing::warn!(gang = %eviction.gang, reason = eviction.reason.as_str(), pods = eviction.pods.len(), "{}", eviction.message);
+            for pod in &eviction.pods {
+                if let Err(e) = binder.evict(pod).await {
+                    tracing::warn!(%pod, error = %e, "eviction failed; retried next cycle");
+                }
+                status.evicted(pod, eviction.reason.as_str(), &eviction.message).await;
+            }
+            let failures = backoff.get(&eviction.gang).map_or(0, |b| b.failures) + 1;
+            backoff.insert(eviction.gang.clone(), Backoff { until: Instant::now() + backoff_delay(&config, failures), failures });
+        }
+        if let Some(due) = safety.next_due() {
+            let at = started + Duration::from_secs((due - now).max(0) as u64 + 1);
+            next_wake = Some(next_wake.map_or(at, |w| w.min(at)));
+        }
         if let Some(at) = next_wake {
             let wake = wake.clone();
             tokio::spawn(async move {
@@ -222,7 +250,7 @@ async fn finish(
         }
         BindOutcome::RolledBack { evicted, errors } => {
             let failures = backoff.get(&binding.gang).map_or(0, |b| b.failures) + 1;
-            let delay = (config.backoff.initial_seconds << (failures - 1).min(20)).min(config.backoff.max_seconds);
+            let delay = backoff_delay(config, failures).as_secs();
             let first_error = errors.first().map(|(_, e)| e.clone()).unwrap_or_default();
             tracing::warn!(gang = %binding.gang, evicted = evicted.len(), error = %first_error, retry_in_s = delay, "binding failed; gang rolled back");
             let message = format!(
@@ -240,7 +268,7 @@ async fn finish(
                     cache.forget(pod);
                 }
             }
-            backoff.insert(binding.gang.clone(), Backoff { until: Instant::now() + Duration::from_secs(delay), failures });
+            backoff.insert(binding.gang.clone(), Backoff { until: Instant::now() + backoff_delay(config, failures), failures });
         }
     }
     wake.notify_one();

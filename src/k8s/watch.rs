@@ -70,12 +70,12 @@ pub fn apply_event<K: Cached>(cache: &mut Cache, event: Event<K>) {
 
 /// Watches every object of `api` into the cache, waking the scheduling loop on each change.
 /// `synced` fires after the first complete list.
-pub fn spawn<K>(api: Api<K>, cache: Arc<Mutex<Cache>>, wake: Arc<Notify>, synced: oneshot::Sender<()>) -> tokio::task::JoinHandle<()>
+pub async fn watch<K>(api: Api<K>, cache: Arc<Mutex<Cache>>, wake: Arc<Notify>, synced: oneshot::Sender<()>)
 where
     K: Cached,
     K::DynamicType: Default,
 {
-    tokio::spawn(async move {
+    {
         let mut synced = Some(synced);
         let mut events = watcher::watcher(api, watcher::Config::default()).default_backoff().boxed();
         while let Some(event) = events.next().await {
@@ -91,5 +91,5 @@ where
                 Err(e) => tracing::warn!(kind = %K::kind(&Default::default()), error = %e, "watch failed; retrying"),
             }
         }
-    })
+    }
 }

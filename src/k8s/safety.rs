@@ -1,0 +1,211 @@
+//! The safety net: no gang holds GPUs half-started for long.
+//!
+//! Pure over the cache's objects and the time, with a little memory of its own (which gangs
+//! have been Ready, since when one is broken). Each cycle it returns the gangs to evict
+//! whole, with the reason:
+//! - **BindFailed**: fewer than `minMember` pods bound, none of it being bound by this
+//!   scheduler, and the rest cannot be placed now (a binding broke, or the scheduler
+//!   restarted mid-binding and the gang cannot be finished);
+//! - **PodsReadyTimeout**: bound, but fewer than `minMember` pods Ready within the
+//!   PodGroup's `podsReadyTimeoutSeconds` (else the configuration's default) of binding;
+//! - **GangBroken**: it was Ready, then fell below `minMember` live pods (a pod failed, its
+//!   node was lost) for longer than the configured grace period.
+
+use std::collections::{HashMap, HashSet};
+
+use k8s_openapi::api::core::v1::Pod;
+
+use super::assemble::{ClusterObjects, gang_key};
+use crate::config::Config;
+use crate::engine::model::{GangKey, GangKind, PodKey};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EvictionReason {
+    BindFailed,
+    PodsReadyTimeout,
+    GangBroken,
+}
+
+impl EvictionReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EvictionReason::BindFailed => "BindFailed",
+            EvictionReason::PodsReadyTimeout => "PodsReadyTimeout",
+            EvictionReason::GangBroken => "GangBroken",
+        }
+    }
+}
+
+/// A gang to evict whole.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Eviction {
+    pub gang: GangKey,
+    pub pods: Vec<PodKey>,
+    pub reason: EvictionReason,
+    pub message: String,
+}
+
+#[derive(Default)]
+pub struct SafetyNet {
+    /// Gangs seen with at least minMember pods Ready.
+    ready: HashSet<GangKey>,
+    /// Since when (seconds) a once-Ready gang has had fewer than minMember live pods.
+    broken_since: HashMap<GangKey, i64>,
+    /// The earliest time a timeout found in the last check falls due.
+    due: Option<i64>,
+}
+
+struct GroupRules {
+    min_member: usize,
+    pods_ready_timeout: i64,
+}
+
+#[derive(Default)]
+struct GangPods {
+    /// Bound, not ending, not terminal.
+    live: Vec<PodKey>,
+    ready: usize,
+    succeeded: usize,
+    pending: usize,
+    /// When the last live pod was bound (PodScheduled=True), in seconds.
+    bound_at: i64,
+}
+
+fn condition_true(pod: &Pod, kind: &str) -> Option<i64> {
+    let c = pod.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == kind && c.status == "True")?;
+    Some(c.last_transition_time.as_ref().map_or(0, |t| t.0.as_second()))
+}
+
+impl SafetyNet {
+    /// Gangs to evict now. `busy` gangs (being bound, or placed in this very cycle) are left
+    /// alone; `now` is in seconds.
+    pub fn check(&mut self, objects: &ClusterObjects, config: &Config, busy: &HashSet<GangKey>, now: i64) -> Vec<Eviction> {
+        let rules = group_rules(objects, config);
+        let mut gangs: HashMap<GangKey, GangPods> = HashMap::new();
+        for pod in &objects.pods {
+            let spec = pod.spec.as_ref();
+            if spec.and_then(|s| s.scheduler_name.as_deref()) != Some(config.scheduler_name.as_str()) {
+                continue;
+            }
+            let key = gang_key(pod);
+            if key.kind == GangKind::Single || !rules.contains_key(&key) {
+                continue;
+            }
+            let entry = gangs.entry(key).or_default();
+            let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("Pending");
+            let bound = spec.and_then(|s| s.node_name.as_ref()).is_some();
+            match phase {
+                "Succeeded" => entry.succeeded += 1,
+                "Failed" => {}
+                _ if !bound => entry.pending += 1,
+                _ if pod.metadata.deletion_timestamp.is_some() => {}
+                _ => {
+                    entry.live.push(PodKey {
+                        namespace: pod.metadata.namespace.clone().unwrap_or_default(),
+                        name: pod.metadata.name.clone().unwrap_or_default(),
+                    });
+                    if condition_true(pod, "Ready").is_some() {
+                        entry.ready += 1;
+                    }
+                    entry.bound_at = entry.bound_at.max(condition_true(pod, "PodScheduled").unwrap_or(now));
+                }
+            }
+        }
+        self.ready.retain(|k| gangs.contains_key(k));
+        self.broken_since.retain(|k, _| gangs.contains_key(k));
+
+        let mut evictions = Vec::new();
+        let mut due: Option<i64> = None;
+        let mut note_due = |at: i64| due = Some(due.map_or(at, |d| d.min(at)));
+        let mut sorted: Vec<_> = gangs.into_iter().collect();
+        sorted.sort_by(|a, b| a.0.cmp(&b.0));
+        for (gang, pods) in sorted {
+            let rule = &rules[&gang];
+            let min = rule.min_member;
+            let alive = pods.live.len() + pods.succeeded;
+            if pods.ready + pods.succeeded >= min {
+                self.ready.insert(gang.clone());
+            }
+            if pods.live.is_empty() || busy.contains(&gang) {
+                continue;
+            }
+            let evict = |reason, message: String| Eviction { gang: gang.clone(), pods: pods.live.clone(), reason, message };
+            if self.ready.contains(&gang) {
+                if alive >= min {
+                    self.broken_since.remove(&gang);
+                    continue;
+                }
+                let since = *self.broken_since.entry(gang.clone()).or_insert(now);
+                note_due(since + config.gang_broken_grace_seconds as i64);
+                if now - since >= config.gang_broken_grace_seconds as i64 {
+                    evictions.push(evict(
+                        EvictionReason::GangBroken,
+                        format!(
+                            "{gang} fell below its minMember: {alive} of {min} pods alive for {}s; evicting it whole so it restarts together",
+                            now - since
+                        ),
+                    ));
+                }
+            } else if alive < min {
+                evictions.push(evict(
+                    EvictionReason::BindFailed,
+                    format!(
+                        "{gang} is partly bound ({} of {min} pods) and the rest cannot be placed now; evicting it whole so it is placed together",
+                        pods.live.len()
+                    ),
+                ));
+            } else if {
+                note_due(pods.bound_at + rule.pods_ready_timeout);
+                now - pods.bound_at >= rule.pods_ready_timeout
+            } {
+                evictions.push(evict(
+                    EvictionReason::PodsReadyTimeout,
+                    format!(
+                        "{gang}: only {} of {min} pods Ready {}s after binding (podsReadyTimeoutSeconds {}); evicting it whole",
+                        pods.ready + pods.succeeded,
+                        now - pods.bound_at,
+                        rule.pods_ready_timeout
+                    ),
+                ));
+            }
+        }
+        self.due = due;
+        evictions
+    }
+
+    /// When the next timeout seen by the last check falls due (seconds), so the loop can
+    /// wake for it.
+    pub fn next_due(&self) -> Option<i64> {
+        self.due
+    }
+}
+
+fn group_rules(objects: &ClusterObjects, config: &Config) -> HashMap<GangKey, GroupRules> {
+    let default_timeout = config.pods_ready_timeout_seconds as i64;
+    let key = |kind, meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| GangKey {
+        kind,
+        namespace: meta.namespace.clone().unwrap_or_default(),
+        name: meta.name.clone().unwrap_or_default(),
+    };
+    let mut rules = HashMap::new();
+    for g in &objects.muster_groups {
+        rules.insert(
+            key(GangKind::Muster, &g.metadata),
+            GroupRules {
+                min_member: g.spec.min_member.max(1) as usize,
+                pods_ready_timeout: g.spec.pods_ready_timeout_seconds.unwrap_or(default_timeout),
+            },
+        );
+    }
+    for g in &objects.kubernetes_groups {
+        let min = g.spec.scheduling_policy.gang.as_ref().map_or(1, |gang| gang.min_count.max(1));
+        rules.insert(key(GangKind::Kubernetes, &g.metadata), GroupRules { min_member: min as usize, pods_ready_timeout: default_timeout });
+    }
+    for g in &objects.plugin_groups {
+        rules.insert(
+            key(GangKind::SchedulerPlugins, &g.metadata),
+            GroupRules { min_member: g.spec.min_member.max(1) as usize, pods_ready_timeout: default_timeout },
+        );
+    }
+    rules
+}
