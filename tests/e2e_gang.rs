@@ -14,7 +14,7 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams};
 use muster::engine::model::{GangKey, PodKey};
 use muster::k8s::bind::{BindHook, HookAction};
-use muster::k8s::crd::{PodGroup, PodGroupSpec};
+use muster::k8s::crd::{PodGroup, PodGroupPhase, PodGroupSpec, PodGroupStatus};
 use serde_json::json;
 use support::builders;
 use support::cluster::{TEST_LABEL, within};
@@ -95,6 +95,20 @@ async fn wait_for_events(cluster: &TestCluster, pod: &str, reason: &str) -> Vec<
     .await
 }
 
+/// Waits for Muster's PodGroup `name` to have a status that passes `check`.
+async fn wait_for_group(cluster: &TestCluster, name: &str, check: impl Fn(&PodGroupStatus) -> bool) -> PodGroupStatus {
+    let groups = cluster.api::<PodGroup>();
+    within(20, &format!("the status of PodGroup {name}"), async {
+        loop {
+            if let Some(status) = groups.get(name).await.expect("get PodGroup").status.filter(|s| check(s)) {
+                return status;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await
+}
+
 async fn events_for(cluster: &TestCluster, pod: &str, reason: &str) -> Vec<String> {
     let events: Api<Event> = cluster.api();
     events
@@ -139,6 +153,14 @@ async fn two_eight_pod_gangs_on_eight_gpus_one_runs_whole_then_the_other() {
     assert!(events.iter().any(|e| e.contains(&expected)), "no FailedScheduling event saying why: {events:?}");
     let scheduled = wait_for_events(&cluster, "job-a-0", "Scheduled").await;
     assert!(scheduled[0].contains(&format!("gang {}/job-a", cluster.namespace)), "{scheduled:?}");
+    // PodGroup status says the same.
+    let a = wait_for_group(&cluster, "job-a", |s| s.phase == Some(PodGroupPhase::Running)).await;
+    assert_eq!((a.scheduled, a.running, a.min_member), (8, 8, 8));
+    let b = wait_for_group(&cluster, "job-b", |s| !s.conditions.is_empty()).await;
+    assert_eq!(b.phase, Some(PodGroupPhase::Pending));
+    let scheduled = b.conditions.iter().find(|c| c.type_ == "Scheduled").expect("Scheduled condition");
+    assert_eq!((scheduled.status.as_str(), scheduled.reason.as_str()), ("False", "Unschedulable"));
+    assert!(scheduled.message.ends_with(&expected), "{}", scheduled.message);
 
     // job-a finishes; job-b takes the GPUs, whole.
     for i in 0..8 {
@@ -323,6 +345,9 @@ async fn a_gang_whose_pods_never_all_become_ready_is_evicted_whole_at_the_timeou
     wait_for_pods(&cluster, 30, "the gang evicted whole", |p| !exists(p, "stuck-0") && !exists(p, "stuck-1")).await;
     let events = wait_for_events(&cluster, "stuck-0", "PodsReadyTimeout").await;
     assert!(events[0].contains("only 1 of 2 pods Ready"), "{events:?}");
+    let status = wait_for_group(&cluster, "stuck", |s| s.conditions.iter().any(|c| c.type_ == "Evicted")).await;
+    let evicted = status.conditions.iter().find(|c| c.type_ == "Evicted").unwrap();
+    assert_eq!(evicted.reason, "PodsReadyTimeout");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -415,4 +440,48 @@ async fn a_scheduler_restarted_mid_binding_evicts_the_gang_when_it_cannot_be_fin
     assert_eq!(evicted.len(), 2);
     let events = wait_for_events(&cluster, evicted[0], "BindFailed").await;
     assert!(events[0].contains("partly bound (2 of 4 pods)"), "{events:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubernetes_own_podgroup_is_a_gang_and_is_marked_initially_scheduled() {
+    use k8s_openapi::api::scheduling::v1beta1::PodGroup as KubernetesPodGroup;
+    let cluster = TestCluster::new("native").await;
+    scheduler::install_crds(&cluster).await;
+    create_nodes(&cluster, &["n1"], 8, &cluster.id).await;
+    let groups: Api<KubernetesPodGroup> = cluster.api();
+    let group: KubernetesPodGroup = serde_json::from_value(json!({
+        "metadata": {"name": "native"},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 3}}},
+    }))
+    .expect("PodGroup");
+    cluster.create(&groups, &group).await;
+    let api = cluster.api::<Pod>();
+    let _kubelet = KubeletEmulator::start(api.clone());
+    let _muster = scheduler::start(&cluster, scheduler::config(&cluster), None);
+    let native_pod = |i: usize| {
+        let mut pod = builders::pod(&format!("native-{i}"), &cluster.scheduler_name, 2, &[]);
+        pod.spec.as_mut().unwrap().scheduling_group = Some(serde_json::from_value(json!({"podGroupName": "native"})).unwrap());
+        pod
+    };
+    // Two of three pods: the gang waits for the third, holding nothing.
+    for i in 0..2 {
+        cluster.create(&api, &native_pod(i)).await;
+    }
+    let all = wait_for_pods(&cluster, 30, "the first two pods marked Unschedulable", |p| p.iter().all(|p| unschedulable_message(p).is_some())).await;
+    let message = unschedulable_message(&all[0]).unwrap();
+    assert!(message.contains("has 2 of the 3 pods its minMember needs"), "{message}");
+    assert!(all.iter().all(|p| node_of(p).is_none()));
+    cluster.create(&api, &native_pod(2)).await;
+    wait_for_pods(&cluster, 30, "the gang running", |p| p.iter().filter(|p| phase(p) == "Running").count() == 3).await;
+    within(20, "PodGroupInitiallyScheduled", async {
+        loop {
+            let group = groups.get("native").await.expect("get PodGroup");
+            let conditions = group.status.and_then(|s| s.conditions).unwrap_or_default();
+            if conditions.iter().any(|c| c.type_ == "PodGroupInitiallyScheduled" && c.status == "True") {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await;
 }

@@ -131,6 +131,7 @@ pub async fn run(client: kube::Client, config: Config, options: Options) -> Resu
     let mut backoff: HashMap<GangKey, Backoff> = HashMap::new();
     let mut in_flight: HashSet<GangKey> = HashSet::new();
     let mut safety = SafetyNet::default();
+    let mut last_eviction: HashMap<GangKey, (&'static str, String)> = HashMap::new();
     let cycle_config = config.cycle();
     wake.notify_one();
     loop {
@@ -199,7 +200,11 @@ pub async fn run(client: kube::Client, config: Config, options: Options) -> Resu
         }
         status.retain(|pod| objects.pods.iter().any(|p| p.metadata.name.as_deref() == Some(pod.name.as_str())));
 
-        for eviction in safety.check(&objects, &config, &in_flight, now) {
+        let evictions = safety.check(&objects, &config, &in_flight, now);
+        for eviction in &evictions {
+            last_eviction.insert(eviction.gang.clone(), (eviction.reason.as_str(), eviction.message.clone()));
+        }
+        for eviction in evictions {
             tracing::warn!(gang = %eviction.gang, reason = eviction.reason.as_str(), pods = eviction.pods.len(), "{}", eviction.message);
             for pod in &eviction.pods {
                 if let Err(e) = binder.evict(pod).await {
@@ -210,6 +215,7 @@ pub async fn run(client: kube::Client, config: Config, options: Options) -> Resu
             let failures = backoff.get(&eviction.gang).map_or(0, |b| b.failures) + 1;
             backoff.insert(eviction.gang.clone(), Backoff { until: Instant::now() + backoff_delay(&config, failures), failures });
         }
+        write_group_statuses(&objects, &config, &outcome, &last_eviction, &status, now).await;
         if let Some(due) = safety.next_due() {
             let at = started + Duration::from_secs((due - now).max(0) as u64 + 1);
             next_wake = Some(next_wake.map_or(at, |w| w.min(at)));
@@ -220,6 +226,51 @@ pub async fn run(client: kube::Client, config: Config, options: Options) -> Resu
                 tokio::time::sleep_until(at.into()).await;
                 wake.notify_one();
             });
+        }
+    }
+}
+
+/// PodGroup status: Muster's PodGroups get phase, counts and conditions; Kubernetes'
+/// PodGroups get PodGroupInitiallyScheduled once placed.
+async fn write_group_statuses(
+    objects: &super::assemble::ClusterObjects,
+    config: &Config,
+    outcome: &crate::engine::CycleOutcome,
+    last_eviction: &HashMap<GangKey, (&'static str, String)>,
+    status: &StatusWriter,
+    now: i64,
+) {
+    use crate::engine::model::GangKind;
+    let time = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        k8s_openapi::jiff::Timestamp::from_second(now).unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
+    );
+    let waiting: HashMap<&GangKey, String> = outcome.waiting.iter().map(|w| (&w.gang, w.to_string())).collect();
+    let mut members: HashMap<GangKey, Vec<&Pod>> = HashMap::new();
+    for pod in &objects.pods {
+        if pod.spec.as_ref().and_then(|s| s.scheduler_name.as_deref()) == Some(config.scheduler_name.as_str()) {
+            members.entry(super::assemble::gang_key(pod)).or_default().push(pod);
+        }
+    }
+    let key = |kind, meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| GangKey {
+        kind,
+        namespace: meta.namespace.clone().unwrap_or_default(),
+        name: meta.name.clone().unwrap_or_default(),
+    };
+    for group in &objects.muster_groups {
+        let gang = key(GangKind::Muster, &group.metadata);
+        let pods = members.get(&gang).map(Vec::as_slice).unwrap_or_default();
+        let facts = super::status::GroupFacts {
+            waiting: waiting.get(&gang).map(String::as_str),
+            evicted: last_eviction.get(&gang).map(|(r, m)| (*r, m.as_str())),
+        };
+        status.podgroup(group, super::status::podgroup_status(group, pods, &facts, &time)).await;
+    }
+    for group in &objects.kubernetes_groups {
+        let gang = key(GangKind::Kubernetes, &group.metadata);
+        let min = group.spec.scheduling_policy.gang.as_ref().map_or(1, |g| g.min_count.max(1)) as usize;
+        let bound = members.get(&gang).map_or(0, |pods| pods.iter().filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some()).count());
+        if bound >= min {
+            status.initially_scheduled(group, &time).await;
         }
     }
 }
