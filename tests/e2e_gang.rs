@@ -156,7 +156,7 @@ async fn two_eight_pod_gangs_on_eight_gpus_one_runs_whole_then_the_other() {
     // PodGroup status says the same.
     let a = wait_for_group(&cluster, "job-a", |s| s.phase == Some(PodGroupPhase::Running)).await;
     assert_eq!((a.scheduled, a.running, a.min_member), (8, 8, 8));
-    let b = wait_for_group(&cluster, "job-b", |s| !s.conditions.is_empty()).await;
+    let b = wait_for_group(&cluster, "job-b", |s| s.conditions.iter().any(|c| c.type_ == "Scheduled" && c.message.ends_with(&expected))).await;
     assert_eq!(b.phase, Some(PodGroupPhase::Pending));
     let scheduled = b.conditions.iter().find(|c| c.type_ == "Scheduled").expect("Scheduled condition");
     assert_eq!((scheduled.status.as_str(), scheduled.reason.as_str()), ("False", "Unschedulable"));

@@ -8,7 +8,11 @@ use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::scheduling::v1beta1::PodGroup as KubernetesPodGroup;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+use std::sync::Arc;
+
 use super::convert::{self, ConstraintsInterner};
+use crate::engine::model::{Node as EngineNode, NodeConstraints};
+use crate::engine::resources::{Demand, ResourceNames};
 use super::crd::PodGroup as MusterPodGroup;
 use super::foreign::PodGroup as PluginPodGroup;
 use crate::engine::model::{Gang, GangKey, GangKind, PendingPod, PodKey, Snapshot};
@@ -29,6 +33,115 @@ pub struct ClusterObjects {
     pub priority_classes: Vec<PriorityClass>,
 }
 
+impl ClusterObjects {
+    /// The objects as a view, for `assemble`.
+    pub fn view(&self) -> ClusterView<'_> {
+        ClusterView {
+            nodes: self.nodes.iter().collect(),
+            pods: self.pods.iter().collect(),
+            kubernetes_groups: self.kubernetes_groups.iter().collect(),
+            muster_groups: self.muster_groups.iter().collect(),
+            plugin_groups: self.plugin_groups.iter().collect(),
+            priority_classes: self.priority_classes.iter().collect(),
+            assumed: None,
+        }
+    }
+}
+
+/// The objects a snapshot is made from, borrowed from wherever they are kept (the
+/// scheduler's cache, the simulator's cluster), so that nothing is copied to read them.
+#[derive(Clone, Debug, Default)]
+pub struct ClusterView<'a> {
+    pub nodes: Vec<&'a Node>,
+    pub pods: Vec<&'a Pod>,
+    pub kubernetes_groups: Vec<&'a KubernetesPodGroup>,
+    pub muster_groups: Vec<&'a MusterPodGroup>,
+    pub plugin_groups: Vec<&'a PluginPodGroup>,
+    pub priority_classes: Vec<&'a PriorityClass>,
+    /// Pods placed and being bound, not yet seen bound: they count on these nodes.
+    pub assumed: Option<&'a HashMap<PodKey, String>>,
+}
+
+impl ClusterView<'_> {
+    /// The pod's node: its own `spec.nodeName`, or the one it is assumed on.
+    pub fn node_of<'p>(&'p self, pod: &'p Pod) -> Option<&'p String> {
+        pod.spec.as_ref().and_then(|s| s.node_name.as_ref()).or_else(|| self.assumed?.get(&pod_key(&pod.metadata)))
+    }
+}
+
+type PodConversion = Result<(Demand, Arc<NodeConstraints>), String>;
+
+/// Conversions kept from one snapshot to the next, per object and resourceVersion, so that
+/// a new snapshot converts only the objects that changed. Objects without a resourceVersion
+/// (the simulator's) are converted every time.
+#[derive(Default)]
+pub struct Memo {
+    names: ResourceNames,
+    interner: ConstraintsInterner,
+    /// Conversions stored since the last trim (an upper bound on the entries).
+    pod_count: usize,
+    /// By namespace, then name: looked up with borrowed strings, without allocating.
+    pods: HashMap<String, HashMap<String, (String, PodConversion)>>,
+    nodes: HashMap<String, (String, Result<EngineNode, String>)>,
+}
+
+impl Memo {
+    fn pod(&mut self, pod: &Pod) -> PodConversion {
+        let convert = |memo: &mut Memo| -> PodConversion {
+            let demand = convert::pod_demand(pod, &mut memo.names).map_err(|e| e.to_string())?;
+            let constraints = convert::pod_constraints(pod).map_err(|e| e.to_string())?;
+            Ok((demand, memo.interner.intern(constraints)))
+        };
+        let Some(version) = pod.metadata.resource_version.as_ref() else { return convert(self) };
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+        let name = pod.metadata.name.as_deref().unwrap_or_default();
+        if let Some((seen, conversion)) = self.pods.get(namespace).and_then(|names| names.get(name))
+            && seen == version
+        {
+            return conversion.clone();
+        }
+        let conversion = convert(self);
+        self.pods.entry(namespace.to_string()).or_default().insert(name.to_string(), (version.clone(), conversion.clone()));
+        self.pod_count += 1;
+        conversion
+    }
+
+    fn node(&mut self, node: &Node) -> Result<EngineNode, String> {
+        let Some(version) = node.metadata.resource_version.as_ref() else {
+            return convert::node(node, &mut self.names).map_err(|e| e.to_string());
+        };
+        let name = node.metadata.name.clone().unwrap_or_default();
+        if let Some((seen, conversion)) = self.nodes.get(&name)
+            && seen == version
+        {
+            return conversion.clone();
+        }
+        let conversion = convert::node(node, &mut self.names).map_err(|e| e.to_string());
+        self.nodes.insert(name, (version.clone(), conversion.clone()));
+        conversion
+    }
+
+    /// Drops what belongs to objects no longer in `view`, once the memo has grown well past it.
+    fn trim(&mut self, view: &ClusterView<'_>) {
+        if self.pod_count > 2 * view.pods.len() + 1024 {
+            let live: std::collections::HashSet<(&str, &str)> = view
+                .pods
+                .iter()
+                .map(|p| (p.metadata.namespace.as_deref().unwrap_or_default(), p.metadata.name.as_deref().unwrap_or_default()))
+                .collect();
+            for (namespace, names) in self.pods.iter_mut() {
+                names.retain(|name, _| live.contains(&(namespace.as_str(), name.as_str())));
+            }
+            self.pods.retain(|_, names| !names.is_empty());
+            self.pod_count = self.pods.values().map(HashMap::len).sum();
+        }
+        if self.nodes.len() > 2 * view.nodes.len() + 1024 {
+            let live: std::collections::HashSet<&str> = view.nodes.iter().filter_map(|n| n.metadata.name.as_deref()).collect();
+            self.nodes.retain(|name, _| live.contains(name.as_str()));
+        }
+    }
+}
+
 /// A PodGroup of any kind, as reported in output and status.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GroupSummary {
@@ -41,15 +154,13 @@ pub struct GroupSummary {
 #[derive(Clone, Debug, Default)]
 pub struct Assembled {
     pub snapshot: Snapshot,
-    /// Muster's pods already bound, with their node.
-    pub bound: BTreeMap<PodKey, String>,
     /// Every PodGroup that exists, of any kind, sorted.
     pub groups: Vec<GroupSummary>,
     /// Muster's pending pods the engine cannot consider, with why (bad requests).
     pub rejected_pods: BTreeMap<PodKey, String>,
     /// Objects left out, with why (a node with an unreadable quantity).
     pub problems: Vec<String>,
-    /// Which gang each of Muster's pods belongs to.
+    /// Which gang each of Muster's pending pods belongs to.
     pub gang_of: HashMap<PodKey, GangKey>,
 }
 
@@ -90,8 +201,13 @@ fn is_terminal(pod: &Pod) -> bool {
 }
 
 /// Builds the snapshot for the scheduler called `scheduler_name`, as of `now` (seconds
-/// since the Unix epoch).
+/// since the Unix epoch), converting every object afresh.
 pub fn assemble(objects: &ClusterObjects, scheduler_name: &str, now: i64) -> Assembled {
+    assemble_view(&objects.view(), scheduler_name, now, &mut Memo::default())
+}
+
+/// Builds the snapshot from a view, converting only objects `memo` has not seen as they are.
+pub fn assemble_view(objects: &ClusterView<'_>, scheduler_name: &str, now: i64, memo: &mut Memo) -> Assembled {
     let mut out = Assembled::default();
     out.snapshot.now = now;
     let classes: HashMap<&str, i32> = objects
@@ -135,19 +251,17 @@ pub fn assemble(objects: &ClusterObjects, scheduler_name: &str, now: i64) -> Ass
         );
     }
 
-    let resources = &mut out.snapshot.resources;
-    let mut node_index: HashMap<String, usize> = HashMap::new();
+    let mut node_index: HashMap<&str, usize> = HashMap::new();
     for n in &objects.nodes {
-        match convert::node(n, resources) {
+        match memo.node(n) {
             Ok(node) => {
-                node_index.insert(node.name.clone(), out.snapshot.nodes.len());
+                node_index.insert(n.metadata.name.as_deref().unwrap_or_default(), out.snapshot.nodes.len());
                 out.snapshot.nodes.push(node);
             }
             Err(e) => out.problems.push(format!("left out: {e}")),
         }
     }
 
-    let mut interner = ConstraintsInterner::default();
     let mut gangs: BTreeMap<GangKey, Gang> = BTreeMap::new();
     let mut bound_per_gang: HashMap<GangKey, usize> = HashMap::new();
     for pod in &objects.pods {
@@ -156,28 +270,27 @@ pub fn assemble(objects: &ClusterObjects, scheduler_name: &str, now: i64) -> Ass
         }
         let spec = pod.spec.as_ref();
         let ours = spec.and_then(|s| s.scheduler_name.as_deref()) == Some(scheduler_name);
-        let node_name = spec.and_then(|s| s.node_name.as_ref());
-        let key = pod_key(&pod.metadata);
-        let gang = ours.then(|| gang_key(pod));
-        if let Some(g) = &gang {
-            out.gang_of.insert(key.clone(), g.clone());
-        }
+        let node_name = objects.node_of(pod);
         if let Some(node_name) = node_name {
             // Bound, by whichever scheduler: it uses capacity.
-            match (convert::pod_demand(pod, &mut out.snapshot.resources), node_index.get(node_name)) {
-                (Ok(demand), Some(&i)) => out.snapshot.nodes[i].requested.add(&demand, 1),
+            match (memo.pod(pod), node_index.get(node_name.as_str())) {
+                (Ok((demand, _)), Some(&i)) => out.snapshot.nodes[i].requested.add(&demand, 1),
                 (Err(e), _) => out.problems.push(format!("capacity not counted: {e}")),
                 (Ok(_), None) => {}
             }
             // A terminating pod still uses its node, but no longer counts toward its gang:
             // an evicted gang must not look whole while its pods go away.
-            if let Some(g) = gang.filter(|_| pod.metadata.deletion_timestamp.is_none()) {
-                out.bound.insert(key, node_name.clone());
-                *bound_per_gang.entry(g).or_default() += 1;
+            if ours && pod.metadata.deletion_timestamp.is_none() {
+                *bound_per_gang.entry(gang_key(pod)).or_default() += 1;
             }
             continue;
         }
-        let Some(gang) = gang else { continue };
+        if !ours {
+            continue;
+        }
+        let key = pod_key(&pod.metadata);
+        let gang = gang_key(pod);
+        out.gang_of.insert(key.clone(), gang.clone());
         if pod.metadata.deletion_timestamp.is_some() || spec.and_then(|s| s.scheduling_gates.as_ref()).is_some_and(|g| !g.is_empty()) {
             continue;
         }
@@ -186,12 +299,10 @@ pub fn assemble(objects: &ClusterObjects, scheduler_name: &str, now: i64) -> Ass
             out.rejected_pods.insert(key, why.to_string());
             continue;
         }
-        let demand = convert::pod_demand(pod, &mut out.snapshot.resources);
-        let constraints = convert::pod_constraints(pod);
-        let (demand, constraints) = match (demand, constraints) {
-            (Ok(d), Ok(c)) => (d, c),
-            (Err(e), _) | (_, Err(e)) => {
-                out.rejected_pods.insert(key, e.to_string());
+        let (demand, constraints) = match memo.pod(pod) {
+            Ok(converted) => converted,
+            Err(e) => {
+                out.rejected_pods.insert(key, e);
                 continue;
             }
         };
@@ -227,12 +338,14 @@ pub fn assemble(objects: &ClusterObjects, scheduler_name: &str, now: i64) -> Ass
         if !facts.contains_key(&gang) {
             entry.created = entry.created.min(created(&pod.metadata));
         }
-        entry.pods.push(PendingPod { key, demand, constraints: interner.intern(constraints) });
+        entry.pods.push(PendingPod { key, demand, constraints });
     }
     for (key, gang) in gangs.iter_mut() {
         gang.bound = bound_per_gang.get(key).copied().unwrap_or(0);
     }
     out.snapshot.gangs = gangs.into_values().collect();
+    out.snapshot.resources = memo.names.clone();
+    memo.trim(objects);
 
     let mut groups: Vec<GroupSummary> = facts
         .into_iter()

@@ -17,7 +17,7 @@ use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::scheduling::v1beta1::PodGroup as KubernetesPodGroup;
 use kube::ResourceExt;
 
-use super::assemble::ClusterObjects;
+use super::assemble::ClusterView;
 use super::crd::PodGroup as MusterPodGroup;
 use super::foreign::PodGroup as PluginPodGroup;
 use crate::engine::model::PodKey;
@@ -136,29 +136,16 @@ impl Cache {
         self.node_labels.iter().all(|(k, v)| labels.get(k) == Some(v))
     }
 
-    /// A copy of what scheduling reads, with assumed pods on their nodes.
-    pub fn objects(&self) -> ClusterObjects {
-        let pods = self
-            .pods
-            .values()
-            .map(|pod| match self.assumed.get(&pod_key(pod)) {
-                Some(node) if pod.spec.as_ref().is_some_and(|s| s.node_name.is_none()) => {
-                    let mut pod = pod.clone();
-                    if let Some(spec) = pod.spec.as_mut() {
-                        spec.node_name = Some(node.clone());
-                    }
-                    pod
-                }
-                _ => pod.clone(),
-            })
-            .collect();
-        ClusterObjects {
-            nodes: self.nodes.values().filter(|n| self.managed(n)).cloned().collect(),
-            pods,
-            kubernetes_groups: self.kubernetes_groups.values().cloned().collect(),
-            muster_groups: self.muster_groups.values().cloned().collect(),
-            plugin_groups: self.plugin_groups.values().cloned().collect(),
-            priority_classes: self.priority_classes.values().cloned().collect(),
+    /// What scheduling reads, borrowed: only managed nodes, and assumed pods on their nodes.
+    pub fn view(&self) -> ClusterView<'_> {
+        ClusterView {
+            nodes: self.nodes.values().filter(|n| self.managed(n)).collect(),
+            pods: self.pods.values().collect(),
+            kubernetes_groups: self.kubernetes_groups.values().collect(),
+            muster_groups: self.muster_groups.values().collect(),
+            plugin_groups: self.plugin_groups.values().collect(),
+            priority_classes: self.priority_classes.values().collect(),
+            assumed: Some(&self.assumed),
         }
     }
 }

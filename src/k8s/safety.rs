@@ -15,7 +15,7 @@ use std::collections::{HashMap, HashSet};
 
 use k8s_openapi::api::core::v1::Pod;
 
-use super::assemble::{ClusterObjects, gang_key};
+use super::assemble::{ClusterView, gang_key};
 use crate::config::Config;
 use crate::engine::model::{GangKey, GangKind, PodKey};
 
@@ -79,7 +79,7 @@ fn condition_true(pod: &Pod, kind: &str) -> Option<i64> {
 impl SafetyNet {
     /// Gangs to evict now. `busy` gangs (being bound, or placed in this very cycle) are left
     /// alone; `now` is in seconds.
-    pub fn check(&mut self, objects: &ClusterObjects, config: &Config, busy: &HashSet<GangKey>, now: i64) -> Vec<Eviction> {
+    pub fn check(&mut self, objects: &ClusterView<'_>, config: &Config, busy: &HashSet<GangKey>, now: i64) -> Vec<Eviction> {
         let rules = group_rules(objects, config);
         let mut gangs: HashMap<GangKey, GangPods> = HashMap::new();
         for pod in &objects.pods {
@@ -93,7 +93,7 @@ impl SafetyNet {
             }
             let entry = gangs.entry(key).or_default();
             let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("Pending");
-            let bound = spec.and_then(|s| s.node_name.as_ref()).is_some();
+            let bound = objects.node_of(pod).is_some();
             match phase {
                 "Succeeded" => entry.succeeded += 1,
                 "Failed" => {}
@@ -180,7 +180,7 @@ impl SafetyNet {
     }
 }
 
-fn group_rules(objects: &ClusterObjects, config: &Config) -> HashMap<GangKey, GroupRules> {
+fn group_rules(objects: &ClusterView<'_>, config: &Config) -> HashMap<GangKey, GroupRules> {
     let default_timeout = config.pods_ready_timeout_seconds as i64;
     let key = |kind, meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| GangKey {
         kind,

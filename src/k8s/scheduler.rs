@@ -12,7 +12,7 @@ use kube::Api;
 use thiserror::Error;
 use tokio::sync::{Notify, mpsc, oneshot};
 
-use super::assemble::assemble;
+use super::assemble::{Memo, assemble_view};
 use super::bind::{BindHook, BindOutcome, Binder, GangBinding};
 use super::cache::Cache;
 use super::crd::PodGroup as MusterPodGroup;
@@ -132,6 +132,7 @@ pub async fn run(client: kube::Client, config: Config, options: Options) -> Resu
     let mut in_flight: HashSet<GangKey> = HashSet::new();
     let mut safety = SafetyNet::default();
     let mut last_eviction: HashMap<GangKey, (&'static str, String)> = HashMap::new();
+    let mut memo = Memo::default();
     let cycle_config = config.cycle();
     wake.notify_one();
     loop {
@@ -148,9 +149,11 @@ pub async fn run(client: kube::Client, config: Config, options: Options) -> Resu
         while binds.try_join_next().is_some() {}
 
         let started = Instant::now();
-        let objects = cache.lock().unwrap_or_else(|e| e.into_inner()).objects();
         let now = unix_now();
-        let mut assembled = assemble(&objects, &config.scheduler_name, now);
+        let mut assembled = {
+            let cache = cache.lock().unwrap_or_else(|e| e.into_inner());
+            assemble_view(&cache.view(), &config.scheduler_name, now, &mut memo)
+        };
         backoff.retain(|_, b| b.until > started);
         assembled.snapshot.gangs.retain(|g| !backoff.contains_key(&g.key) && !in_flight.contains(&g.key));
         let outcome = schedule(&assembled.snapshot, &cycle_config);
@@ -198,12 +201,24 @@ pub async fn run(client: kube::Client, config: Config, options: Options) -> Resu
         for (pod, why) in &assembled.rejected_pods {
             status.unschedulable(pod, why).await;
         }
-        status.retain(|pod| objects.pods.iter().any(|p| p.metadata.name.as_deref() == Some(pod.name.as_str())));
-
-        let evictions = safety.check(&objects, &config, &in_flight, now);
-        for eviction in &evictions {
-            last_eviction.insert(eviction.gang.clone(), (eviction.reason.as_str(), eviction.message.clone()));
-        }
+        // What the safety net evicts and what PodGroup statuses say, decided over the cache;
+        // written afterwards, without holding it.
+        let (evictions, groups, live_pods) = {
+            let cache = cache.lock().unwrap_or_else(|e| e.into_inner());
+            let view = cache.view();
+            let evictions = safety.check(&view, &config, &in_flight, now);
+            for eviction in &evictions {
+                last_eviction.insert(eviction.gang.clone(), (eviction.reason.as_str(), eviction.message.clone()));
+            }
+            let groups = group_statuses(&view, &config, &outcome, &last_eviction, now);
+            let live: HashSet<PodKey> = view
+                .pods
+                .iter()
+                .map(|p| PodKey { namespace: p.metadata.namespace.clone().unwrap_or_default(), name: p.metadata.name.clone().unwrap_or_default() })
+                .collect();
+            (evictions, groups, live)
+        };
+        status.retain(|pod| live_pods.contains(pod));
         for eviction in evictions {
             tracing::warn!(gang = %eviction.gang, reason = eviction.reason.as_str(), pods = eviction.pods.len(), "{}", eviction.message);
             for pod in &eviction.pods {
@@ -215,7 +230,7 @@ pub async fn run(client: kube::Client, config: Config, options: Options) -> Resu
             let failures = backoff.get(&eviction.gang).map_or(0, |b| b.failures) + 1;
             backoff.insert(eviction.gang.clone(), Backoff { until: Instant::now() + backoff_delay(&config, failures), failures });
         }
-        write_group_statuses(&objects, &config, &outcome, &last_eviction, &status, now).await;
+        status.write_groups(groups, &k8s_time(now)).await;
         if let Some(due) = safety.next_due() {
             let at = started + Duration::from_secs((due - now).max(0) as u64 + 1);
             next_wake = Some(next_wake.map_or(at, |w| w.min(at)));
@@ -230,23 +245,26 @@ pub async fn run(client: kube::Client, config: Config, options: Options) -> Resu
     }
 }
 
+fn k8s_time(seconds: i64) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Time {
+    k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        k8s_openapi::jiff::Timestamp::from_second(seconds).unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
+    )
+}
+
 /// PodGroup status: Muster's PodGroups get phase, counts and conditions; Kubernetes'
 /// PodGroups get PodGroupInitiallyScheduled once placed.
-async fn write_group_statuses(
-    objects: &super::assemble::ClusterObjects,
+fn group_statuses(
+    view: &super::assemble::ClusterView<'_>,
     config: &Config,
     outcome: &crate::engine::CycleOutcome,
     last_eviction: &HashMap<GangKey, (&'static str, String)>,
-    status: &StatusWriter,
     now: i64,
-) {
+) -> super::status::GroupUpdates {
     use crate::engine::model::GangKind;
-    let time = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-        k8s_openapi::jiff::Timestamp::from_second(now).unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
-    );
+    let time = k8s_time(now);
     let waiting: HashMap<&GangKey, String> = outcome.waiting.iter().map(|w| (&w.gang, w.to_string())).collect();
     let mut members: HashMap<GangKey, Vec<&Pod>> = HashMap::new();
-    for pod in &objects.pods {
+    for pod in &view.pods {
         if pod.spec.as_ref().and_then(|s| s.scheduler_name.as_deref()) == Some(config.scheduler_name.as_str()) {
             members.entry(super::assemble::gang_key(pod)).or_default().push(pod);
         }
@@ -256,23 +274,29 @@ async fn write_group_statuses(
         namespace: meta.namespace.clone().unwrap_or_default(),
         name: meta.name.clone().unwrap_or_default(),
     };
-    for group in &objects.muster_groups {
+    let mut updates = super::status::GroupUpdates::default();
+    for group in &view.muster_groups {
         let gang = key(GangKind::Muster, &group.metadata);
         let pods = members.get(&gang).map(Vec::as_slice).unwrap_or_default();
         let facts = super::status::GroupFacts {
             waiting: waiting.get(&gang).map(String::as_str),
             evicted: last_eviction.get(&gang).map(|(r, m)| (*r, m.as_str())),
         };
-        status.podgroup(group, super::status::podgroup_status(group, pods, &facts, &time)).await;
-    }
-    for group in &objects.kubernetes_groups {
-        let gang = key(GangKind::Kubernetes, &group.metadata);
-        let min = group.spec.scheduling_policy.gang.as_ref().map_or(1, |g| g.min_count.max(1)) as usize;
-        let bound = members.get(&gang).map_or(0, |pods| pods.iter().filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some()).count());
-        if bound >= min {
-            status.initially_scheduled(group, &time).await;
+        let status = super::status::podgroup_status(group, pods, &facts, &time);
+        if group.status.as_ref() != Some(&status) {
+            updates.muster.push(((*group).clone(), status));
         }
     }
+    for group in &view.kubernetes_groups {
+        let gang = key(GangKind::Kubernetes, &group.metadata);
+        let min = group.spec.scheduling_policy.gang.as_ref().map_or(1, |g| g.min_count.max(1)) as usize;
+        let bound = members.get(&gang).map_or(0, |pods| pods.iter().filter(|p| view.node_of(p).is_some()).count());
+        let marked = group.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| cs.iter().any(|c| c.type_ == "PodGroupInitiallyScheduled"));
+        if bound >= min && !marked {
+            updates.kubernetes.push((*group).clone());
+        }
+    }
+    updates
 }
 
 async fn finish(

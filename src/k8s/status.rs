@@ -187,7 +187,24 @@ pub fn podgroup_status(group: &MusterPodGroup, pods: &[&Pod], facts: &GroupFacts
     PodGroupStatus { phase: Some(phase), min_member: min, scheduled, running, succeeded, failed, conditions }
 }
 
+/// PodGroup statuses to write: Muster's with their new status, Kubernetes' to mark
+/// PodGroupInitiallyScheduled.
+#[derive(Default)]
+pub struct GroupUpdates {
+    pub muster: Vec<(MusterPodGroup, PodGroupStatus)>,
+    pub kubernetes: Vec<KubernetesPodGroup>,
+}
+
 impl StatusWriter {
+    pub async fn write_groups(&self, updates: GroupUpdates, now: &Time) {
+        for (group, status) in updates.muster {
+            self.podgroup(&group, status).await;
+        }
+        for group in updates.kubernetes {
+            self.initially_scheduled(&group, now).await;
+        }
+    }
+
     /// Writes a Muster PodGroup's status when it differs from the one it has.
     pub async fn podgroup(&self, group: &MusterPodGroup, status: PodGroupStatus) {
         if group.status.as_ref() == Some(&status) {

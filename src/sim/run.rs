@@ -137,7 +137,7 @@ fn report(objects: &ClusterObjects, config: &Config, last: &CycleOutcome) -> Rep
         .filter(|g| g.key.kind != GangKind::Single)
         .map(|g| {
             let scheduled = g.bound >= g.min_member;
-            let has_pods = assembled.gang_of.values().any(|k| *k == g.key);
+            let has_pods = g.bound > 0 || assembled.gang_of.values().any(|k| *k == g.key);
             GangResult {
                 api_version: g.key.kind.api_version().unwrap_or_default().to_string(),
                 kind: "PodGroup".into(),
