@@ -1,0 +1,149 @@
+//! The shell's pure parts, driven with literal objects and no API server: the cache as watch
+//! events change it, and the safety net's decisions over time.
+
+use std::collections::HashSet;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::runtime::watcher::Event;
+use muster::config::Config;
+use muster::engine::model::{GangKey, GangKind, PodKey};
+use muster::k8s::assemble::{ClusterObjects, Memo, assemble_view};
+use muster::k8s::cache::Cache;
+use muster::k8s::safety::{EvictionReason, SafetyNet};
+use muster::k8s::watch::apply_event;
+use muster::sim::objects::{gpu_node, pod_group, training_pod};
+use serde_json::json;
+
+fn pod(name: &str, group: Option<&str>) -> Pod {
+    training_pod(name, 1, 0, "muster", group)
+}
+
+fn bound(mut pod: Pod, node: &str, phase: &str, ready: bool, since: i64) -> Pod {
+    pod.spec.as_mut().unwrap().node_name = Some(node.into());
+    let time = k8s_openapi::jiff::Timestamp::from_second(since).unwrap().to_string();
+    pod.status = Some(
+        serde_json::from_value(json!({
+            "phase": phase,
+            "conditions": [
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": time},
+                {"type": "Ready", "status": if ready { "True" } else { "False" }},
+            ],
+        }))
+        .unwrap(),
+    );
+    pod
+}
+
+fn names(pods: &[&Pod]) -> Vec<String> {
+    let mut names: Vec<String> = pods.iter().map(|p| p.metadata.name.clone().unwrap()).collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn watch_events_keep_the_cache_and_a_relist_drops_what_was_deleted_meanwhile() {
+    let mut cache = Cache::default();
+    apply_event::<Pod>(&mut cache, Event::Init);
+    apply_event(&mut cache, Event::InitApply(pod("a", None)));
+    apply_event(&mut cache, Event::InitApply(pod("b", None)));
+    apply_event::<Pod>(&mut cache, Event::InitDone);
+    apply_event(&mut cache, Event::Apply(pod("c", None)));
+    apply_event(&mut cache, Event::Delete(pod("a", None)));
+    assert_eq!(names(&cache.view().pods), ["b", "c"]);
+
+    // The watch restarts and relists: c was deleted while it was down.
+    apply_event::<Pod>(&mut cache, Event::Init);
+    apply_event(&mut cache, Event::InitApply(pod("b", None)));
+    assert_eq!(names(&cache.view().pods), ["b", "c"], "the old state stands until the relist is complete");
+    apply_event::<Pod>(&mut cache, Event::InitDone);
+    assert_eq!(names(&cache.view().pods), ["b"]);
+}
+
+#[test]
+fn an_assumed_pod_counts_on_its_node_until_the_watch_shows_it_bound_or_binding_fails() {
+    let mut cache = Cache::default();
+    apply_event(&mut cache, Event::Apply(gpu_node("n1", "r1", 8)));
+    apply_event(&mut cache, Event::Apply(training_pod("p", 8, 0, "muster", None)));
+    apply_event(&mut cache, Event::Apply(training_pod("q", 8, 1, "muster", None)));
+    let key = PodKey { namespace: "default".into(), name: "p".into() };
+    cache.assume(key.clone(), "n1".into());
+
+    let mut memo = Memo::default();
+    let snapshot = assemble_view(&cache.view(), "muster", 0, &mut memo).snapshot;
+    let gpu = snapshot.resources.get("nvidia.com/gpu").unwrap();
+    assert_eq!(snapshot.nodes[0].requested.get(gpu), 8, "the assumed pod must hold its GPUs");
+    assert_eq!(snapshot.gangs.len(), 1, "only q is pending");
+
+    // Binding failed: p is pending again and its GPUs are free.
+    cache.forget(&key);
+    let snapshot = assemble_view(&cache.view(), "muster", 0, &mut memo).snapshot;
+    assert_eq!(snapshot.nodes[0].requested.get(gpu), 0);
+    assert_eq!(snapshot.gangs.len(), 2);
+
+    // The watch shows p bound: the assumption is dropped, the pod itself says where it is.
+    cache.assume(key.clone(), "n1".into());
+    let mut seen = training_pod("p", 8, 0, "muster", None);
+    seen.spec.as_mut().unwrap().node_name = Some("n1".into());
+    apply_event(&mut cache, Event::Apply(seen));
+    assert!(!cache.is_assumed(&key));
+}
+
+#[test]
+fn a_scheduler_for_part_of_a_cluster_sees_only_its_nodes() {
+    let mut cache = Cache::new(vec![("pool".into(), "gpu".into())]);
+    let mut node: Node = gpu_node("gpu-1", "r1", 8);
+    node.metadata.labels.as_mut().unwrap().insert("pool".into(), "gpu".into());
+    apply_event(&mut cache, Event::Apply(node));
+    apply_event(&mut cache, Event::Apply(gpu_node("cpu-1", "r1", 0)));
+    let nodes: Vec<&str> = cache.view().nodes.iter().map(|n| n.metadata.name.as_deref().unwrap()).collect();
+    assert_eq!(nodes, ["gpu-1"]);
+}
+
+fn gang() -> GangKey {
+    GangKey { kind: GangKind::Muster, namespace: "default".into(), name: "train".into() }
+}
+
+fn check(net: &mut SafetyNet, pods: Vec<Pod>, config: &Config, busy: &HashSet<GangKey>, now: i64) -> Vec<(EvictionReason, Vec<String>)> {
+    let objects = ClusterObjects { pods, muster_groups: vec![pod_group("train", 2, 0)], ..Default::default() };
+    net.check(&objects.view(), config, busy, now)
+        .into_iter()
+        .map(|e| (e.reason, e.pods.into_iter().map(|p| p.name).collect()))
+        .collect()
+}
+
+#[test]
+fn a_partly_bound_gang_is_evicted_unless_it_is_being_bound() {
+    let config = Config::default();
+    let mut net = SafetyNet::default();
+    let pods = || vec![bound(pod("t-0", Some("train")), "n1", "Running", true, 0), pod("t-1", Some("train"))];
+    let busy = HashSet::from([gang()]);
+    assert!(check(&mut net, pods(), &config, &busy, 10).is_empty(), "a gang being bound is left alone");
+    assert_eq!(check(&mut net, pods(), &config, &HashSet::new(), 10), [(EvictionReason::BindFailed, vec!["t-0".to_string()])]);
+}
+
+#[test]
+fn a_bound_gang_not_ready_in_time_is_evicted_at_its_timeout() {
+    let config = Config { pods_ready_timeout_seconds: 100, ..Config::default() };
+    let mut net = SafetyNet::default();
+    let pods = || vec![bound(pod("t-0", Some("train")), "n1", "Running", true, 1000), bound(pod("t-1", Some("train")), "n1", "Pending", false, 1000)];
+    assert!(check(&mut net, pods(), &config, &HashSet::new(), 1099).is_empty());
+    assert_eq!(net.next_due(), Some(1100), "the loop must wake when the timeout falls due");
+    let evicted = check(&mut net, pods(), &config, &HashSet::new(), 1100);
+    assert_eq!(evicted, [(EvictionReason::PodsReadyTimeout, vec!["t-0".to_string(), "t-1".to_string()])]);
+}
+
+#[test]
+fn a_ready_gang_below_its_minimum_is_evicted_after_the_grace_period_but_a_finished_one_is_not() {
+    let config = Config { gang_broken_grace_seconds: 60, ..Config::default() };
+    let mut net = SafetyNet::default();
+    let ready = vec![bound(pod("t-0", Some("train")), "n1", "Running", true, 0), bound(pod("t-1", Some("train")), "n1", "Running", true, 0)];
+    assert!(check(&mut net, ready, &config, &HashSet::new(), 10).is_empty());
+    let broken = || vec![bound(pod("t-0", Some("train")), "n1", "Running", true, 0), bound(pod("t-1", Some("train")), "n1", "Failed", false, 0)];
+    assert!(check(&mut net, broken(), &config, &HashSet::new(), 20).is_empty(), "within the grace period");
+    assert_eq!(check(&mut net, broken(), &config, &HashSet::new(), 80), [(EvictionReason::GangBroken, vec!["t-0".to_string()])]);
+
+    let mut net = SafetyNet::default();
+    let finishing = vec![bound(pod("t-0", Some("train")), "n1", "Running", true, 0), bound(pod("t-1", Some("train")), "n1", "Succeeded", false, 0)];
+    assert!(check(&mut net, finishing.clone(), &config, &HashSet::new(), 10).is_empty());
+    assert!(check(&mut net, finishing, &config, &HashSet::new(), 1000).is_empty(), "a succeeded pod did its part");
+}
