@@ -210,22 +210,11 @@ async fn controller_manager_makes_claims_from_templates_and_runs_jobs() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_podgroup_crd_installs_and_the_api_server_enforces_its_schema() {
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     use kube::api::PostParams;
     use muster::k8s::crd::{PodGroup, PodGroupSpec};
 
     let cluster = TestCluster::new("crds").await;
-    let crds: Api<CustomResourceDefinition> = cluster.cluster_api();
-    for crd in muster::k8s::crd::definitions() {
-        let name = crd.metadata.name.clone().unwrap();
-        match crds.create(&PostParams::default(), &crd).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 409 => {}
-            Err(e) => panic!("failed to install CRD {name}: {e}"),
-        }
-        let established = kube::runtime::wait::conditions::is_crd_established();
-        within(30, "the CRD to be established", await_condition(crds.clone(), &name, established)).await.expect("watch");
-    }
+    support::muster::install_crds(&cluster).await;
 
     let groups: Api<PodGroup> = cluster.api();
     let train = PodGroup::new("train", PodGroupSpec { min_member: 8, ..Default::default() });

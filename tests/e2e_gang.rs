@@ -38,6 +38,23 @@ async fn create_group(cluster: &TestCluster, name: &str, min_member: i32) {
     cluster.create(&cluster.api::<PodGroup>(), &group).await;
 }
 
+/// A test's corner of the control plane with Muster's CRDs, nodes `n1..` of `node_gpus`
+/// GPUs, and Muster's PodGroup `group` of `min_member` with `pods` bare pods `<group>-<i>`
+/// of `pod_gpus` GPUs each. Returns the cluster, its pod API and the node names.
+async fn gang_fixture(test: &str, nodes: usize, node_gpus: u32, group: &str, min_member: i32, pods: usize, pod_gpus: u32) -> (TestCluster, Api<Pod>, Vec<String>) {
+    let cluster = TestCluster::new(test).await;
+    scheduler::install_crds(&cluster).await;
+    let names: Vec<String> = (1..=nodes).map(|i| format!("n{i}")).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let nodes = create_nodes(&cluster, &names, node_gpus, &cluster.id).await;
+    create_group(&cluster, group, min_member).await;
+    let api = cluster.api::<Pod>();
+    for i in 0..pods {
+        cluster.create(&api, &gang_pod(&cluster, &format!("{group}-{i}"), group, pod_gpus)).await;
+    }
+    (cluster, api, nodes)
+}
+
 fn gang_pod(cluster: &TestCluster, name: &str, group: &str, gpus: u32) -> Pod {
     builders::pod(name, &cluster.scheduler_name, gpus, &[(GROUP_LABEL, group)])
 }
@@ -204,14 +221,7 @@ async fn two_eight_pod_gangs_on_eight_gpus_one_runs_whole_then_the_other() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gang_larger_than_the_cluster_waits_holding_nothing_until_a_node_joins() {
-    let cluster = TestCluster::new("grow").await;
-    scheduler::install_crds(&cluster).await;
-    create_nodes(&cluster, &["n1"], 8, &cluster.id).await;
-    create_group(&cluster, "big", 2).await;
-    let api = cluster.api::<Pod>();
-    for i in 0..2 {
-        cluster.create(&api, &gang_pod(&cluster, &format!("big-{i}"), "big", 8)).await;
-    }
+    let (cluster, api, _) = gang_fixture("grow", 1, 8, "big", 2, 2, 8).await;
     let _kubelet = KubeletEmulator::start(api.clone());
     let _muster = scheduler::start(&cluster, scheduler::config(&cluster), None);
     let all = wait_for_pods(&cluster, 30, "the gang marked Unschedulable", |p| p.iter().all(|p| unschedulable_message(p).is_some())).await;
@@ -301,24 +311,13 @@ async fn a_gang_whose_binding_breaks_midway_is_evicted_whole_and_placed_again() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_transient_bind_error_is_retried_and_the_gang_ends_whole() {
-    let cluster = TestCluster::new("retry").await;
-    scheduler::install_crds(&cluster).await;
-    create_nodes(&cluster, &["n1"], 8, &cluster.id).await;
-    create_group(&cluster, "train", 4).await;
-    let api = cluster.api::<Pod>();
-    for i in 0..4 {
-        cluster.create(&api, &gang_pod(&cluster, &format!("train-{i}"), "train", 2)).await;
-    }
+    let (cluster, api, _) = gang_fixture("retry", 1, 8, "train", 4, 4, 2).await;
     let _kubelet = KubeletEmulator::start(api.clone());
     let hook = FaultyBinder::new("train", 4, 2, true);
     let _muster = scheduler::start(&cluster, scheduler::config(&cluster), Some(hook.clone()));
     wait_for_pods(&cluster, 60, "the gang running whole", |p| running_in(p, "train") == 4).await;
     assert_eq!(hook.calls(), 4, "the gang should have been bound in one attempt");
     assert!(events_for(&cluster, "train-0", "BindFailed").await.is_empty());
-}
-
-fn bare_gang_pods(cluster: &TestCluster, group: &str, count: usize, gpus: u32) -> Vec<Pod> {
-    (0..count).map(|i| gang_pod(cluster, &format!("{group}-{i}"), group, gpus)).collect()
 }
 
 fn exists(pods: &[Pod], name: &str) -> bool {
@@ -333,7 +332,7 @@ async fn a_gang_whose_pods_never_all_become_ready_is_evicted_whole_at_the_timeou
     let group = PodGroup::new("stuck", PodGroupSpec { min_member: 2, pods_ready_timeout_seconds: Some(3), ..Default::default() });
     cluster.create(&cluster.api::<PodGroup>(), &group).await;
     let api = cluster.api::<Pod>();
-    let mut pods = bare_gang_pods(&cluster, "stuck", 2, 1);
+    let mut pods: Vec<Pod> = (0..2).map(|i| gang_pod(&cluster, &format!("stuck-{i}"), "stuck", 1)).collect();
     // The kubelet emulator never starts this one: the gang is bound but never Ready.
     pods[1].metadata.labels.as_mut().unwrap().insert(support::kubelet::HOLD_LABEL.into(), "true".into());
     for pod in &pods {
@@ -352,14 +351,7 @@ async fn a_gang_whose_pods_never_all_become_ready_is_evicted_whole_at_the_timeou
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ready_gang_that_loses_a_pod_is_evicted_whole_after_the_grace_period() {
-    let cluster = TestCluster::new("broken").await;
-    scheduler::install_crds(&cluster).await;
-    create_nodes(&cluster, &["n1"], 8, &cluster.id).await;
-    create_group(&cluster, "pair", 2).await;
-    let api = cluster.api::<Pod>();
-    for pod in bare_gang_pods(&cluster, "pair", 2, 1) {
-        cluster.create(&api, &pod).await;
-    }
+    let (cluster, api, _) = gang_fixture("broken", 1, 8, "pair", 2, 2, 1).await;
     let kubelet = KubeletEmulator::start(api.clone());
     let mut config = scheduler::config(&cluster);
     config.gang_broken_grace_seconds = 1;
@@ -402,14 +394,7 @@ async fn stop_midway(cluster: &TestCluster) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scheduler_restarted_mid_binding_finishes_the_gang_when_it_fits() {
-    let cluster = TestCluster::new("restart-finish").await;
-    scheduler::install_crds(&cluster).await;
-    create_nodes(&cluster, &["n1"], 8, &cluster.id).await;
-    create_group(&cluster, "train", 4).await;
-    let api = cluster.api::<Pod>();
-    for pod in bare_gang_pods(&cluster, "train", 4, 2) {
-        cluster.create(&api, &pod).await;
-    }
+    let (cluster, api, _) = gang_fixture("restart-finish", 1, 8, "train", 4, 4, 2).await;
     let _kubelet = KubeletEmulator::start(api.clone());
     stop_midway(&cluster).await;
     let _restarted = scheduler::start(&cluster, scheduler::config(&cluster), None);
@@ -418,14 +403,7 @@ async fn a_scheduler_restarted_mid_binding_finishes_the_gang_when_it_fits() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scheduler_restarted_mid_binding_evicts_the_gang_when_it_cannot_be_finished() {
-    let cluster = TestCluster::new("restart-evict").await;
-    scheduler::install_crds(&cluster).await;
-    let nodes = create_nodes(&cluster, &["n1"], 8, &cluster.id).await;
-    create_group(&cluster, "train", 4).await;
-    let api = cluster.api::<Pod>();
-    for pod in bare_gang_pods(&cluster, "train", 4, 2) {
-        cluster.create(&api, &pod).await;
-    }
+    let (cluster, api, nodes) = gang_fixture("restart-evict", 1, 8, "train", 4, 4, 2).await;
     let _kubelet = KubeletEmulator::start(api.clone());
     stop_midway(&cluster).await;
     // While Muster is down, another scheduler takes the GPUs the rest of the gang needed.

@@ -147,3 +147,14 @@ fn a_ready_gang_below_its_minimum_is_evicted_after_the_grace_period_but_a_finish
     assert!(check(&mut net, finishing.clone(), &config, &HashSet::new(), 10).is_empty());
     assert!(check(&mut net, finishing, &config, &HashSet::new(), 1000).is_empty(), "a succeeded pod did its part");
 }
+
+#[test]
+fn a_gang_that_was_whole_gets_the_grace_period_even_when_its_readiness_was_never_seen() {
+    // A new scheduler (no memory) finds a gang with one pod failed: it was whole once, so it
+    // is broken, not partly bound.
+    let config = Config { gang_broken_grace_seconds: 60, ..Config::default() };
+    let mut net = SafetyNet::default();
+    let pods = || vec![bound(pod("t-0", Some("train")), "n1", "Running", true, 0), bound(pod("t-1", Some("train")), "n1", "Failed", false, 0)];
+    assert!(check(&mut net, pods(), &config, &HashSet::new(), 10).is_empty());
+    assert_eq!(check(&mut net, pods(), &config, &HashSet::new(), 70), [(EvictionReason::GangBroken, vec!["t-0".to_string()])]);
+}

@@ -66,6 +66,8 @@ struct GangPods {
     live: Vec<PodKey>,
     ready: usize,
     succeeded: usize,
+    /// Bound pods that failed: with the live and succeeded ones, they show the gang was whole.
+    failed: usize,
     pending: usize,
     /// When the last live pod was bound (PodScheduled=True), in seconds.
     bound_at: i64,
@@ -96,6 +98,7 @@ impl SafetyNet {
             let bound = objects.node_of(pod).is_some();
             match phase {
                 "Succeeded" => entry.succeeded += 1,
+                "Failed" if bound => entry.failed += 1,
                 "Failed" => {}
                 _ if !bound => entry.pending += 1,
                 _ if pod.metadata.deletion_timestamp.is_some() => {}
@@ -130,23 +133,30 @@ impl SafetyNet {
                 continue;
             }
             let evict = |reason, message: String| Eviction { gang: gang.clone(), pods: pods.live.clone(), reason, message };
-            if self.ready.contains(&gang) {
-                if alive >= min {
-                    self.broken_since.remove(&gang);
+            if alive >= min {
+                self.broken_since.remove(&gang);
+                if self.ready.contains(&gang) {
                     continue;
                 }
-                let since = *self.broken_since.entry(gang.clone()).or_insert(now);
-                note_due(since + config.gang_broken_grace_seconds as i64);
-                if now - since >= config.gang_broken_grace_seconds as i64 {
+                note_due(pods.bound_at + rule.pods_ready_timeout);
+                if now - pods.bound_at >= rule.pods_ready_timeout {
                     evictions.push(evict(
-                        EvictionReason::GangBroken,
+                        EvictionReason::PodsReadyTimeout,
                         format!(
-                            "{gang} fell below its minMember: {alive} of {min} pods alive for {}s; evicting it whole so it restarts together",
-                            now - since
+                            "{gang}: only {} of {min} pods Ready {}s after binding (podsReadyTimeoutSeconds {}); evicting it whole",
+                            pods.ready + pods.succeeded,
+                            now - pods.bound_at,
+                            rule.pods_ready_timeout
                         ),
                     ));
                 }
-            } else if alive < min {
+                continue;
+            }
+            // Below the minimum. A gang that was whole once (Ready, or as many pods bound,
+            // failed or done as it needs) lost pods while running: give it the grace period.
+            // One that never was is partly bound: evict it now.
+            let was_whole = self.ready.contains(&gang) || pods.live.len() + pods.succeeded + pods.failed >= min;
+            if !was_whole {
                 evictions.push(evict(
                     EvictionReason::BindFailed,
                     format!(
@@ -154,17 +164,16 @@ impl SafetyNet {
                         pods.live.len()
                     ),
                 ));
-            } else if {
-                note_due(pods.bound_at + rule.pods_ready_timeout);
-                now - pods.bound_at >= rule.pods_ready_timeout
-            } {
+                continue;
+            }
+            let since = *self.broken_since.entry(gang.clone()).or_insert(now);
+            note_due(since + config.gang_broken_grace_seconds as i64);
+            if now - since >= config.gang_broken_grace_seconds as i64 {
                 evictions.push(evict(
-                    EvictionReason::PodsReadyTimeout,
+                    EvictionReason::GangBroken,
                     format!(
-                        "{gang}: only {} of {min} pods Ready {}s after binding (podsReadyTimeoutSeconds {}); evicting it whole",
-                        pods.ready + pods.succeeded,
-                        now - pods.bound_at,
-                        rule.pods_ready_timeout
+                        "{gang} fell below its minMember: {alive} of {min} pods alive for {}s; evicting it whole so it restarts together",
+                        now - since
                     ),
                 ));
             }
