@@ -1,7 +1,7 @@
 //! Data-driven tests of the pure engine: a snapshot in, placements and reasons out.
 
 use muster::engine::build::{GIB, GPU, SnapshotBuilder};
-use muster::engine::model::{GangKey, Snapshot, Taint, TaintEffect, Toleration, TolerationOperator};
+use muster::engine::model::{Snapshot, Taint, TaintEffect, Toleration, TolerationOperator};
 use muster::engine::{CycleConfig, Queueing, Scoring, schedule};
 use std::sync::Arc;
 
@@ -251,7 +251,51 @@ fn the_same_snapshot_always_gives_the_same_outcome() {
     for _ in 0..5 {
         assert_eq!(schedule(&snapshot, &default()), first);
     }
-    let _: &GangKey = &first.waiting[0].gang;
+}
+
+#[test]
+fn a_gang_that_has_its_minimum_waits_for_extra_pods_without_blocking_anyone() {
+    // "whole" runs its 2 required pods; its 2 optional extras do not fit. Under StrictFIFO it
+    // must not hold back "next", and it reserves nothing.
+    let snapshot = SnapshotBuilder::new()
+        .gpu_node("n1", 64, 512, 8, &[])
+        .used("n1", &[(GPU, 6)])
+        .gang("whole", 2, 2, &gpus(8))
+        .with_last_gang(|g| g.bound = 2)
+        .gang("next", 1, 1, &gpus(2))
+        .build();
+    for queueing in [Queueing::StrictFifo, Queueing::Backfill] {
+        let outcome = schedule(&snapshot, &CycleConfig { queueing, ..default() });
+        assert_eq!(outcome.placements.len(), 1, "{queueing:?}: {outcome:?}");
+        assert_eq!(outcome.placements[0].gang.name, "next");
+    }
+}
+
+#[test]
+fn a_gang_that_fits_only_by_mixing_shapes_is_not_called_hopeless() {
+    // Needs 3 of its 4 pods: two 4-GPU pods and two 2-GPU pods on one 8-GPU node. No single
+    // shape can give 3, together they can; the node is busy now, so it waits, hopefully.
+    let snapshot = SnapshotBuilder::new()
+        .gpu_node("n1", 64, 512, 8, &[])
+        .used("n1", &[(GPU, 8)])
+        .gang("mixed", 3, 2, &gpus(4))
+        .with_last_gang(|g| {
+            let mut small = g.pods[0].clone();
+            small.demand = muster::engine::resources::Demand::new(vec![
+                (muster::engine::resources::ResourceId::PODS, 1),
+                (muster::engine::resources::ResourceId(4), 2),
+            ]);
+            for i in 0..2 {
+                let mut pod = small.clone();
+                pod.key.name = format!("mixed-small-{i}");
+                g.pods.push(pod);
+            }
+        })
+        .build();
+    let outcome = schedule(&snapshot, &default());
+    let reason = outcome.waiting[0].to_string();
+    assert!(reason.contains("needs 3 pods at once, 0 fit"), "{reason}");
+    assert!(!reason.contains("even on an empty cluster"), "{reason}");
 }
 
 #[test]

@@ -158,3 +158,14 @@ fn a_gang_that_was_whole_gets_the_grace_period_even_when_its_readiness_was_never
     assert!(check(&mut net, pods(), &config, &HashSet::new(), 10).is_empty());
     assert_eq!(check(&mut net, pods(), &config, &HashSet::new(), 70), [(EvictionReason::GangBroken, vec!["t-0".to_string()])]);
 }
+
+#[test]
+fn a_relist_drops_assumptions_of_pods_that_went_away_while_the_watch_was_down() {
+    let mut cache = Cache::default();
+    apply_event(&mut cache, Event::Apply(pod("p", None)));
+    let key = PodKey { namespace: "default".into(), name: "p".into() };
+    cache.assume(key.clone(), "n1".into());
+    apply_event::<Pod>(&mut cache, Event::Init);
+    apply_event::<Pod>(&mut cache, Event::InitDone);
+    assert!(!cache.is_assumed(&key), "a pod deleted during the outage must not hold capacity");
+}

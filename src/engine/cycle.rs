@@ -90,9 +90,10 @@ pub fn schedule(snapshot: &Snapshot, config: &CycleConfig) -> CycleOutcome {
                 } else {
                     WaitReason::DoesNotFit { nodes: shortfall.nodes, needed: shortfall.needed, fit: shortfall.fit }
                 };
-                // A gang that could never fit must not hold the cluster hostage.
+                // A gang that could never fit must not hold the cluster hostage, and one that
+                // already has its minimum bound is only waiting for optional extra pods.
                 let starving = snapshot.now.saturating_sub(gang.created) >= config.reserve_after_seconds;
-                if head.is_none() && !shortfall.never_fits {
+                if head.is_none() && !shortfall.never_fits && gang.still_needed() > 0 {
                     match config.queueing {
                         Queueing::StrictFifo => head = Some(&gang.key),
                         Queueing::Backfill if starving => {

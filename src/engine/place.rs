@@ -195,7 +195,8 @@ impl<'s> Workspace<'s> {
 
     fn shortfall(&self, groups: &[(usize, Vec<usize>)], fit: usize, needed: usize) -> Shortfall {
         let mut nodes = NodeRejections { total_nodes: self.snapshot.nodes.len(), ..Default::default() };
-        let mut never_fits = false;
+        // Pods an empty cluster could hold, shape by shape (each capped at its members).
+        let mut capacity_when_empty = 0usize;
         let mut available = vec![false; self.snapshot.nodes.len()];
         for (shape_id, members) in groups {
             let shape = &self.shapes[*shape_id];
@@ -212,11 +213,14 @@ impl<'s> Workspace<'s> {
                     available[node as usize] = true;
                 }
             }
-            never_fits |= shape.capacity_when_empty < members.len().min(needed.max(1));
+            capacity_when_empty = capacity_when_empty.saturating_add(shape.capacity_when_empty.min(members.len()));
         }
         // A node rejected for several shapes is counted once per reason, as kube-scheduler
         // counts each pod's rejections; `available` counts nodes that could take any pod.
         nodes.available = available.iter().filter(|a| **a).count();
+        // Shapes that share nodes each count those nodes in full, so this can miss a gang
+        // that never fits; it never calls a gang that could fit hopeless.
+        let never_fits = capacity_when_empty < needed.max(1);
         Shortfall { fit, needed, never_fits, nodes }
     }
 

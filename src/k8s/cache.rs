@@ -117,6 +117,15 @@ impl Cache {
         self.pods.delete(pod);
     }
 
+    /// A pod relist is complete: assumptions of pods that are gone or now bound go too.
+    pub fn pods_relisted(&mut self) {
+        self.pods.relist_done();
+        let pods = &self.pods;
+        self.assumed.retain(|key, _| {
+            pods.get(&key.namespace, &key.name).is_some_and(|p| p.spec.as_ref().is_some_and(|s| s.node_name.is_none()))
+        });
+    }
+
     /// Counts `pod` on `node` until the watch shows it bound or `forget` is called.
     pub fn assume(&mut self, pod: PodKey, node: String) {
         self.assumed.insert(pod, node);

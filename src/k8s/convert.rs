@@ -116,23 +116,29 @@ pub fn pod_demand(pod: &Pod, names: &mut ResourceNames) -> Result<Demand> {
     for c in &spec.containers {
         container_requests(names, &object, c, &mut total)?;
     }
-    let mut sidecars = BTreeMap::new();
+    // Sidecars (restartable init containers) run beside everything after them; a regular
+    // init container runs beside the sidecars started before it.
+    let mut sidecars: BTreeMap<ResourceId, i64> = BTreeMap::new();
+    let mut init_peak: BTreeMap<ResourceId, i64> = BTreeMap::new();
     for init in spec.init_containers.iter().flatten() {
         let mut one = BTreeMap::new();
         container_requests(names, &object, init, &mut one)?;
-        if init.restart_policy.as_deref() == Some("Always") {
-            for (id, v) in one {
+        let sidecar = init.restart_policy.as_deref() == Some("Always");
+        for (id, v) in one {
+            let with_earlier_sidecars = v + sidecars.get(&id).copied().unwrap_or(0);
+            let peak = init_peak.entry(id).or_default();
+            *peak = (*peak).max(with_earlier_sidecars);
+            if sidecar {
                 *sidecars.entry(id).or_default() += v;
-                *total.entry(id).or_default() += v;
-            }
-        } else {
-            for (id, v) in one {
-                // A regular init container runs beside the sidecars started before it.
-                let with_sidecars = v + sidecars.get(&id).copied().unwrap_or(0);
-                let entry = total.entry(id).or_default();
-                *entry = (*entry).max(with_sidecars);
             }
         }
+    }
+    for (id, v) in &sidecars {
+        *total.entry(*id).or_default() += v;
+    }
+    for (id, peak) in init_peak {
+        let entry = total.entry(id).or_default();
+        *entry = (*entry).max(peak);
     }
     for (resource, q) in spec.overhead.iter().flatten() {
         let (id, v) = amount(names, &object, resource, q)?;
@@ -229,5 +235,43 @@ impl ConstraintsInterner {
         }
         self.seen.insert(candidate.clone(), ());
         candidate
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn demand_of(spec: serde_json::Value) -> (i64, ResourceNames) {
+        let pod: Pod = serde_json::from_value(serde_json::json!({"metadata": {"name": "p"}, "spec": spec})).unwrap();
+        let mut names = ResourceNames::default();
+        let demand = pod_demand(&pod, &mut names).unwrap();
+        (demand.get(ResourceId::CPU), names)
+    }
+
+    fn container(name: &str, cpu: &str) -> serde_json::Value {
+        serde_json::json!({"name": name, "image": "i", "resources": {"requests": {"cpu": cpu}}})
+    }
+
+    #[test]
+    fn requests_are_counted_as_kube_scheduler_counts_them() {
+        // Containers add up; a bigger regular init container sets the floor.
+        let (cpu, _) = demand_of(serde_json::json!({"containers": [container("a", "1"), container("b", "500m")],
+                                                      "initContainers": [container("init", "2")]}));
+        assert_eq!(cpu, 2000);
+        // A sidecar runs beside the containers and beside the init containers after it, but
+        // not beside those before it: init 4, then sidecar 1, then container 1 → 4.
+        let mut sidecar = container("sidecar", "1");
+        sidecar["restartPolicy"] = "Always".into();
+        let (cpu, _) = demand_of(serde_json::json!({"containers": [container("main", "1")],
+                                                      "initContainers": [container("init", "4"), sidecar.clone()]}));
+        assert_eq!(cpu, 4000);
+        // Sidecar first: it runs beside the later init container (1 + 4) and the container (1 + 1).
+        let (cpu, _) = demand_of(serde_json::json!({"containers": [container("main", "1")],
+                                                      "initContainers": [sidecar, container("init", "4")]}));
+        assert_eq!(cpu, 5000);
+        // A limit without a request is the request; overhead is added.
+        let (_, names) = demand_of(serde_json::json!({"containers": [{"name": "g", "image": "i", "resources": {"limits": {"nvidia.com/gpu": "2"}}}]}));
+        assert!(names.get("nvidia.com/gpu").is_some());
     }
 }

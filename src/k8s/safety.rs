@@ -129,7 +129,13 @@ impl SafetyNet {
             if pods.ready + pods.succeeded >= min {
                 self.ready.insert(gang.clone());
             }
-            if pods.live.is_empty() || busy.contains(&gang) {
+            if pods.live.is_empty() {
+                // Nothing of it runs: whatever it was, it starts afresh.
+                self.ready.remove(&gang);
+                self.broken_since.remove(&gang);
+                continue;
+            }
+            if busy.contains(&gang) {
                 continue;
             }
             let evict = |reason, message: String| Eviction { gang: gang.clone(), pods: pods.live.clone(), reason, message };
@@ -177,6 +183,10 @@ impl SafetyNet {
                     ),
                 ));
             }
+        }
+        for eviction in &evictions {
+            self.ready.remove(&eviction.gang);
+            self.broken_since.remove(&eviction.gang);
         }
         self.due = due;
         evictions

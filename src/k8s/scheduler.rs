@@ -135,9 +135,13 @@ pub async fn run(client: kube::Client, config: Config, options: Options) -> Resu
     let mut memo = Memo::default();
     let cycle_config = config.cycle();
     wake.notify_one();
+    // The one timer: the earliest backoff, timeout or reservation that falls due.
+    let mut next_wake: Option<Instant> = None;
     loop {
+        let timer = tokio::time::sleep_until(next_wake.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600)).into());
         tokio::select! {
             _ = wake.notified() => {}
+            _ = timer => {}
             Some(result) = results_rx.recv() => {
                 finish(result, &cache, &mut status, &mut backoff, &mut in_flight, &config, &wake).await;
             }
@@ -154,8 +158,11 @@ pub async fn run(client: kube::Client, config: Config, options: Options) -> Resu
             let cache = cache.lock().unwrap_or_else(|e| e.into_inner());
             assemble_view(&cache.view(), &config.scheduler_name, now, &mut memo)
         };
-        backoff.retain(|_, b| b.until > started);
-        assembled.snapshot.gangs.retain(|g| !backoff.contains_key(&g.key) && !in_flight.contains(&g.key));
+        // A gang's failure count outlives its wait, so the next failure waits longer; it is
+        // reset when the gang binds, and dropped when the gang is gone.
+        backoff.retain(|g, b| b.until > started || assembled.snapshot.gangs.iter().any(|gang| gang.key == *g));
+        let waiting_out = |g: &GangKey| backoff.get(g).is_some_and(|b| b.until > started);
+        assembled.snapshot.gangs.retain(|g| !waiting_out(&g.key) && !in_flight.contains(&g.key));
         let outcome = schedule(&assembled.snapshot, &cycle_config);
         tracing::debug!(placed = outcome.placements.len(), waiting = outcome.waiting.len(), elapsed = ?started.elapsed(), "cycle");
 
@@ -180,7 +187,7 @@ pub async fn run(client: kube::Client, config: Config, options: Options) -> Resu
             });
         }
 
-        let mut next_wake: Option<Instant> = backoff.values().map(|b| b.until).min();
+        next_wake = backoff.values().map(|b| b.until).filter(|until| *until > started).min();
         for waiting in &outcome.waiting {
             let message = waiting.to_string();
             tracing::debug!(gang = %waiting.gang, reason = %message, "waiting");
@@ -235,13 +242,6 @@ pub async fn run(client: kube::Client, config: Config, options: Options) -> Resu
             let at = started + Duration::from_secs((due - now).max(0) as u64 + 1);
             next_wake = Some(next_wake.map_or(at, |w| w.min(at)));
         }
-        if let Some(at) = next_wake {
-            let wake = wake.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep_until(at.into()).await;
-                wake.notify_one();
-            });
-        }
     }
 }
 
@@ -290,7 +290,9 @@ fn group_statuses(
     for group in &view.kubernetes_groups {
         let gang = key(GangKind::Kubernetes, &group.metadata);
         let min = group.spec.scheduling_policy.gang.as_ref().map_or(1, |g| g.min_count.max(1)) as usize;
-        let bound = members.get(&gang).map_or(0, |pods| pods.iter().filter(|p| view.node_of(p).is_some()).count());
+        // Only pods the API server shows bound, not assumed or terminating ones.
+        let really_bound = |p: &&&Pod| p.metadata.deletion_timestamp.is_none() && p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some();
+        let bound = members.get(&gang).map_or(0, |pods| pods.iter().filter(really_bound).count());
         let marked = group.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| cs.iter().any(|c| c.type_ == "PodGroupInitiallyScheduled"));
         if bound >= min && !marked {
             updates.kubernetes.push((*group).clone());
@@ -313,9 +315,16 @@ async fn finish(
     match outcome {
         BindOutcome::Bound { bound, failed } => {
             tracing::info!(gang = %binding.gang, pods = bound.len(), "bound");
-            backoff.remove(&binding.gang);
             for pod in &bound {
                 status.scheduled(pod, node_of[pod], &binding.gang.to_string()).await;
+            }
+            if failed.is_empty() {
+                backoff.remove(&binding.gang);
+            } else {
+                // The gang stands; its extra pods that failed wait out a backoff before
+                // they are tried again, so a permanent error does not spin.
+                let failures = backoff.get(&binding.gang).map_or(0, |b| b.failures) + 1;
+                backoff.insert(binding.gang.clone(), Backoff { until: Instant::now() + backoff_delay(config, failures), failures });
             }
             let mut cache = cache.lock().unwrap_or_else(|e| e.into_inner());
             for (pod, error) in &failed {
@@ -338,13 +347,29 @@ async fn finish(
                 status.evicted(pod, "BindFailed", &message).await;
             }
             {
+                // Pods that were bound keep their assumption (and their node's capacity)
+                // until the watch shows them bound and then gone; the others are pending.
                 let mut cache = cache.lock().unwrap_or_else(|e| e.into_inner());
                 for (pod, _) in &binding.pods {
-                    cache.forget(pod);
+                    if !evicted.contains(pod) {
+                        cache.forget(pod);
+                    }
                 }
             }
             backoff.insert(binding.gang.clone(), Backoff { until: Instant::now() + backoff_delay(config, failures), failures });
         }
     }
     wake.notify_one();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_per_failure_up_to_the_maximum() {
+        let config = Config { backoff: crate::config::Backoff { initial_seconds: 1, max_seconds: 10 }, ..Config::default() };
+        let delays: Vec<u64> = (1..=6).map(|f| backoff_delay(&config, f).as_secs()).collect();
+        assert_eq!(delays, [1, 2, 4, 8, 10, 10]);
+    }
 }

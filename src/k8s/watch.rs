@@ -28,6 +28,10 @@ pub trait Cached: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 's
     fn delete(cache: &mut Cache, object: &Self) {
         Self::store(cache).delete(object);
     }
+
+    fn relist_done(cache: &mut Cache) {
+        Self::store(cache).relist_done();
+    }
 }
 
 impl Cached for Pod {
@@ -39,6 +43,9 @@ impl Cached for Pod {
     }
     fn delete(cache: &mut Cache, object: &Self) {
         cache.delete_pod(object);
+    }
+    fn relist_done(cache: &mut Cache) {
+        cache.pods_relisted();
     }
 }
 
@@ -64,7 +71,7 @@ pub fn apply_event<K: Cached>(cache: &mut Cache, event: Event<K>) {
         Event::Delete(object) => K::delete(cache, &object),
         Event::Init => K::store(cache).relist_start(),
         Event::InitApply(object) => K::store(cache).relisted(object),
-        Event::InitDone => K::store(cache).relist_done(),
+        Event::InitDone => K::relist_done(cache),
     }
 }
 
