@@ -78,15 +78,24 @@ fn add_pods(mut b: SnapshotBuilder, gangs: usize, pods_per_gang: usize) -> Snaps
     b.build()
 }
 
+/// Says how much of the workload one cycle places, so the figures are read in context.
+fn report(what: &str, snapshot: &Snapshot) {
+    let outcome = schedule(snapshot, &CycleConfig::default());
+    let pods: usize = outcome.placements.iter().map(|p| p.pods.len()).sum();
+    eprintln!("{what}: one cycle places {} gangs ({pods} pods); {} wait", outcome.placements.len(), outcome.waiting.len());
+}
+
 fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("cycle_5000_nodes");
     group.sample_size(10);
 
     let singles = add_pods(cluster(), 10_000, 1);
+    report("10000 single pods", &singles);
     group.throughput(Throughput::Elements(10_000));
     group.bench_function("10000_single_pods", |b| b.iter(|| schedule(&singles, &CycleConfig::default())));
 
     let gangs = add_pods(cluster(), 1_000, 8);
+    report("1000 gangs of 8", &gangs);
     group.throughput(Throughput::Elements(1_000));
     group.bench_function("1000_gangs_of_8", |b| b.iter(|| schedule(&gangs, &CycleConfig::default())));
     group.finish();
