@@ -40,6 +40,9 @@ pub struct GangBinding {
     /// Pods that must be bound in this transaction (minMember less those already bound).
     pub needed: usize,
     pub pods: Vec<(PodKey, String)>,
+    /// The UID each pod had when it was placed: a pod recreated under the same name (a
+    /// StatefulSet's) is neither bound to the old placement nor evicted by mistake.
+    pub uids: std::collections::HashMap<PodKey, String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -79,7 +82,8 @@ impl Binder {
             .cloned()
             .enumerate()
             .map(|(index, (pod, node))| async move {
-                let result = self.bind_pod(gang, index, &pod, &node).await;
+                let uid = binding.uids.get(&pod).map(String::as_str);
+                let result = self.bind_pod(gang, index, &pod, &node, uid).await;
                 (pod, result)
             })
             .collect();
@@ -98,7 +102,7 @@ impl Binder {
         }
         let mut evicted = Vec::new();
         for pod in bound {
-            match self.evict(&pod).await {
+            match self.evict(&pod, binding.uids.get(&pod).map(String::as_str)).await {
                 Ok(()) => evicted.push(pod),
                 Err(e) => errors.push((pod, format!("eviction failed: {e}"))),
             }
@@ -106,7 +110,7 @@ impl Binder {
         BindOutcome::RolledBack { evicted, errors }
     }
 
-    async fn bind_pod(&self, gang: &GangKey, index: usize, pod: &PodKey, node: &str) -> Result<(), String> {
+    async fn bind_pod(&self, gang: &GangKey, index: usize, pod: &PodKey, node: &str, uid: Option<&str>) -> Result<(), String> {
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
         let mut injected_transient = false;
         if let Some(hook) = &self.hook {
@@ -120,7 +124,7 @@ impl Binder {
         let body = json!({
             "apiVersion": "v1",
             "kind": "Binding",
-            "metadata": {"name": pod.name, "namespace": pod.namespace},
+            "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": uid},
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         });
         let mut delay = Duration::from_millis(100);
@@ -151,12 +155,18 @@ impl Binder {
         unreachable!("the last attempt returns")
     }
 
-    /// Evicts one pod through the Eviction API; a pod already gone is no error.
-    pub async fn evict(&self, pod: &PodKey) -> Result<(), kube::Error> {
+    /// Evicts one pod through the Eviction API, only if it still has `uid` (when known); a
+    /// pod already gone, or replaced by another of the same name, is no error.
+    pub async fn evict(&self, pod: &PodKey, uid: Option<&str>) -> Result<(), kube::Error> {
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
-        match pods.evict(&pod.name, &EvictParams::default()).await {
+        let preconditions = kube::api::Preconditions { uid: uid.map(str::to_string), resource_version: None };
+        let params = EvictParams {
+            delete_options: Some(kube::api::DeleteParams { preconditions: Some(preconditions), ..Default::default() }),
+            ..Default::default()
+        };
+        match pods.evict(&pod.name, &params).await {
             Ok(_) => Ok(()),
-            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(()),
             Err(e) => Err(e),
         }
     }

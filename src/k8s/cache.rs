@@ -136,6 +136,11 @@ impl Cache {
         self.assumed.remove(pod);
     }
 
+    /// The UID of the pod the cache holds under this name.
+    pub fn uid(&self, pod: &PodKey) -> Option<String> {
+        self.pods.get(&pod.namespace, &pod.name).and_then(|p| p.metadata.uid.clone())
+    }
+
     pub fn is_assumed(&self, pod: &PodKey) -> bool {
         self.assumed.contains_key(pod)
     }

@@ -168,14 +168,18 @@ pub async fn run(client: kube::Client, config: Config, options: Options) -> Resu
 
         for placement in &outcome.placements {
             let gang = assembled.snapshot.gangs.iter().find(|g| g.key == placement.gang).expect("placed gangs come from the snapshot");
-            let binding = GangBinding {
+            let mut binding = GangBinding {
                 gang: placement.gang.clone(),
                 needed: gang.still_needed(),
                 pods: placement.pods.iter().map(|(pod, node)| (pod.clone(), assembled.snapshot.nodes[*node as usize].name.clone())).collect(),
+                uids: HashMap::new(),
             };
             {
                 let mut cache = cache.lock().unwrap_or_else(|e| e.into_inner());
                 for (pod, node) in &binding.pods {
+                    if let Some(uid) = cache.uid(pod) {
+                        binding.uids.insert(pod.clone(), uid);
+                    }
                     cache.assume(pod.clone(), node.clone());
                 }
             }
@@ -228,8 +232,12 @@ pub async fn run(client: kube::Client, config: Config, options: Options) -> Resu
         status.retain(|pod| live_pods.contains(pod));
         for eviction in evictions {
             tracing::warn!(gang = %eviction.gang, reason = eviction.reason.as_str(), pods = eviction.pods.len(), "{}", eviction.message);
-            for pod in &eviction.pods {
-                if let Err(e) = binder.evict(pod).await {
+            let uids: Vec<Option<String>> = {
+                let cache = cache.lock().unwrap_or_else(|e| e.into_inner());
+                eviction.pods.iter().map(|pod| cache.uid(pod)).collect()
+            };
+            for (pod, uid) in eviction.pods.iter().zip(uids) {
+                if let Err(e) = binder.evict(pod, uid.as_deref()).await {
                     tracing::warn!(%pod, error = %e, "eviction failed; retried next cycle");
                 }
                 status.evicted(pod, eviction.reason.as_str(), &eviction.message).await;
