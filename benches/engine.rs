@@ -23,7 +23,11 @@ fn cluster() -> SnapshotBuilder {
         b = b.gpu_node(&name, 96, 1024, gpus, &[("pool", &pool), ("topology.muster.dev/rack", &rack)]);
         if i % 50 == 7 {
             b = b.with_last_node(|n| {
-                n.taints.push(Taint { key: "maintenance".into(), value: "true".into(), effect: TaintEffect::NoSchedule })
+                n.taints.push(Taint {
+                    key: "maintenance".into(),
+                    value: "true".into(),
+                    effect: TaintEffect::NoSchedule,
+                })
             });
         }
         if i % 3 == 0 && gpus > 0 {
@@ -82,7 +86,11 @@ fn add_pods(mut b: SnapshotBuilder, gangs: usize, pods_per_gang: usize) -> Snaps
 fn report(what: &str, snapshot: &Snapshot) {
     let outcome = schedule(snapshot, &CycleConfig::default());
     let pods: usize = outcome.placements.iter().map(|p| p.pods.len()).sum();
-    eprintln!("{what}: one cycle places {} gangs ({pods} pods); {} wait", outcome.placements.len(), outcome.waiting.len());
+    eprintln!(
+        "{what}: one cycle places {} gangs ({pods} pods); {} wait",
+        outcome.placements.len(),
+        outcome.waiting.len()
+    );
 }
 
 fn bench(c: &mut Criterion) {

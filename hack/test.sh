@@ -10,6 +10,13 @@ for tool in go cargo; do
   command -v "$tool" >/dev/null || { echo "test: '$tool' is not on PATH; see README.md, 'Requirements'" >&2; exit 1; }
 done
 
+# Formatting first: it takes a second and fails with the file to fix.
+if cargo fmt --version >/dev/null 2>&1; then
+  cargo fmt --all -- --check || { echo "test: run 'cargo fmt --all' (rustfmt.toml sets the style)" >&2; exit 1; }
+else
+  echo "test: rustfmt is not installed; formatting not checked (rustup component add rustfmt)" >&2
+fi
+
 start=$(date +%s)
 MUSTER_KUBE_BIN="$(bash hack/build-kube.sh)"
 export MUSTER_KUBE_BIN

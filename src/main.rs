@@ -71,8 +71,11 @@ fn load_config(path: Option<PathBuf>) -> Result<Config, String> {
 async fn client(kubeconfig: Option<PathBuf>) -> Result<kube::Client, String> {
     let config = match kubeconfig {
         Some(path) => {
-            let file = kube::config::Kubeconfig::read_from(&path).map_err(|e| format!("failed to read {}: {e}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(file, &Default::default()).await.map_err(|e| format!("bad kubeconfig {}: {e}", path.display()))?
+            let file = kube::config::Kubeconfig::read_from(&path)
+                .map_err(|e| format!("failed to read {}: {e}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(file, &Default::default())
+                .await
+                .map_err(|e| format!("bad kubeconfig {}: {e}", path.display()))?
         }
         None => kube::Config::infer().await.map_err(|e| format!("no kubeconfig or in-cluster configuration: {e}"))?,
     };

@@ -73,7 +73,11 @@ async fn objects_round_trip_through_the_pinned_api_server_and_bound_pods_run() {
     let nodes_seen = within(
         30,
         "the test's nodes in a watch",
-        watch_until_seen(cluster.cluster_api::<Node>(), watcher::Config::default().labels(&cluster.node_selector()), &expected_nodes),
+        watch_until_seen(
+            cluster.cluster_api::<Node>(),
+            watcher::Config::default().labels(&cluster.node_selector()),
+            &expected_nodes,
+        ),
     )
     .await;
     assert_eq!(nodes_seen, expected_nodes, "the label selector let another test's nodes through");
@@ -146,12 +150,16 @@ async fn controller_manager_makes_claims_from_templates_and_runs_jobs() {
     cluster.create(&cluster.api::<ResourceClaimTemplate>(), &template).await;
     let mut pod = builders::pod("with-claim", &cluster.scheduler_name, 0, &[]);
     let spec = pod.spec.as_mut().expect("spec");
-    spec.resource_claims = Some(vec![serde_json::from_value(json!({"name": "gpu", "resourceClaimTemplateName": "one-gpu"})).expect("claim ref")]);
-    spec.containers[0].resources.get_or_insert_default().claims = Some(vec![serde_json::from_value(json!({"name": "gpu"})).expect("claim use")]);
+    spec.resource_claims = Some(vec![
+        serde_json::from_value(json!({"name": "gpu", "resourceClaimTemplateName": "one-gpu"})).expect("claim ref"),
+    ]);
+    spec.containers[0].resources.get_or_insert_default().claims =
+        Some(vec![serde_json::from_value(json!({"name": "gpu"})).expect("claim use")]);
     cluster.create(&pods, &pod).await;
 
     let has_claim = |p: Option<&Pod>| {
-        p.and_then(|p| p.status.as_ref()?.resource_claim_statuses.as_ref()?.first()?.resource_claim_name.as_ref()).is_some()
+        p.and_then(|p| p.status.as_ref()?.resource_claim_statuses.as_ref()?.first()?.resource_claim_name.as_ref())
+            .is_some()
     };
     let pod = within(60, "the claim made from the template", await_condition(pods.clone(), "with-claim", has_claim))
         .await
@@ -197,9 +205,12 @@ async fn controller_manager_makes_claims_from_templates_and_runs_jobs() {
     within(60, "the Job to complete", await_condition(jobs.clone(), "train", complete)).await.expect("watch failed");
 
     // garbage collector: deleting the Job takes its pods with it.
-    jobs.delete("train", &DeleteParams { propagation_policy: Some(PropagationPolicy::Background), ..Default::default() })
-        .await
-        .expect("delete job");
+    jobs.delete(
+        "train",
+        &DeleteParams { propagation_policy: Some(PropagationPolicy::Background), ..Default::default() },
+    )
+    .await
+    .expect("delete job");
     within(60, "the garbage collector to delete the Job's pods", async {
         while !pods.list(&job_pods).await.expect("list pods").items.is_empty() {
             tokio::time::sleep(std::time::Duration::from_millis(200)).await;

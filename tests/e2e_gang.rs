@@ -41,7 +41,15 @@ async fn create_group(cluster: &TestCluster, name: &str, min_member: i32) {
 /// A test's corner of the control plane with Muster's CRDs, nodes `n1..` of `node_gpus`
 /// GPUs, and Muster's PodGroup `group` of `min_member` with `pods` bare pods `<group>-<i>`
 /// of `pod_gpus` GPUs each. Returns the cluster, its pod API and the node names.
-async fn gang_fixture(test: &str, nodes: usize, node_gpus: u32, group: &str, min_member: i32, pods: usize, pod_gpus: u32) -> (TestCluster, Api<Pod>, Vec<String>) {
+async fn gang_fixture(
+    test: &str,
+    nodes: usize,
+    node_gpus: u32,
+    group: &str,
+    min_member: i32,
+    pods: usize,
+    pod_gpus: u32,
+) -> (TestCluster, Api<Pod>, Vec<String>) {
     let cluster = TestCluster::new(test).await;
     scheduler::install_crds(&cluster).await;
     let names: Vec<String> = (1..=nodes).map(|i| format!("n{i}")).collect();
@@ -95,7 +103,8 @@ fn running_in(pods: &[Pod], group: &str) -> usize {
 
 fn unschedulable_message(pod: &Pod) -> Option<String> {
     let condition = pod.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == "PodScheduled")?;
-    (condition.status == "False" && condition.reason.as_deref() == Some("Unschedulable")).then(|| condition.message.clone().unwrap_or_default())
+    (condition.status == "False" && condition.reason.as_deref() == Some("Unschedulable"))
+        .then(|| condition.message.clone().unwrap_or_default())
 }
 
 /// Waits up to 10 s for at least one `reason` event on `pod`; returns their notes.
@@ -134,7 +143,9 @@ async fn events_for(cluster: &TestCluster, pod: &str, reason: &str) -> Vec<Strin
         .expect("list events")
         .items
         .into_iter()
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(pod) && e.reason.as_deref() == Some(reason))
+        .filter(|e| {
+            e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(pod) && e.reason.as_deref() == Some(reason)
+        })
         .map(|e| e.note.unwrap_or_default())
         .collect()
 }
@@ -163,7 +174,8 @@ async fn two_eight_pod_gangs_on_eight_gpus_one_runs_whole_then_the_other() {
         p.iter().filter(|p| group_of(p) == "job-b").all(|p| unschedulable_message(p).is_some())
     })
     .await;
-    let message = unschedulable_message(all.iter().find(|p| p.metadata.name.as_deref() == Some("job-b-0")).unwrap()).unwrap();
+    let message =
+        unschedulable_message(all.iter().find(|p| p.metadata.name.as_deref() == Some("job-b-0")).unwrap()).unwrap();
     assert!(message.starts_with("0/2 nodes are available: 2 Insufficient nvidia.com/gpu"), "{message}");
     assert!(message.ends_with(&expected), "{message}");
     let events = wait_for_events(&cluster, "job-b-0", "FailedScheduling").await;
@@ -173,7 +185,10 @@ async fn two_eight_pod_gangs_on_eight_gpus_one_runs_whole_then_the_other() {
     // PodGroup status says the same.
     let a = wait_for_group(&cluster, "job-a", |s| s.phase == Some(PodGroupPhase::Running)).await;
     assert_eq!((a.scheduled, a.running, a.min_member), (8, 8, 8));
-    let b = wait_for_group(&cluster, "job-b", |s| s.conditions.iter().any(|c| c.type_ == "Scheduled" && c.message.ends_with(&expected))).await;
+    let b = wait_for_group(&cluster, "job-b", |s| {
+        s.conditions.iter().any(|c| c.type_ == "Scheduled" && c.message.ends_with(&expected))
+    })
+    .await;
     assert_eq!(b.phase, Some(PodGroupPhase::Pending));
     let scheduled = b.conditions.iter().find(|c| c.type_ == "Scheduled").expect("Scheduled condition");
     assert_eq!((scheduled.status.as_str(), scheduled.reason.as_str()), ("False", "Unschedulable"));
@@ -198,7 +213,10 @@ async fn two_eight_pod_gangs_on_eight_gpus_one_runs_whole_then_the_other() {
         }
     }
     let all = wait_for_pods(&cluster, 60, "kube-scheduler to fill its 8 GPUs", |p| {
-        p.iter().filter(|p| p.metadata.name.as_deref().is_some_and(|n| n.starts_with("kube-")) && node_of(p).is_some()).count() == 8
+        p.iter()
+            .filter(|p| p.metadata.name.as_deref().is_some_and(|n| n.starts_with("kube-")) && node_of(p).is_some())
+            .count()
+            == 8
     })
     .await;
     let mut split: BTreeMap<&str, usize> = BTreeMap::new();
@@ -224,7 +242,10 @@ async fn a_gang_larger_than_the_cluster_waits_holding_nothing_until_a_node_joins
     let (cluster, api, _) = gang_fixture("grow", 1, 8, "big", 2, 2, 8).await;
     let _kubelet = KubeletEmulator::start(api.clone());
     let _muster = scheduler::start(&cluster, scheduler::config(&cluster), None);
-    let all = wait_for_pods(&cluster, 30, "the gang marked Unschedulable", |p| p.iter().all(|p| unschedulable_message(p).is_some())).await;
+    let all = wait_for_pods(&cluster, 30, "the gang marked Unschedulable", |p| {
+        p.iter().all(|p| unschedulable_message(p).is_some())
+    })
+    .await;
     assert!(all.iter().all(|p| node_of(p).is_none()), "half of the gang was bound");
     let message = unschedulable_message(&all[0]).unwrap();
     assert!(message.contains("needs 2 pods at once"), "{message}");
@@ -248,7 +269,14 @@ struct FaultyBinder {
 
 impl FaultyBinder {
     fn new(gang: &str, size: usize, from: usize, transient: bool) -> Arc<FaultyBinder> {
-        Arc::new(FaultyBinder { gang: gang.into(), size, from, transient, calls: 0.into(), first_pod: Mutex::default() })
+        Arc::new(FaultyBinder {
+            gang: gang.into(),
+            size,
+            from,
+            transient,
+            calls: 0.into(),
+            first_pod: Mutex::default(),
+        })
     }
 
     fn calls(&self) -> usize {
@@ -329,7 +357,10 @@ async fn a_gang_whose_pods_never_all_become_ready_is_evicted_whole_at_the_timeou
     let cluster = TestCluster::new("ready-timeout").await;
     scheduler::install_crds(&cluster).await;
     create_nodes(&cluster, &["n1"], 8, &cluster.id).await;
-    let group = PodGroup::new("stuck", PodGroupSpec { min_member: 2, pods_ready_timeout_seconds: Some(3), ..Default::default() });
+    let group = PodGroup::new(
+        "stuck",
+        PodGroupSpec { min_member: 2, pods_ready_timeout_seconds: Some(3), ..Default::default() },
+    );
     cluster.create(&cluster.api::<PodGroup>(), &group).await;
     let api = cluster.api::<Pod>();
     let mut pods: Vec<Pod> = (0..2).map(|i| gang_pod(&cluster, &format!("stuck-{i}"), "stuck", 1)).collect();
@@ -385,7 +416,10 @@ impl BindHook for PauseMidway {
 async fn stop_midway(cluster: &TestCluster) {
     let hook = Arc::new(PauseMidway { gang: "train".into(), from: 2, calls: 0.into() });
     let muster = scheduler::start(cluster, scheduler::config(cluster), Some(hook));
-    wait_for_pods(cluster, 30, "half of the gang bound", |p| p.iter().filter(|p| node_of(p).is_some() && group_of(p) == "train").count() == 2).await;
+    wait_for_pods(cluster, 30, "half of the gang bound", |p| {
+        p.iter().filter(|p| node_of(p).is_some() && group_of(p) == "train").count() == 2
+    })
+    .await;
     drop(muster);
     tokio::time::sleep(Duration::from_millis(500)).await;
     let bound = pods(cluster).await.iter().filter(|p| node_of(p).is_some() && group_of(p) == "train").count();
@@ -411,10 +445,12 @@ async fn a_scheduler_restarted_mid_binding_evicts_the_gang_when_it_cannot_be_fin
     cluster.bind("blocker", &nodes[0]).await;
     let _restarted = scheduler::start(&cluster, scheduler::config(&cluster), None);
     let all = wait_for_pods(&cluster, 30, "the half-bound gang evicted", |p| {
-        p.iter().filter(|p| group_of(p) == "train").count() == 2 && p.iter().filter(|p| group_of(p) == "train").all(|p| node_of(p).is_none())
+        p.iter().filter(|p| group_of(p) == "train").count() == 2
+            && p.iter().filter(|p| group_of(p) == "train").all(|p| node_of(p).is_none())
     })
     .await;
-    let evicted: Vec<&str> = ["train-0", "train-1", "train-2", "train-3"].into_iter().filter(|n| !exists(&all, n)).collect();
+    let evicted: Vec<&str> =
+        ["train-0", "train-1", "train-2", "train-3"].into_iter().filter(|n| !exists(&all, n)).collect();
     assert_eq!(evicted.len(), 2);
     let events = wait_for_events(&cluster, evicted[0], "BindFailed").await;
     assert!(events[0].contains("partly bound (2 of 4 pods)"), "{events:?}");
@@ -438,14 +474,18 @@ async fn kubernetes_own_podgroup_is_a_gang_and_is_marked_initially_scheduled() {
     let _muster = scheduler::start(&cluster, scheduler::config(&cluster), None);
     let native_pod = |i: usize| {
         let mut pod = builders::pod(&format!("native-{i}"), &cluster.scheduler_name, 2, &[]);
-        pod.spec.as_mut().unwrap().scheduling_group = Some(serde_json::from_value(json!({"podGroupName": "native"})).unwrap());
+        pod.spec.as_mut().unwrap().scheduling_group =
+            Some(serde_json::from_value(json!({"podGroupName": "native"})).unwrap());
         pod
     };
     // Two of three pods: the gang waits for the third, holding nothing.
     for i in 0..2 {
         cluster.create(&api, &native_pod(i)).await;
     }
-    let all = wait_for_pods(&cluster, 30, "the first two pods marked Unschedulable", |p| p.iter().all(|p| unschedulable_message(p).is_some())).await;
+    let all = wait_for_pods(&cluster, 30, "the first two pods marked Unschedulable", |p| {
+        p.iter().all(|p| unschedulable_message(p).is_some())
+    })
+    .await;
     let message = unschedulable_message(&all[0]).unwrap();
     assert!(message.contains("has 2 of the 3 pods its minMember needs"), "{message}");
     assert!(all.iter().all(|p| node_of(p).is_none()));

@@ -107,7 +107,9 @@ fn filters_say_why_each_node_was_rejected() {
         .gpu_node("cordoned", 64, 512, 8, &[("pool", "a")])
         .with_last_node(|n| n.unschedulable = true)
         .gpu_node("tainted", 64, 512, 8, &[("pool", "a")])
-        .with_last_node(|n| n.taints.push(Taint { key: "gpu".into(), value: "bad".into(), effect: TaintEffect::NoSchedule }))
+        .with_last_node(|n| {
+            n.taints.push(Taint { key: "gpu".into(), value: "bad".into(), effect: TaintEffect::NoSchedule })
+        })
         .gpu_node("other-pool", 64, 512, 8, &[("pool", "b")])
         .gpu_node("small", 2, 4, 8, &[("pool", "a")])
         .gpu_node("busy", 64, 512, 8, &[("pool", "a")])
@@ -121,7 +123,9 @@ fn filters_say_why_each_node_was_rejected() {
     check(
         snapshot,
         default(),
-        &["job waits: 0/5 nodes are available: 1 Insufficient cpu, 1 Insufficient nvidia.com/gpu, 1 node(s) didn't match Pod's node affinity/selector, 1 node(s) had untolerated taint {gpu: bad}, 1 node(s) were unschedulable"],
+        &[
+            "job waits: 0/5 nodes are available: 1 Insufficient cpu, 1 Insufficient nvidia.com/gpu, 1 node(s) didn't match Pod's node affinity/selector, 1 node(s) had untolerated taint {gpu: bad}, 1 node(s) were unschedulable",
+        ],
     );
 }
 
@@ -129,7 +133,9 @@ fn filters_say_why_each_node_was_rejected() {
 fn tolerations_open_tainted_and_cordoned_nodes() {
     let snapshot = SnapshotBuilder::new()
         .gpu_node("tainted", 64, 512, 8, &[])
-        .with_last_node(|n| n.taints.push(Taint { key: "gpu".into(), value: "bad".into(), effect: TaintEffect::NoSchedule }))
+        .with_last_node(|n| {
+            n.taints.push(Taint { key: "gpu".into(), value: "bad".into(), effect: TaintEffect::NoSchedule })
+        })
         .gang("tolerant", 1, 1, &gpus(1))
         .with_last_gang(|g| {
             Arc::make_mut(&mut g.pods[0].constraints).tolerations.push(Toleration {
@@ -211,10 +217,11 @@ fn a_blocked_gang_waits_with_its_reason_and_blocks_nobody() {
         .with_last_gang(|g| g.blocked = Some("PodGroup default/missing does not exist".into()))
         .gang("fine", 1, 1, &gpus(1))
         .build();
-    check(snapshot, CycleConfig { queueing: Queueing::StrictFifo, ..default() }, &[
-        "fine -> n1",
-        "orphan waits: PodGroup default/missing does not exist",
-    ]);
+    check(
+        snapshot,
+        CycleConfig { queueing: Queueing::StrictFifo, ..default() },
+        &["fine -> n1", "orphan waits: PodGroup default/missing does not exist"],
+    );
 }
 
 #[test]
@@ -228,10 +235,11 @@ fn a_gang_that_does_not_fit_leaves_capacity_to_the_next() {
         .gang("narrow", 2, 2, &gpus(4))
         .build();
     let best_effort = CycleConfig { queueing: Queueing::BestEffortFifo, ..default() };
-    check(snapshot, best_effort, &[
-        "narrow -> n2 n1",
-        "wide waits: 2/2 nodes are available; gang default/wide needs 4 pods at once, 3 fit",
-    ]);
+    check(
+        snapshot,
+        best_effort,
+        &["narrow -> n2 n1", "wide waits: 2/2 nodes are available; gang default/wide needs 4 pods at once, 3 fit"],
+    );
 }
 
 #[test]
@@ -300,11 +308,12 @@ fn a_gang_that_fits_only_by_mixing_shapes_is_not_called_hopeless() {
 
 #[test]
 fn a_gang_with_fewer_pods_than_min_member_waits_for_the_rest() {
-    let snapshot = SnapshotBuilder::new()
-        .gpu_node("n1", 64, 512, 8, &[])
-        .gang("partial", 4, 3, &gpus(1))
-        .build();
-    check(snapshot, default(), &[
-        "partial waits: gang default/partial has 3 of the 4 pods its minMember needs; waiting for the rest to be created",
-    ]);
+    let snapshot = SnapshotBuilder::new().gpu_node("n1", 64, 512, 8, &[]).gang("partial", 4, 3, &gpus(1)).build();
+    check(
+        snapshot,
+        default(),
+        &[
+            "partial waits: gang default/partial has 3 of the 4 pods its minMember needs; waiting for the rest to be created",
+        ],
+    );
 }

@@ -40,7 +40,10 @@ fn the_fleet_workload_is_deterministic_and_mixed() {
     let shape = FleetShape::default();
     let a = fleet_jobs(&shape);
     let b = fleet_jobs(&shape);
-    assert_eq!(a.iter().map(|j| (j.arrival, j.gpus())).collect::<Vec<_>>(), b.iter().map(|j| (j.arrival, j.gpus())).collect::<Vec<_>>());
+    assert_eq!(
+        a.iter().map(|j| (j.arrival, j.gpus())).collect::<Vec<_>>(),
+        b.iter().map(|j| (j.arrival, j.gpus())).collect::<Vec<_>>()
+    );
     for size in [1, 2, 4, 8, 16, 32, 64] {
         assert!(a.iter().any(|j| j.gpus() == size), "no job of {size} GPUs");
     }

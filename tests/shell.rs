@@ -103,7 +103,13 @@ fn gang() -> GangKey {
     GangKey { kind: GangKind::Muster, namespace: "default".into(), name: "train".into() }
 }
 
-fn check(net: &mut SafetyNet, pods: Vec<Pod>, config: &Config, busy: &HashSet<GangKey>, now: i64) -> Vec<(EvictionReason, Vec<String>)> {
+fn check(
+    net: &mut SafetyNet,
+    pods: Vec<Pod>,
+    config: &Config,
+    busy: &HashSet<GangKey>,
+    now: i64,
+) -> Vec<(EvictionReason, Vec<String>)> {
     let objects = ClusterObjects { pods, muster_groups: vec![pod_group("train", 2, 0)], ..Default::default() };
     net.check(&objects.view(), config, busy, now)
         .into_iter()
@@ -118,14 +124,22 @@ fn a_partly_bound_gang_is_evicted_unless_it_is_being_bound() {
     let pods = || vec![bound(pod("t-0", Some("train")), "n1", "Running", true, 0), pod("t-1", Some("train"))];
     let busy = HashSet::from([gang()]);
     assert!(check(&mut net, pods(), &config, &busy, 10).is_empty(), "a gang being bound is left alone");
-    assert_eq!(check(&mut net, pods(), &config, &HashSet::new(), 10), [(EvictionReason::BindFailed, vec!["t-0".to_string()])]);
+    assert_eq!(
+        check(&mut net, pods(), &config, &HashSet::new(), 10),
+        [(EvictionReason::BindFailed, vec!["t-0".to_string()])]
+    );
 }
 
 #[test]
 fn a_bound_gang_not_ready_in_time_is_evicted_at_its_timeout() {
     let config = Config { pods_ready_timeout_seconds: 100, ..Config::default() };
     let mut net = SafetyNet::default();
-    let pods = || vec![bound(pod("t-0", Some("train")), "n1", "Running", true, 1000), bound(pod("t-1", Some("train")), "n1", "Pending", false, 1000)];
+    let pods = || {
+        vec![
+            bound(pod("t-0", Some("train")), "n1", "Running", true, 1000),
+            bound(pod("t-1", Some("train")), "n1", "Pending", false, 1000),
+        ]
+    };
     assert!(check(&mut net, pods(), &config, &HashSet::new(), 1099).is_empty());
     assert_eq!(net.next_due(), Some(1100), "the loop must wake when the timeout falls due");
     let evicted = check(&mut net, pods(), &config, &HashSet::new(), 1100);
@@ -136,14 +150,28 @@ fn a_bound_gang_not_ready_in_time_is_evicted_at_its_timeout() {
 fn a_ready_gang_below_its_minimum_is_evicted_after_the_grace_period_but_a_finished_one_is_not() {
     let config = Config { gang_broken_grace_seconds: 60, ..Config::default() };
     let mut net = SafetyNet::default();
-    let ready = vec![bound(pod("t-0", Some("train")), "n1", "Running", true, 0), bound(pod("t-1", Some("train")), "n1", "Running", true, 0)];
+    let ready = vec![
+        bound(pod("t-0", Some("train")), "n1", "Running", true, 0),
+        bound(pod("t-1", Some("train")), "n1", "Running", true, 0),
+    ];
     assert!(check(&mut net, ready, &config, &HashSet::new(), 10).is_empty());
-    let broken = || vec![bound(pod("t-0", Some("train")), "n1", "Running", true, 0), bound(pod("t-1", Some("train")), "n1", "Failed", false, 0)];
+    let broken = || {
+        vec![
+            bound(pod("t-0", Some("train")), "n1", "Running", true, 0),
+            bound(pod("t-1", Some("train")), "n1", "Failed", false, 0),
+        ]
+    };
     assert!(check(&mut net, broken(), &config, &HashSet::new(), 20).is_empty(), "within the grace period");
-    assert_eq!(check(&mut net, broken(), &config, &HashSet::new(), 80), [(EvictionReason::GangBroken, vec!["t-0".to_string()])]);
+    assert_eq!(
+        check(&mut net, broken(), &config, &HashSet::new(), 80),
+        [(EvictionReason::GangBroken, vec!["t-0".to_string()])]
+    );
 
     let mut net = SafetyNet::default();
-    let finishing = vec![bound(pod("t-0", Some("train")), "n1", "Running", true, 0), bound(pod("t-1", Some("train")), "n1", "Succeeded", false, 0)];
+    let finishing = vec![
+        bound(pod("t-0", Some("train")), "n1", "Running", true, 0),
+        bound(pod("t-1", Some("train")), "n1", "Succeeded", false, 0),
+    ];
     assert!(check(&mut net, finishing.clone(), &config, &HashSet::new(), 10).is_empty());
     assert!(check(&mut net, finishing, &config, &HashSet::new(), 1000).is_empty(), "a succeeded pod did its part");
 }
@@ -154,9 +182,17 @@ fn a_gang_that_was_whole_gets_the_grace_period_even_when_its_readiness_was_never
     // is broken, not partly bound.
     let config = Config { gang_broken_grace_seconds: 60, ..Config::default() };
     let mut net = SafetyNet::default();
-    let pods = || vec![bound(pod("t-0", Some("train")), "n1", "Running", true, 0), bound(pod("t-1", Some("train")), "n1", "Failed", false, 0)];
+    let pods = || {
+        vec![
+            bound(pod("t-0", Some("train")), "n1", "Running", true, 0),
+            bound(pod("t-1", Some("train")), "n1", "Failed", false, 0),
+        ]
+    };
     assert!(check(&mut net, pods(), &config, &HashSet::new(), 10).is_empty());
-    assert_eq!(check(&mut net, pods(), &config, &HashSet::new(), 70), [(EvictionReason::GangBroken, vec!["t-0".to_string()])]);
+    assert_eq!(
+        check(&mut net, pods(), &config, &HashSet::new(), 70),
+        [(EvictionReason::GangBroken, vec!["t-0".to_string()])]
+    );
 }
 
 #[test]

@@ -42,7 +42,10 @@ fn all_three_podgroup_kinds_are_gangs_and_the_json_follows_the_contract() {
     let pod = |name: &str| pods.iter().find(|p| p["name"] == name).unwrap().clone();
     // 12 GPUs are free (4 are used by the other scheduler's pod): llm (8) and vision (4) fit
     // in queue order, speech (4) does not, and holds nothing.
-    assert_eq!(pod("llm-0"), json!({"namespace": "research", "name": "llm-0", "node": "node-2", "devices": [], "reason": null}));
+    assert_eq!(
+        pod("llm-0"),
+        json!({"namespace": "research", "name": "llm-0", "node": "node-2", "devices": [], "reason": null})
+    );
     assert_eq!(pod("llm-1")["node"], "node-1");
     assert_eq!(pod("vision-0")["node"], "node-1");
     assert_eq!(pod("vision-1")["node"], "node-1");
@@ -53,7 +56,10 @@ fn all_three_podgroup_kinds_are_gangs_and_the_json_follows_the_contract() {
             "0/2 nodes are available: 2 Insufficient nvidia.com/gpu; gang research/speech needs 2 pods at once, 0 fit"
         );
     }
-    assert_eq!(pod("orphan")["reason"], "PodGroup research/missing (muster.dev/v1alpha1) does not exist; its pods wait for it");
+    assert_eq!(
+        pod("orphan")["reason"],
+        "PodGroup research/missing (muster.dev/v1alpha1) does not exist; its pods wait for it"
+    );
 
     assert_eq!(
         report["gangs"],
@@ -86,7 +92,11 @@ fn the_same_cluster_split_over_files_in_a_folder_gives_the_same_result() {
 #[test]
 fn input_an_api_server_would_reject_fails_naming_the_file_and_the_object() {
     let cases = [
-        ("broken.yaml", "apiVersion: v1\nkind: Node\nmetadata: {name: [unclosed\n", "broken.yaml: document 1 is not valid YAML"),
+        (
+            "broken.yaml",
+            "apiVersion: v1\nkind: Node\nmetadata: {name: [unclosed\n",
+            "broken.yaml: document 1 is not valid YAML",
+        ),
         (
             "twice.yaml",
             "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n---\napiVersion: v1\nkind: Node\nmetadata: {name: n1}\n",

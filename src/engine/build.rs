@@ -35,7 +35,14 @@ impl SnapshotBuilder {
     }
 
     /// A node with `cpus` cores, `memory_gib` GiB, 110 pods and `gpus` nvidia.com/gpu.
-    pub fn gpu_node(mut self, name: &str, cpus: i64, memory_gib: i64, gpus: i64, labels: &[(&str, &str)]) -> SnapshotBuilder {
+    pub fn gpu_node(
+        mut self,
+        name: &str,
+        cpus: i64,
+        memory_gib: i64,
+        gpus: i64,
+        labels: &[(&str, &str)],
+    ) -> SnapshotBuilder {
         let mut amounts = vec![("cpu", cpus * 1000), ("memory", memory_gib * GIB), ("pods", 110)];
         if gpus > 0 {
             amounts.push((GPU, gpus));

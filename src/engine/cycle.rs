@@ -83,7 +83,9 @@ pub fn schedule(snapshot: &Snapshot, config: &CycleConfig) -> CycleOutcome {
             continue;
         }
         match workspace.place(gang) {
-            Ok(assignment) => outcome.placements.push(Placement { gang: gang.key.clone(), pods: Workspace::keys(gang, &assignment) }),
+            Ok(assignment) => {
+                outcome.placements.push(Placement { gang: gang.key.clone(), pods: Workspace::keys(gang, &assignment) })
+            }
             Err(shortfall) => {
                 let reason = if shortfall.never_fits {
                     WaitReason::NeverFits { nodes: shortfall.nodes, needed: shortfall.needed, fit: shortfall.fit }

@@ -85,7 +85,10 @@ impl LabelRequirement {
             SelectorOperator::Exists => value.is_some(),
             SelectorOperator::DoesNotExist => value.is_none(),
             SelectorOperator::Gt | SelectorOperator::Lt => {
-                let (Some(v), Some(bound)) = (value.and_then(|v| v.parse::<i64>().ok()), self.values.first().and_then(|b| b.parse::<i64>().ok())) else {
+                let (Some(v), Some(bound)) = (
+                    value.and_then(|v| v.parse::<i64>().ok()),
+                    self.values.first().and_then(|b| b.parse::<i64>().ok()),
+                ) else {
                     return false;
                 };
                 if self.operator == SelectorOperator::Gt { v > bound } else { v < bound }

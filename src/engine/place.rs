@@ -97,7 +97,8 @@ impl<'s> Workspace<'s> {
             match check_static(node, constraints) {
                 Ok(()) => {
                     candidates.push(i as NodeIdx);
-                    capacity_when_empty = capacity_when_empty.saturating_add(node.allocatable.fit_count(demand, usize::MAX >> 1));
+                    capacity_when_empty =
+                        capacity_when_empty.saturating_add(node.allocatable.fit_count(demand, usize::MAX >> 1));
                 }
                 Err(r) => static_rejections.add(NodeRejection::Static(r)),
             }
@@ -124,7 +125,13 @@ impl<'s> Workspace<'s> {
                 ((first, -b, -c), n)
             }),
         }
-        self.shapes.push(Shape { demand: demand.clone(), candidates, cursor: 0, static_rejections, capacity_when_empty });
+        self.shapes.push(Shape {
+            demand: demand.clone(),
+            candidates,
+            cursor: 0,
+            static_rejections,
+            capacity_when_empty,
+        });
         self.shape_ids.insert(key, self.shapes.len() - 1);
         self.shapes.len() - 1
     }

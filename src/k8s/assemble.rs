@@ -11,11 +11,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::sync::Arc;
 
 use super::convert::{self, ConstraintsInterner};
-use crate::engine::model::{Node as EngineNode, NodeConstraints};
-use crate::engine::resources::{Demand, ResourceNames};
 use super::crd::PodGroup as MusterPodGroup;
 use super::foreign::PodGroup as PluginPodGroup;
 use crate::engine::model::{Gang, GangKey, GangKind, PendingPod, PodKey, Snapshot};
+use crate::engine::model::{Node as EngineNode, NodeConstraints};
+use crate::engine::resources::{Demand, ResourceNames};
 
 /// The label that makes a pod a member of Muster's PodGroup of that name.
 pub const MUSTER_GROUP_LABEL: &str = "muster.dev/pod-group";
@@ -101,7 +101,10 @@ impl Memo {
             return conversion.clone();
         }
         let conversion = convert(self);
-        self.pods.entry(namespace.to_string()).or_default().insert(name.to_string(), (version.clone(), conversion.clone()));
+        self.pods
+            .entry(namespace.to_string())
+            .or_default()
+            .insert(name.to_string(), (version.clone(), conversion.clone()));
         self.pod_count += 1;
         conversion
     }
@@ -127,7 +130,12 @@ impl Memo {
             let live: std::collections::HashSet<(&str, &str)> = view
                 .pods
                 .iter()
-                .map(|p| (p.metadata.namespace.as_deref().unwrap_or_default(), p.metadata.name.as_deref().unwrap_or_default()))
+                .map(|p| {
+                    (
+                        p.metadata.namespace.as_deref().unwrap_or_default(),
+                        p.metadata.name.as_deref().unwrap_or_default(),
+                    )
+                })
                 .collect();
             for (namespace, names) in self.pods.iter_mut() {
                 names.retain(|name, _| live.contains(&(namespace.as_str(), name.as_str())));
@@ -136,7 +144,8 @@ impl Memo {
             self.pod_count = self.pods.values().map(HashMap::len).sum();
         }
         if self.nodes.len() > 2 * view.nodes.len() + 1024 {
-            let live: std::collections::HashSet<&str> = view.nodes.iter().filter_map(|n| n.metadata.name.as_deref()).collect();
+            let live: std::collections::HashSet<&str> =
+                view.nodes.iter().filter_map(|n| n.metadata.name.as_deref()).collect();
             self.nodes.retain(|name, _| live.contains(name.as_str()));
         }
     }
@@ -169,7 +178,10 @@ fn created(meta: &ObjectMeta) -> i64 {
 }
 
 fn pod_key(meta: &ObjectMeta) -> PodKey {
-    PodKey { namespace: meta.namespace.clone().unwrap_or_else(|| "default".into()), name: meta.name.clone().unwrap_or_default() }
+    PodKey {
+        namespace: meta.namespace.clone().unwrap_or_else(|| "default".into()),
+        name: meta.name.clone().unwrap_or_default(),
+    }
 }
 
 /// Which gang a pod belongs to, in DESIGN order: Kubernetes' schedulingGroup, Muster's
@@ -215,7 +227,8 @@ pub fn assemble_view(objects: &ClusterView<'_>, scheduler_name: &str, now: i64, 
         .iter()
         .filter_map(|c| Some((c.metadata.name.as_deref()?, c.value.unwrap_or(0))))
         .collect();
-    let default_priority = objects.priority_classes.iter().find(|c| c.global_default == Some(true)).and_then(|c| c.value).unwrap_or(0);
+    let default_priority =
+        objects.priority_classes.iter().find(|c| c.global_default == Some(true)).and_then(|c| c.value).unwrap_or(0);
     let class_priority = |name: Option<&String>| name.and_then(|n| classes.get(n.as_str()).copied());
 
     let mut facts: HashMap<GangKey, GroupFacts> = HashMap::new();
@@ -291,7 +304,9 @@ pub fn assemble_view(objects: &ClusterView<'_>, scheduler_name: &str, now: i64, 
         let key = pod_key(&pod.metadata);
         let gang = gang_key(pod);
         out.gang_of.insert(key.clone(), gang.clone());
-        if pod.metadata.deletion_timestamp.is_some() || spec.and_then(|s| s.scheduling_gates.as_ref()).is_some_and(|g| !g.is_empty()) {
+        if pod.metadata.deletion_timestamp.is_some()
+            || spec.and_then(|s| s.scheduling_gates.as_ref()).is_some_and(|g| !g.is_empty())
+        {
             continue;
         }
         if spec.and_then(|s| s.resource_claims.as_ref()).is_some_and(|c| !c.is_empty()) {
@@ -349,9 +364,14 @@ pub fn assemble_view(objects: &ClusterView<'_>, scheduler_name: &str, now: i64, 
 
     let mut groups: Vec<GroupSummary> = facts
         .into_iter()
-        .map(|(key, f)| GroupSummary { bound: bound_per_gang.get(&key).copied().unwrap_or(0), key, min_member: f.min_member })
+        .map(|(key, f)| GroupSummary {
+            bound: bound_per_gang.get(&key).copied().unwrap_or(0),
+            key,
+            min_member: f.min_member,
+        })
         .collect();
-    groups.sort_by(|a, b| (&a.key.namespace, &a.key.name, a.key.kind).cmp(&(&b.key.namespace, &b.key.name, b.key.kind)));
+    groups
+        .sort_by(|a, b| (&a.key.namespace, &a.key.name, a.key.kind).cmp(&(&b.key.namespace, &b.key.name, b.key.kind)));
     out.groups = groups;
     out
 }

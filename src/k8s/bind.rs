@@ -110,7 +110,14 @@ impl Binder {
         BindOutcome::RolledBack { evicted, errors }
     }
 
-    async fn bind_pod(&self, gang: &GangKey, index: usize, pod: &PodKey, node: &str, uid: Option<&str>) -> Result<(), String> {
+    async fn bind_pod(
+        &self,
+        gang: &GangKey,
+        index: usize,
+        pod: &PodKey,
+        node: &str,
+        uid: Option<&str>,
+    ) -> Result<(), String> {
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
         let mut injected_transient = false;
         if let Some(hook) = &self.hook {
@@ -130,9 +137,13 @@ impl Binder {
         let mut delay = Duration::from_millis(100);
         for attempt in 1..=self.attempts {
             let result = if injected_transient && attempt == 1 {
-                Err(kube::Error::Api(kube::core::Status::failure("injected transient error", "InternalError").with_code(500).boxed()))
+                Err(kube::Error::Api(
+                    kube::core::Status::failure("injected transient error", "InternalError").with_code(500).boxed(),
+                ))
             } else {
-                pods.create_subresource::<_, serde_json::Value>("binding", &pod.name, &PostParams::default(), &body).await.map(|_| ())
+                pods.create_subresource::<_, serde_json::Value>("binding", &pod.name, &PostParams::default(), &body)
+                    .await
+                    .map(|_| ())
             };
             match result {
                 Ok(()) => return Ok(()),

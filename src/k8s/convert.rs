@@ -157,12 +157,18 @@ fn operator(object: &str, op: &str) -> Result<SelectorOperator> {
         "DoesNotExist" => SelectorOperator::DoesNotExist,
         "Gt" => SelectorOperator::Gt,
         "Lt" => SelectorOperator::Lt,
-        other => return Err(Error::Unknown { object: object.into(), what: "node selector operator", value: other.into() }),
+        other => {
+            return Err(Error::Unknown { object: object.into(), what: "node selector operator", value: other.into() });
+        }
     })
 }
 
 fn requirement(object: &str, r: &NodeSelectorRequirement) -> Result<LabelRequirement> {
-    Ok(LabelRequirement { key: r.key.clone(), operator: operator(object, &r.operator)?, values: r.values.clone().unwrap_or_default() })
+    Ok(LabelRequirement {
+        key: r.key.clone(),
+        operator: operator(object, &r.operator)?,
+        values: r.values.clone().unwrap_or_default(),
+    })
 }
 
 /// Where the pod may run apart from capacity: nodeSelector, required node affinity,
@@ -207,7 +213,11 @@ fn constraints_of(object: &str, spec: &PodSpec) -> Result<NodeConstraints> {
                     Some("Exists") => TolerationOperator::Exists,
                     None | Some("Equal") => TolerationOperator::Equal,
                     Some(other) => {
-                        return Err(Error::Unknown { object: object.into(), what: "toleration operator", value: other.into() });
+                        return Err(Error::Unknown {
+                            object: object.into(),
+                            what: "toleration operator",
+                            value: other.into(),
+                        });
                     }
                 },
                 value: t.value.clone().unwrap_or_default(),
@@ -271,7 +281,9 @@ mod tests {
                                                       "initContainers": [sidecar, container("init", "4")]}));
         assert_eq!(cpu, 5000);
         // A limit without a request is the request; overhead is added.
-        let (_, names) = demand_of(serde_json::json!({"containers": [{"name": "g", "image": "i", "resources": {"limits": {"nvidia.com/gpu": "2"}}}]}));
+        let (_, names) = demand_of(
+            serde_json::json!({"containers": [{"name": "g", "image": "i", "resources": {"limits": {"nvidia.com/gpu": "2"}}}]}),
+        );
         assert!(names.get("nvidia.com/gpu").is_some());
     }
 }

@@ -93,7 +93,8 @@ pub struct PodGroupStatus {
 }
 
 /// Every CustomResourceDefinition Muster installs.
-pub fn definitions() -> Vec<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> {
+pub fn definitions() -> Vec<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>
+{
     use kube::CustomResourceExt;
     vec![PodGroup::crd()]
 }

@@ -35,7 +35,8 @@ pub fn parse_milli(text: &str) -> Result<i64> {
     let mut numerator = digits * 1000;
     let mut denominator: i128 = 10i128.checked_pow(fraction.len() as u32).ok_or_else(|| fail("number too long"))?;
     let binary = |power: u32| (1i128 << (10 * power), 1);
-    let decimal = |power: i32| if power >= 0 { (10i128.pow(power as u32), 1) } else { (1, 10i128.pow((-power) as u32)) };
+    let decimal =
+        |power: i32| if power >= 0 { (10i128.pow(power as u32), 1) } else { (1, 10i128.pow((-power) as u32)) };
     let (multiply, divide) = match suffix {
         "" => (1, 1),
         "Ki" => binary(1),

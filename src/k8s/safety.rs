@@ -81,7 +81,13 @@ fn condition_true(pod: &Pod, kind: &str) -> Option<i64> {
 impl SafetyNet {
     /// Gangs to evict now. `busy` gangs (being bound, or placed in this very cycle) are left
     /// alone; `now` is in seconds.
-    pub fn check(&mut self, objects: &ClusterView<'_>, config: &Config, busy: &HashSet<GangKey>, now: i64) -> Vec<Eviction> {
+    pub fn check(
+        &mut self,
+        objects: &ClusterView<'_>,
+        config: &Config,
+        busy: &HashSet<GangKey>,
+        now: i64,
+    ) -> Vec<Eviction> {
         let rules = group_rules(objects, config);
         let mut gangs: HashMap<GangKey, GangPods> = HashMap::new();
         for pod in &objects.pods {
@@ -138,7 +144,8 @@ impl SafetyNet {
             if busy.contains(&gang) {
                 continue;
             }
-            let evict = |reason, message: String| Eviction { gang: gang.clone(), pods: pods.live.clone(), reason, message };
+            let evict =
+                |reason, message: String| Eviction { gang: gang.clone(), pods: pods.live.clone(), reason, message };
             if alive >= min {
                 self.broken_since.remove(&gang);
                 if self.ready.contains(&gang) {
@@ -218,7 +225,10 @@ fn group_rules(objects: &ClusterView<'_>, config: &Config) -> HashMap<GangKey, G
     }
     for g in &objects.kubernetes_groups {
         let min = g.spec.scheduling_policy.gang.as_ref().map_or(1, |gang| gang.min_count.max(1));
-        rules.insert(key(GangKind::Kubernetes, &g.metadata), GroupRules { min_member: min as usize, pods_ready_timeout: default_timeout });
+        rules.insert(
+            key(GangKind::Kubernetes, &g.metadata),
+            GroupRules { min_member: min as usize, pods_ready_timeout: default_timeout },
+        );
     }
     for g in &objects.plugin_groups {
         rules.insert(

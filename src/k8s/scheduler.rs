@@ -72,7 +72,11 @@ pub async fn discover(client: &kube::Client) -> Result<Sources> {
             tracing::info!("PodGroup source {what} is off: {why}");
         }
     };
-    off(sources.kubernetes, "scheduling.k8s.io/v1beta1", "the API server does not serve it (Kubernetes before 1.37, or the GenericWorkload feature off)");
+    off(
+        sources.kubernetes,
+        "scheduling.k8s.io/v1beta1",
+        "the API server does not serve it (Kubernetes before 1.37, or the GenericWorkload feature off)",
+    );
     off(sources.muster, "muster.dev/v1alpha1", "its CRD is not installed (muster crds | kubectl apply -f -)");
     off(sources.scheduler_plugins, "scheduling.x-k8s.io/v1alpha1", "the scheduler-plugins CRD is not installed");
     Ok(sources)
@@ -85,7 +89,9 @@ struct Backoff {
 
 /// Exponential: the configured initial delay, doubled per failure, up to the maximum.
 fn backoff_delay(config: &Config, failures: u32) -> Duration {
-    Duration::from_secs((config.backoff.initial_seconds << (failures.saturating_sub(1)).min(20)).min(config.backoff.max_seconds))
+    Duration::from_secs(
+        (config.backoff.initial_seconds << (failures.saturating_sub(1)).min(20)).min(config.backoff.max_seconds),
+    )
 }
 
 fn unix_now() -> i64 {
@@ -110,15 +116,28 @@ pub async fn run(client: kube::Client, config: Config, options: Options) -> Resu
     let watchers_ref = &mut watchers;
     watch(&mut |tx| drop(watchers_ref.spawn(watch::watch(Api::<Pod>::all(client.clone()), c.clone(), w.clone(), tx))));
     watch(&mut |tx| drop(watchers_ref.spawn(watch::watch(Api::<Node>::all(client.clone()), c.clone(), w.clone(), tx))));
-    watch(&mut |tx| drop(watchers_ref.spawn(watch::watch(Api::<PriorityClass>::all(client.clone()), c.clone(), w.clone(), tx))));
+    watch(&mut |tx| {
+        drop(watchers_ref.spawn(watch::watch(Api::<PriorityClass>::all(client.clone()), c.clone(), w.clone(), tx)))
+    });
     if sources.kubernetes {
-        watch(&mut |tx| drop(watchers_ref.spawn(watch::watch(Api::<KubernetesPodGroup>::all(client.clone()), c.clone(), w.clone(), tx))));
+        watch(&mut |tx| {
+            drop(watchers_ref.spawn(watch::watch(
+                Api::<KubernetesPodGroup>::all(client.clone()),
+                c.clone(),
+                w.clone(),
+                tx,
+            )))
+        });
     }
     if sources.muster {
-        watch(&mut |tx| drop(watchers_ref.spawn(watch::watch(Api::<MusterPodGroup>::all(client.clone()), c.clone(), w.clone(), tx))));
+        watch(&mut |tx| {
+            drop(watchers_ref.spawn(watch::watch(Api::<MusterPodGroup>::all(client.clone()), c.clone(), w.clone(), tx)))
+        });
     }
     if sources.scheduler_plugins {
-        watch(&mut |tx| drop(watchers_ref.spawn(watch::watch(Api::<PluginPodGroup>::all(client.clone()), c.clone(), w.clone(), tx))));
+        watch(&mut |tx| {
+            drop(watchers_ref.spawn(watch::watch(Api::<PluginPodGroup>::all(client.clone()), c.clone(), w.clone(), tx)))
+        });
     }
     for rx in synced {
         rx.await.map_err(|_| Error::WatchEnded)?;
@@ -138,7 +157,8 @@ pub async fn run(client: kube::Client, config: Config, options: Options) -> Resu
     // The one timer: the earliest backoff, timeout or reservation that falls due.
     let mut next_wake: Option<Instant> = None;
     loop {
-        let timer = tokio::time::sleep_until(next_wake.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600)).into());
+        let timer =
+            tokio::time::sleep_until(next_wake.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600)).into());
         tokio::select! {
             _ = wake.notified() => {}
             _ = timer => {}
@@ -167,11 +187,20 @@ pub async fn run(client: kube::Client, config: Config, options: Options) -> Resu
         tracing::debug!(placed = outcome.placements.len(), waiting = outcome.waiting.len(), elapsed = ?started.elapsed(), "cycle");
 
         for placement in &outcome.placements {
-            let gang = assembled.snapshot.gangs.iter().find(|g| g.key == placement.gang).expect("placed gangs come from the snapshot");
+            let gang = assembled
+                .snapshot
+                .gangs
+                .iter()
+                .find(|g| g.key == placement.gang)
+                .expect("placed gangs come from the snapshot");
             let mut binding = GangBinding {
                 gang: placement.gang.clone(),
                 needed: gang.still_needed(),
-                pods: placement.pods.iter().map(|(pod, node)| (pod.clone(), assembled.snapshot.nodes[*node as usize].name.clone())).collect(),
+                pods: placement
+                    .pods
+                    .iter()
+                    .map(|(pod, node)| (pod.clone(), assembled.snapshot.nodes[*node as usize].name.clone()))
+                    .collect(),
                 uids: HashMap::new(),
             };
             {
@@ -200,7 +229,9 @@ pub async fn run(client: kube::Client, config: Config, options: Options) -> Resu
                     status.unschedulable(&pod.key, &message).await;
                 }
                 // A gang that will be old enough for a reservation needs a cycle then.
-                if matches!(waiting.reason, WaitReason::DoesNotFit { .. }) && config.queueing == crate::config::QueueingStrategy::Backfill {
+                if matches!(waiting.reason, WaitReason::DoesNotFit { .. })
+                    && config.queueing == crate::config::QueueingStrategy::Backfill
+                {
                     let due = gang.created + cycle_config.reserve_after_seconds;
                     if due > now {
                         let at = started + Duration::from_secs((due - now) as u64);
@@ -225,7 +256,10 @@ pub async fn run(client: kube::Client, config: Config, options: Options) -> Resu
             let live: HashSet<PodKey> = view
                 .pods
                 .iter()
-                .map(|p| PodKey { namespace: p.metadata.namespace.clone().unwrap_or_default(), name: p.metadata.name.clone().unwrap_or_default() })
+                .map(|p| PodKey {
+                    namespace: p.metadata.namespace.clone().unwrap_or_default(),
+                    name: p.metadata.name.clone().unwrap_or_default(),
+                })
                 .collect();
             (evictions, groups, live)
         };
@@ -243,7 +277,10 @@ pub async fn run(client: kube::Client, config: Config, options: Options) -> Resu
                 status.evicted(pod, eviction.reason.as_str(), &eviction.message).await;
             }
             let failures = backoff.get(&eviction.gang).map_or(0, |b| b.failures) + 1;
-            backoff.insert(eviction.gang.clone(), Backoff { until: Instant::now() + backoff_delay(&config, failures), failures });
+            backoff.insert(
+                eviction.gang.clone(),
+                Backoff { until: Instant::now() + backoff_delay(&config, failures), failures },
+            );
         }
         status.write_groups(groups, &k8s_time(now)).await;
         if let Some(due) = safety.next_due() {
@@ -299,9 +336,15 @@ fn group_statuses(
         let gang = key(GangKind::Kubernetes, &group.metadata);
         let min = group.spec.scheduling_policy.gang.as_ref().map_or(1, |g| g.min_count.max(1)) as usize;
         // Only pods the API server shows bound, not assumed or terminating ones.
-        let really_bound = |p: &&&Pod| p.metadata.deletion_timestamp.is_none() && p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some();
+        let really_bound = |p: &&&Pod| {
+            p.metadata.deletion_timestamp.is_none() && p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some()
+        };
         let bound = members.get(&gang).map_or(0, |pods| pods.iter().filter(really_bound).count());
-        let marked = group.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| cs.iter().any(|c| c.type_ == "PodGroupInitiallyScheduled"));
+        let marked = group
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "PodGroupInitiallyScheduled"));
         if bound >= min && !marked {
             updates.kubernetes.push((*group).clone());
         }
@@ -332,7 +375,10 @@ async fn finish(
                 // The gang stands; its extra pods that failed wait out a backoff before
                 // they are tried again, so a permanent error does not spin.
                 let failures = backoff.get(&binding.gang).map_or(0, |b| b.failures) + 1;
-                backoff.insert(binding.gang.clone(), Backoff { until: Instant::now() + backoff_delay(config, failures), failures });
+                backoff.insert(
+                    binding.gang.clone(),
+                    Backoff { until: Instant::now() + backoff_delay(config, failures), failures },
+                );
             }
             let mut cache = cache.lock().unwrap_or_else(|e| e.into_inner());
             for (pod, error) in &failed {
@@ -364,7 +410,10 @@ async fn finish(
                     }
                 }
             }
-            backoff.insert(binding.gang.clone(), Backoff { until: Instant::now() + backoff_delay(config, failures), failures });
+            backoff.insert(
+                binding.gang.clone(),
+                Backoff { until: Instant::now() + backoff_delay(config, failures), failures },
+            );
         }
     }
     wake.notify_one();
@@ -376,7 +425,8 @@ mod tests {
 
     #[test]
     fn backoff_doubles_per_failure_up_to_the_maximum() {
-        let config = Config { backoff: crate::config::Backoff { initial_seconds: 1, max_seconds: 10 }, ..Config::default() };
+        let config =
+            Config { backoff: crate::config::Backoff { initial_seconds: 1, max_seconds: 10 }, ..Config::default() };
         let delays: Vec<u64> = (1..=6).map(|f| backoff_delay(&config, f).as_secs()).collect();
         assert_eq!(delays, [1, 2, 4, 8, 10, 10]);
     }

@@ -149,7 +149,11 @@ pub fn podgroup_status(group: &MusterPodGroup, pods: &[&Pod], facts: &GroupFacts
     let succeeded = count(&|p| phase_of(p) == "Succeeded");
     let failed = count(&|p| phase_of(p) == "Failed");
     let ready = count(&|p| {
-        live(p) && p.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        live(p)
+            && p.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
     });
     let phase = if succeeded >= min && scheduled == 0 {
         PodGroupPhase::Succeeded
@@ -170,14 +174,28 @@ pub fn podgroup_status(group: &MusterPodGroup, pods: &[&Pod], facts: &GroupFacts
         now.0.as_second() - created >= t
     });
     conditions.push(if placed {
-        condition("Scheduled", true, "Scheduled", &format!("{} of {min} pods bound", scheduled + succeeded), previous, now)
+        condition(
+            "Scheduled",
+            true,
+            "Scheduled",
+            &format!("{} of {min} pods bound", scheduled + succeeded),
+            previous,
+            now,
+        )
     } else {
         let reason = if timed_out { "ScheduleTimeout" } else { "Unschedulable" };
         condition("Scheduled", false, reason, facts.waiting.unwrap_or("waiting for a scheduling cycle"), previous, now)
     });
     if placed {
         let ok = ready + succeeded >= min;
-        conditions.push(condition("PodsReady", ok, if ok { "PodsReady" } else { "WaitingForPods" }, &format!("{} of {min} pods Ready", ready + succeeded), previous, now));
+        conditions.push(condition(
+            "PodsReady",
+            ok,
+            if ok { "PodsReady" } else { "WaitingForPods" },
+            &format!("{} of {min} pods Ready", ready + succeeded),
+            previous,
+            now,
+        ));
     }
     if let Some((reason, message)) = facts.evicted {
         conditions.push(condition("Evicted", true, reason, message, previous, now));

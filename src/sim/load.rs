@@ -5,7 +5,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::api::resource::v1::{DeviceClass, DeviceTaintRule, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
+use k8s_openapi::api::resource::v1::{
+    DeviceClass, DeviceTaintRule, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+};
 use k8s_openapi::api::scheduling::v1beta1::PodGroup as KubernetesPodGroup;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use serde_yaml::Value;
@@ -57,7 +59,8 @@ const EPOCH_SECONDS: i64 = 1_767_225_600; // 2026-01-01T00:00:00Z
 fn yaml_files(path: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
     let read = |source| Error::Read { path: path.display().to_string(), source };
     if path.is_dir() {
-        let mut entries: Vec<PathBuf> = std::fs::read_dir(path).map_err(read)?.filter_map(|e| e.ok().map(|e| e.path())).collect();
+        let mut entries: Vec<PathBuf> =
+            std::fs::read_dir(path).map_err(read)?.filter_map(|e| e.ok().map(|e| e.path())).collect();
         entries.sort();
         for entry in entries {
             if entry.is_dir() || entry.extension().is_some_and(|e| e == "yaml" || e == "yml") {
@@ -85,7 +88,8 @@ pub fn load(paths: &[PathBuf]) -> Result<LoadedCluster> {
     for path in paths {
         yaml_files(path, &mut files)?;
     }
-    let mut loader = Loader { cluster: LoadedCluster::default(), seen: HashMap::new(), sequence: 0, pod_files: Vec::new() };
+    let mut loader =
+        Loader { cluster: LoadedCluster::default(), seen: HashMap::new(), sequence: 0, pod_files: Vec::new() };
     for file in &files {
         let shown = file.display().to_string();
         let text = std::fs::read_to_string(file).map_err(|source| Error::Read { path: shown.clone(), source })?;
@@ -97,20 +101,29 @@ pub fn load(paths: &[PathBuf]) -> Result<LoadedCluster> {
 
 /// Reads one YAML stream, as if it were a file named `path`.
 pub fn load_str(text: &str, path: &str) -> Result<LoadedCluster> {
-    let mut loader = Loader { cluster: LoadedCluster::default(), seen: HashMap::new(), sequence: 0, pod_files: Vec::new() };
+    let mut loader =
+        Loader { cluster: LoadedCluster::default(), seen: HashMap::new(), sequence: 0, pod_files: Vec::new() };
     loader.load_text(text, path)?;
     loader.check_priority_classes()?;
     Ok(loader.cluster)
 }
 
 fn typed<T: serde::de::DeserializeOwned>(value: Value, path: &str, object: &str) -> Result<T> {
-    serde_yaml::from_value(value).map_err(|e| Error::Invalid { path: path.into(), object: object.into(), problem: e.to_string() })
+    serde_yaml::from_value(value).map_err(|e| Error::Invalid {
+        path: path.into(),
+        object: object.into(),
+        problem: e.to_string(),
+    })
 }
 
 impl Loader {
     fn load_text(&mut self, text: &str, path: &str) -> Result<()> {
         for (i, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
-            let value = <Value as serde::Deserialize>::deserialize(document).map_err(|source| Error::Yaml { path: path.into(), document: i + 1, source })?;
+            let value = <Value as serde::Deserialize>::deserialize(document).map_err(|source| Error::Yaml {
+                path: path.into(),
+                document: i + 1,
+                source,
+            })?;
             self.load_value(value, path, i + 1)?;
         }
         Ok(())
@@ -122,7 +135,8 @@ impl Loader {
         }
         let field = |name: &'static str| value.get(name).and_then(Value::as_str).map(str::to_string);
         let kind = field("kind").ok_or(Error::Missing { path: path.into(), document, field: "kind" })?;
-        let api_version = field("apiVersion").ok_or(Error::Missing { path: path.into(), document, field: "apiVersion" })?;
+        let api_version =
+            field("apiVersion").ok_or(Error::Missing { path: path.into(), document, field: "apiVersion" })?;
         if kind == "List" || kind.ends_with("List") && value.get("items").is_some() {
             let items = value.get("items").and_then(Value::as_sequence).cloned().unwrap_or_default();
             for item in items {
@@ -141,7 +155,12 @@ impl Loader {
         );
         let mut value = value;
         let namespace = namespaced.then(|| {
-            let ns = value.get("metadata").and_then(|m| m.get("namespace")).and_then(Value::as_str).unwrap_or("default").to_string();
+            let ns = value
+                .get("metadata")
+                .and_then(|m| m.get("namespace"))
+                .and_then(Value::as_str)
+                .unwrap_or("default")
+                .to_string();
             if let Some(meta) = value.get_mut("metadata").and_then(Value::as_mapping_mut) {
                 meta.insert("namespace".into(), ns.clone().into());
             }
@@ -163,7 +182,9 @@ impl Loader {
                 )
         );
         if !known {
-            self.cluster.notes.push(format!("{path}: skipped {object} ({api_version}): it plays no part in scheduling"));
+            self.cluster
+                .notes
+                .push(format!("{path}: skipped {object} ({api_version}): it plays no part in scheduling"));
             return Ok(());
         }
         if let Some(first) = self.seen.insert(identity, path.to_string()) {
@@ -189,7 +210,11 @@ impl Loader {
             ("muster.dev/v1alpha1", _) => {
                 let mut g: MusterPodGroup = typed(value, path, &object)?;
                 if g.spec.min_member < 1 {
-                    return Err(Error::Invalid { path: path.into(), object, problem: "spec.minMember must be at least 1".into() });
+                    return Err(Error::Invalid {
+                        path: path.into(),
+                        object,
+                        problem: "spec.minMember must be at least 1".into(),
+                    });
                 }
                 g.metadata = stamp(g.metadata, &mut self.sequence);
                 c.objects.muster_groups.push(g);

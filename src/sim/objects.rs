@@ -60,7 +60,8 @@ pub fn training_pod(name: &str, gpus: u32, created: i64, scheduler: &str, group:
 pub fn pod_group(name: &str, min_member: usize, created: i64) -> PodGroup {
     let mut group = PodGroup::new(name, PodGroupSpec { min_member: min_member as i32, ..Default::default() });
     group.metadata.namespace = Some("default".into());
-    group.metadata.creation_timestamp =
-        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::from_second(START + created).expect("time")));
+    group.metadata.creation_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        k8s_openapi::jiff::Timestamp::from_second(START + created).expect("time"),
+    ));
     group
 }

@@ -54,10 +54,17 @@ pub struct Report {
 const MAX_CYCLES: usize = 100_000;
 
 /// Binds what the cycle placed by setting the pods' nodeName, as the binder does.
-pub fn apply(objects: &mut ClusterObjects, snapshot_nodes: &[crate::engine::model::Node], outcome: &CycleOutcome) -> usize {
+pub fn apply(
+    objects: &mut ClusterObjects,
+    snapshot_nodes: &[crate::engine::model::Node],
+    outcome: &CycleOutcome,
+) -> usize {
     let mut index: HashMap<(&str, &str), usize> = HashMap::new();
     for (i, pod) in objects.pods.iter().enumerate() {
-        index.insert((pod.metadata.namespace.as_deref().unwrap_or("default"), pod.metadata.name.as_deref().unwrap_or("")), i);
+        index.insert(
+            (pod.metadata.namespace.as_deref().unwrap_or("default"), pod.metadata.name.as_deref().unwrap_or("")),
+            i,
+        );
     }
     let mut bindings = Vec::new();
     for placement in &outcome.placements {
@@ -95,8 +102,10 @@ pub fn run(objects: &mut ClusterObjects, config: &Config) -> Report {
 /// gangs have waited as long as their creation times say.
 fn latest_creation(objects: &ClusterObjects) -> i64 {
     let pods = objects.pods.iter().map(|p| &p.metadata);
-    let groups = objects.muster_groups.iter().map(|g| &g.metadata).chain(objects.kubernetes_groups.iter().map(|g| &g.metadata));
-    pods.chain(groups).chain(objects.plugin_groups.iter().map(|g| &g.metadata))
+    let groups =
+        objects.muster_groups.iter().map(|g| &g.metadata).chain(objects.kubernetes_groups.iter().map(|g| &g.metadata));
+    pods.chain(groups)
+        .chain(objects.plugin_groups.iter().map(|g| &g.metadata))
         .filter_map(|m| m.creation_timestamp.as_ref().map(|t| t.0.as_second()))
         .max()
         .unwrap_or(0)

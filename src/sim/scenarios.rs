@@ -118,7 +118,8 @@ pub fn two_jobs(placer: Placer, muster: &Config) -> TwoJobsOutcome {
     }
     settle(&mut objects, &config, 16);
     let placed = placed_per_job(&objects);
-    let running: Vec<String> = jobs.iter().filter(|j| placed.get(&j.name) == Some(&j.pods)).map(|j| j.name.clone()).collect();
+    let running: Vec<String> =
+        jobs.iter().filter(|j| placed.get(&j.name) == Some(&j.pods)).map(|j| j.name.clone()).collect();
     let stranded_gpus = jobs
         .iter()
         .filter(|j| !running.contains(&j.name))
@@ -128,8 +129,11 @@ pub fn two_jobs(placer: Placer, muster: &Config) -> TwoJobsOutcome {
     objects.pods.retain(|p| !running.iter().any(|r| job_of(p.metadata.name.as_deref().unwrap_or("")) == r));
     settle(&mut objects, &config, 3600);
     let after = placed_per_job(&objects);
-    let running_after_first_finish =
-        jobs.iter().filter(|j| !running.contains(&j.name) && after.get(&j.name) == Some(&j.pods)).map(|j| j.name.clone()).collect();
+    let running_after_first_finish = jobs
+        .iter()
+        .filter(|j| !running.contains(&j.name) && after.get(&j.name) == Some(&j.pods))
+        .map(|j| j.name.clone())
+        .collect();
     TwoJobsOutcome { placer, placed, running, stranded_gpus, running_after_first_finish }
 }
 
@@ -176,7 +180,17 @@ pub fn fleet_jobs(shape: &FleetShape) -> Vec<Job> {
     let mut jobs: Vec<Job> = (0..shape.jobs)
         .map(|i| {
             let mut pick = random.below(total);
-            let gpus = sizes.iter().find(|(_, w)| if pick < *w { true } else { pick -= w; false }).map_or(1, |(g, _)| *g);
+            let gpus = sizes
+                .iter()
+                .find(|(_, w)| {
+                    if pick < *w {
+                        true
+                    } else {
+                        pick -= w;
+                        false
+                    }
+                })
+                .map_or(1, |(g, _)| *g);
             // Jobs of 8 GPUs or more run one 8-GPU pod per node; smaller ones are either one
             // pod or one pod per GPU (data-parallel workers).
             let (pods, gpus_per_pod) = if gpus >= 8 {
@@ -224,7 +238,8 @@ pub struct FleetOutcome {
 pub fn fleet(placer: Placer, shape: &FleetShape, muster: &Config) -> FleetOutcome {
     let config = placer.config(muster);
     let racks = shape.nodes.div_ceil(8);
-    let nodes = (0..shape.nodes).map(|i| gpu_node(&format!("node-{i:03}"), &format!("rack-{}", i % racks.max(1)), 8)).collect();
+    let nodes =
+        (0..shape.nodes).map(|i| gpu_node(&format!("node-{i:03}"), &format!("rack-{}", i % racks.max(1)), 8)).collect();
     let mut objects = ClusterObjects { nodes, ..Default::default() };
     let jobs = fleet_jobs(shape);
     let horizon = shape.horizon_hours * 3600;
@@ -287,7 +302,8 @@ pub fn fleet(placer: Placer, shape: &FleetShape, muster: &Config) -> FleetOutcom
         w.sort_by(f64::total_cmp);
         w
     };
-    let percentile = |w: &[f64], p: f64| if w.is_empty() { 0.0 } else { w[((w.len() - 1) as f64 * p).round() as usize] };
+    let percentile =
+        |w: &[f64], p: f64| if w.is_empty() { 0.0 } else { w[((w.len() - 1) as f64 * p).round() as usize] };
     let all = waits(&|_| true);
     let small = waits(&|j| j.gpus() <= 8);
     let large = waits(&|j| j.gpus() >= 16);
@@ -305,7 +321,11 @@ pub fn fleet(placer: Placer, shape: &FleetShape, muster: &Config) -> FleetOutcom
         small_wait_p50_minutes: percentile(&small, 0.5),
         large_wait_p50_minutes: percentile(&large, 0.5),
         large_wait_p99_minutes: percentile(&large, 0.99),
-        large_never_started: jobs.iter().zip(&started).filter(|(j, s)| j.gpus() >= 16 && j.arrival <= horizon && s.is_none()).count(),
+        large_never_started: jobs
+            .iter()
+            .zip(&started)
+            .filter(|(j, s)| j.gpus() >= 16 && j.arrival <= horizon && s.is_none())
+            .count(),
     }
 }
 

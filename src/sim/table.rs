@@ -19,7 +19,13 @@ pub fn report_table(report: &Report) -> String {
         let _ = writeln!(out, "\n{:<40}  {:>6}/{:<6}  REASON", "PODGROUP", "PLACED", "MIN");
         for g in &report.gangs {
             let name = format!("{}/{} ({})", g.namespace, g.name, g.api_version);
-            let _ = writeln!(out, "{name:<40}  {:>6}/{:<6}  {}", g.placed, g.min_member, g.reason.as_deref().unwrap_or("scheduled"));
+            let _ = writeln!(
+                out,
+                "{name:<40}  {:>6}/{:<6}  {}",
+                g.placed,
+                g.min_member,
+                g.reason.as_deref().unwrap_or("scheduled")
+            );
         }
     }
     out
@@ -41,7 +47,8 @@ pub fn builtin_table(two: &[TwoJobsOutcome; 2], shape: &FleetShape, fleets: &[Fl
     let row = |out: &mut String, label: &str, a: &str, b: &str| {
         let _ = writeln!(out, "  {label:<26} {a:<36} {b}");
     };
-    let _ = writeln!(out, "Two 8-GPU jobs on 8 free GPUs (2 nodes x 4 GPUs; 8 one-GPU pods each, created interleaved)\n");
+    let _ =
+        writeln!(out, "Two 8-GPU jobs on 8 free GPUs (2 nodes x 4 GPUs; 8 one-GPU pods each, created interleaved)\n");
     row(&mut out, "", "Muster (gang)", "per-pod baseline (kube-scheduler's way)");
     for job in ["job-a", "job-b"] {
         row(&mut out, job, &job_cell(&two[0], job), &job_cell(&two[1], job));
@@ -67,10 +74,30 @@ pub fn builtin_table(two: &[TwoJobsOutcome; 2], shape: &FleetShape, fleets: &[Fl
     let (m, b) = (&fleets[0], &fleets[1]);
     row(&mut out, "jobs started", &format!("{} of {}", m.started, m.jobs), &format!("{} of {}", b.started, b.jobs));
     row(&mut out, "jobs never started", &m.never_started.to_string(), &b.never_started.to_string());
-    row(&mut out, "GPU utilisation", &format!("{:.1}%", 100.0 * m.gpu_utilisation), &format!("{:.1}%", 100.0 * b.gpu_utilisation));
-    row(&mut out, "GPU-hours stranded", &format!("{:.0}", m.stranded_gpu_hours), &format!("{:.0}", b.stranded_gpu_hours));
-    row(&mut out, "wait p50 (started jobs)", &format!("{:.0} min", m.wait_p50_minutes), &format!("{:.0} min", b.wait_p50_minutes));
-    row(&mut out, "wait p99 (started jobs)", &format!("{:.0} min", m.wait_p99_minutes), &format!("{:.0} min", b.wait_p99_minutes));
+    row(
+        &mut out,
+        "GPU utilisation",
+        &format!("{:.1}%", 100.0 * m.gpu_utilisation),
+        &format!("{:.1}%", 100.0 * b.gpu_utilisation),
+    );
+    row(
+        &mut out,
+        "GPU-hours stranded",
+        &format!("{:.0}", m.stranded_gpu_hours),
+        &format!("{:.0}", b.stranded_gpu_hours),
+    );
+    row(
+        &mut out,
+        "wait p50 (started jobs)",
+        &format!("{:.0} min", m.wait_p50_minutes),
+        &format!("{:.0} min", b.wait_p50_minutes),
+    );
+    row(
+        &mut out,
+        "wait p99 (started jobs)",
+        &format!("{:.0} min", m.wait_p99_minutes),
+        &format!("{:.0} min", b.wait_p99_minutes),
+    );
     let minutes = |v: f64| format!("{v:.0} min");
     row(&mut out, "  jobs <= 8 GPUs: p50", &minutes(m.small_wait_p50_minutes), &minutes(b.small_wait_p50_minutes));
     row(&mut out, "  jobs >= 16 GPUs: p50", &minutes(m.large_wait_p50_minutes), &minutes(b.large_wait_p50_minutes));

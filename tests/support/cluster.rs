@@ -40,7 +40,8 @@ impl TestCluster {
             .await
             .unwrap_or_else(|e| panic!("failed to create namespace {namespace}: {e}"));
         // No serviceaccount controller runs; pods need the namespace's default account.
-        let account: ServiceAccount = serde_json::from_value(json!({"metadata": {"name": "default"}})).expect("account");
+        let account: ServiceAccount =
+            serde_json::from_value(json!({"metadata": {"name": "default"}})).expect("account");
         Api::<ServiceAccount>::namespaced(client.clone(), &namespace)
             .create(&PostParams::default(), &account)
             .await
@@ -96,7 +97,11 @@ impl TestCluster {
         let created = self.create(&nodes, node).await;
         let name = created.metadata.name.unwrap_or_default();
         nodes
-            .patch(&name, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(json!({"spec": {"taints": null}})))
+            .patch(
+                &name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(json!({"spec": {"taints": null}})),
+            )
             .await
             .unwrap_or_else(|e| panic!("failed to clear the taints of node {name}: {e}"));
     }

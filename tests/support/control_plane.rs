@@ -93,7 +93,12 @@ fn binaries() -> PathBuf {
         .stderr(Stdio::inherit())
         .output()
         .unwrap_or_else(|e| panic!("failed to run {}: {e}", script.display()));
-    assert!(output.status.success(), "{} failed ({}); the e2e tests need the control plane", script.display(), output.status);
+    assert!(
+        output.status.success(),
+        "{} failed ({}); the e2e tests need the control plane",
+        script.display(),
+        output.status
+    );
     let stdout = String::from_utf8_lossy(&output.stdout);
     PathBuf::from(stdout.lines().last().expect("build-kube.sh printed no folder").trim())
 }
@@ -107,7 +112,8 @@ fn free_port() -> u16 {
 fn log_tail(path: &Path) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
-    let errors: Vec<&str> = lines.iter().copied().filter(|l| l.starts_with('E') || l.starts_with('F')).take(20).collect();
+    let errors: Vec<&str> =
+        lines.iter().copied().filter(|l| l.starts_with('E') || l.starts_with('F')).take(20).collect();
     let last = &lines[lines.len().saturating_sub(15)..];
     format!("{}\n...\n{}", errors.join("\n"), last.join("\n"))
 }
@@ -201,7 +207,12 @@ impl ControlPlane {
             );
             std::thread::sleep(Duration::from_millis(250));
         }
-        eprintln!("control plane: kube-apiserver {} ready at {} in {:.1?}", control_plane.kubernetes_version, control_plane.server, started.elapsed());
+        eprintln!(
+            "control plane: kube-apiserver {} ready at {} in {:.1?}",
+            control_plane.kubernetes_version,
+            control_plane.server,
+            started.elapsed()
+        );
         control_plane
     }
 
@@ -289,10 +300,7 @@ fn gates() -> String {
 
 fn spawn_logged(mut command: Command, log: &Path) -> u32 {
     let file = std::fs::File::create(log).expect("failed to create a log file");
-    command
-        .stdin(Stdio::null())
-        .stdout(file.try_clone().expect("log file"))
-        .stderr(file);
+    command.stdin(Stdio::null()).stdout(file.try_clone().expect("log file")).stderr(file);
     process::spawn(command).unwrap_or_else(|e| panic!("failed to start {:?}: {e}", command_name(log)))
 }
 

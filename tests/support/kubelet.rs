@@ -17,7 +17,8 @@ impl KubeletEmulator {
     pub fn start(pods: Api<Pod>) -> KubeletEmulator {
         let watched = pods.clone();
         let task = tokio::spawn(async move {
-            let mut events = watcher(watched.clone(), watcher::Config::default()).default_backoff().applied_objects().boxed();
+            let mut events =
+                watcher(watched.clone(), watcher::Config::default()).default_backoff().applied_objects().boxed();
             while let Some(event) = events.next().await {
                 let Ok(pod) = event else { continue };
                 let bound = pod.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some();
@@ -25,7 +26,9 @@ impl KubeletEmulator {
                 let name = pod.metadata.name.clone().unwrap_or_default();
                 if bound && pod.metadata.deletion_timestamp.is_some() {
                     // A kubelet stops the containers, then removes the pod for good.
-                    let _ = watched.delete(&name, &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await;
+                    let _ = watched
+                        .delete(&name, &DeleteParams { grace_period_seconds: Some(0), ..Default::default() })
+                        .await;
                 } else if bound && phase == "Pending" && !self_hold(&pod) {
                     // A pod deleted meanwhile is no error: there is nothing left to run.
                     let _ = patch_status(&watched, &name, running(&pod)).await;

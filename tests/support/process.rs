@@ -76,11 +76,7 @@ pub fn spawn(command: Command) -> std::io::Result<u32> {
 /// Whether the child with this pid is still running.
 pub fn is_running(pid: u32) -> bool {
     let mut registry = registry();
-    registry
-        .children
-        .iter_mut()
-        .find(|c| c.id() == pid)
-        .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    registry.children.iter_mut().find(|c| c.id() == pid).is_some_and(|c| matches!(c.try_wait(), Ok(None)))
 }
 
 /// Removes `folder` when the test binary exits normally.
