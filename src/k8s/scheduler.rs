@@ -184,15 +184,13 @@ pub async fn run(client: kube::Client, config: Config, options: Options) -> Resu
         let waiting_out = |g: &GangKey| backoff.get(g).is_some_and(|b| b.until > started);
         assembled.snapshot.gangs.retain(|g| !waiting_out(&g.key) && !in_flight.contains(&g.key));
         let outcome = schedule(&assembled.snapshot, &cycle_config);
+        // Gangs by key, so placements and waits find theirs without scanning every gang.
+        let gang_index: HashMap<&GangKey, &crate::engine::model::Gang> =
+            assembled.snapshot.gangs.iter().map(|g| (&g.key, g)).collect();
         tracing::debug!(placed = outcome.placements.len(), waiting = outcome.waiting.len(), elapsed = ?started.elapsed(), "cycle");
 
         for placement in &outcome.placements {
-            let gang = assembled
-                .snapshot
-                .gangs
-                .iter()
-                .find(|g| g.key == placement.gang)
-                .expect("placed gangs come from the snapshot");
+            let gang = gang_index[&placement.gang];
             let mut binding = GangBinding {
                 gang: placement.gang.clone(),
                 needed: gang.still_needed(),
@@ -224,7 +222,7 @@ pub async fn run(client: kube::Client, config: Config, options: Options) -> Resu
         for waiting in &outcome.waiting {
             let message = waiting.to_string();
             tracing::debug!(gang = %waiting.gang, reason = %message, "waiting");
-            if let Some(gang) = assembled.snapshot.gangs.iter().find(|g| g.key == waiting.gang) {
+            if let Some(&gang) = gang_index.get(&waiting.gang) {
                 for pod in &gang.pods {
                     status.unschedulable(&pod.key, &message).await;
                 }
