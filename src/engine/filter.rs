@@ -28,7 +28,7 @@ pub fn check_static(node: &Node, constraints: &NodeConstraints) -> Result<(), St
     }
     let selector_ok = constraints.node_selector.iter().all(|(k, v)| node.labels.get(k).is_some_and(|have| have == v));
     let affinity_ok = constraints.affinity_terms.is_empty()
-        || constraints.affinity_terms.iter().any(|term| term.iter().all(|r| r.matches(&node.labels)));
+        || constraints.affinity_terms.iter().any(|term| term.iter().all(|r| r.matches_node(node)));
     if !selector_ok || !affinity_ok {
         return Err(StaticRejection::Affinity);
     }

@@ -5,9 +5,11 @@
 
 pub mod build;
 pub mod cycle;
+pub mod dra;
 pub mod filter;
 pub mod model;
 pub mod place;
+pub mod quantity;
 pub mod reason;
 pub mod resources;
 

@@ -77,8 +77,20 @@ pub struct LabelRequirement {
 }
 
 impl LabelRequirement {
+    /// Whether `node` meets the requirement: on its labels, or on its name for the field
+    /// `metadata.name` (a node selector's `matchFields`).
+    pub fn matches_node(&self, node: &Node) -> bool {
+        if self.key == "metadata.name" {
+            return self.matches_value(Some(&node.name));
+        }
+        self.matches(&node.labels)
+    }
+
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        let value = labels.get(&self.key);
+        self.matches_value(labels.get(&self.key))
+    }
+
+    fn matches_value(&self, value: Option<&String>) -> bool {
         match self.operator {
             SelectorOperator::In => value.is_some_and(|v| self.values.contains(v)),
             SelectorOperator::NotIn => value.is_none_or(|v| !self.values.contains(v)),

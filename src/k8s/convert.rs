@@ -192,13 +192,9 @@ fn constraints_of(object: &str, spec: &PodSpec) -> Result<NodeConstraints> {
         for r in term.match_expressions.iter().flatten() {
             requirements.push(requirement(object, r)?);
         }
-        // matchFields supports only metadata.name, which is the hostname label's value.
+        // matchFields supports only metadata.name: a requirement on the node's name.
         for r in term.match_fields.iter().flatten() {
-            let mut r = requirement(object, r)?;
-            if r.key == "metadata.name" {
-                r.key = "kubernetes.io/hostname".into();
-            }
-            requirements.push(r);
+            requirements.push(requirement(object, r)?);
         }
         affinity_terms.push(requirements);
     }

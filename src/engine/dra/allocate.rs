@@ -1,0 +1,468 @@
+//! The device allocator: all claims of one pod, on one node, with the semantics of
+//! Kubernetes' structured allocator.
+//!
+//! Requests are satisfied in order, each by its first alternative that fits (`exactly` has
+//! one); a device must pass its class's selectors and the request's, tolerate its taints,
+//! offer the capacity asked for, be free (or have a share left, or be taken with admin
+//! access), and keep the claim's constraints (matchAttribute, distinctAttribute). When a
+//! later request cannot be met, earlier choices are revisited (backtracking), so a fit is
+//! found whenever one exists, within a bounded number of steps. A selector that fails at
+//! run time is an error for the pod, never a silent `false`.
+
+use std::sync::Arc;
+
+use super::model::{AllocatedDevice, AllocationMode, ClaimSpec, ConstraintKind, DeviceIdx, DraSnapshot, SubRequest};
+use super::selectors::{SelectorCache, SelectorId};
+use super::state::DeviceState;
+use crate::engine::model::NodeIdx;
+use crate::engine::quantity::Quantity;
+
+/// The most devices one claim's allocation may hold (`AllocationResultsMaxSize`).
+pub const MAX_RESULTS: usize = 32;
+/// Steps of the search for one pod on one node before it gives up on that node.
+pub const MAX_STEPS: u32 = 20_000;
+
+/// A claim spec with its selectors resolved to compiled ids: per request, per alternative,
+/// the class's selectors then the request's, or why the alternative cannot be used at all.
+#[derive(Debug)]
+pub struct ResolvedSpec {
+    pub spec: Arc<ClaimSpec>,
+    pub selectors: Vec<Vec<Result<Vec<(SelectorId, SelectorOrigin)>, String>>>,
+}
+
+/// Where a selector comes from, for error messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SelectorOrigin {
+    Class(usize),
+    Request(usize),
+}
+
+impl ResolvedSpec {
+    /// Resolves `spec` against the snapshot's classes, compiling its selectors once.
+    pub fn resolve(spec: &Arc<ClaimSpec>, dra: &DraSnapshot, cache: &mut SelectorCache) -> ResolvedSpec {
+        let selectors = spec
+            .requests
+            .iter()
+            .map(|request| {
+                request
+                    .alternatives
+                    .iter()
+                    .map(|sub| {
+                        let class = dra
+                            .classes
+                            .get(&sub.class)
+                            .ok_or_else(|| format!("device class {} does not exist", sub.class))?;
+                        let mut ids = Vec::with_capacity(class.selectors.len() + sub.selectors.len());
+                        for (i, e) in class.selectors.iter().enumerate() {
+                            ids.push((cache.id(e), SelectorOrigin::Class(i)));
+                        }
+                        for (i, e) in sub.selectors.iter().enumerate() {
+                            ids.push((cache.id(e), SelectorOrigin::Request(i)));
+                        }
+                        for &(id, origin) in &ids {
+                            if let Some(error) = cache.compile_error(id) {
+                                return Err(format!("{}: {error}", origin_text(origin, &sub.class)));
+                            }
+                        }
+                        Ok(ids)
+                    })
+                    .collect()
+            })
+            .collect();
+        ResolvedSpec { spec: spec.clone(), selectors }
+    }
+
+    /// The first problem that makes an alternative unusable everywhere, when no
+    /// alternative of some request is usable.
+    pub fn unusable(&self) -> Option<String> {
+        for (r, alternatives) in self.selectors.iter().enumerate() {
+            if alternatives.iter().all(Result::is_err) {
+                let why = alternatives.iter().find_map(|a| a.as_ref().err()).cloned().unwrap_or_default();
+                return Some(format!("request {}: {why}", self.spec.requests[r].name));
+            }
+        }
+        None
+    }
+}
+
+fn origin_text(origin: SelectorOrigin, class: &str) -> String {
+    match origin {
+        SelectorOrigin::Class(i) => format!("class {class} selector #{i}"),
+        SelectorOrigin::Request(i) => format!("selector #{i}"),
+    }
+}
+
+/// One claim to allocate, as the pod names it.
+pub struct ClaimToAllocate<'a> {
+    pub label: &'a str,
+    pub spec: &'a ResolvedSpec,
+}
+
+/// Why the claims cannot be allocated.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// Not on this node; the text says which claim and request ran short.
+    Node(String),
+    /// Not anywhere: an error the pod waits on (a selector that fails at run time).
+    Pod(String),
+}
+
+/// What the allocator reads and changes.
+pub struct Allocator<'a> {
+    pub dra: &'a DraSnapshot,
+    pub selectors: &'a mut SelectorCache,
+    pub state: &'a mut DeviceState,
+}
+
+struct Chosen {
+    request: usize,
+    alternative: usize,
+    device: DeviceIdx,
+    admin_access: bool,
+    consumed: Option<Vec<(String, Quantity)>>,
+}
+
+struct Search<'s, 'a> {
+    alloc: &'s mut Allocator<'a>,
+    node: NodeIdx,
+    claims: &'s [ClaimToAllocate<'s>],
+    /// (claim, request) in the order they are satisfied.
+    items: Vec<(usize, usize)>,
+    /// Candidates per (claim, request, alternative), found once per search.
+    candidates: Vec<Vec<Vec<Option<Vec<DeviceIdx>>>>>,
+    chosen: Vec<Vec<Chosen>>,
+    steps: u32,
+    /// The deepest item that ran short, for the node's rejection.
+    short: Option<(usize, String)>,
+    error: Option<String>,
+}
+
+/// Allocates every claim on `node`, all or nothing; on success the devices are taken in
+/// the allocator's state and returned per claim, in the order given.
+pub fn allocate(
+    alloc: &mut Allocator<'_>,
+    node: NodeIdx,
+    claims: &[ClaimToAllocate<'_>],
+) -> Result<Vec<Vec<AllocatedDevice>>, Failure> {
+    let mark = alloc.state.mark();
+    let mut items = Vec::new();
+    let mut candidates = Vec::with_capacity(claims.len());
+    for (c, claim) in claims.iter().enumerate() {
+        let requests = &claim.spec.spec.requests;
+        candidates.push(requests.iter().map(|r| vec![None; r.alternatives.len()]).collect());
+        items.extend((0..requests.len()).map(|r| (c, r)));
+    }
+    let mut search = Search {
+        alloc,
+        node,
+        claims,
+        items,
+        candidates,
+        chosen: claims.iter().map(|_| Vec::new()).collect(),
+        steps: 0,
+        short: None,
+        error: None,
+    };
+    if search.solve(0) {
+        let chosen = std::mem::take(&mut search.chosen);
+        return Ok(chosen
+            .into_iter()
+            .zip(claims)
+            .map(|(devices, claim)| {
+                devices
+                    .into_iter()
+                    .map(|c| AllocatedDevice {
+                        request: claim.spec.spec.requests[c.request].alternatives[c.alternative].result_name.clone(),
+                        device: c.device,
+                        admin_access: c.admin_access,
+                        consumed: c.consumed,
+                    })
+                    .collect()
+            })
+            .collect());
+    }
+    let (error, short, steps) = (search.error.take(), search.short.take(), search.steps);
+    alloc.state.rollback(mark);
+    if let Some(error) = error {
+        return Err(Failure::Pod(error));
+    }
+    if steps >= MAX_STEPS {
+        return Err(Failure::Node(format!("device search gave up after {MAX_STEPS} steps")));
+    }
+    Err(Failure::Node(short.map(|(_, why)| why).unwrap_or_else(|| "no devices for the pod's claims".into())))
+}
+
+impl Search<'_, '_> {
+    fn label(&self, c: usize, r: usize) -> String {
+        format!("claim {}, request {}", self.claims[c].label, self.claims[c].spec.spec.requests[r].name)
+    }
+
+    fn ran_short(&mut self, item: usize, why: impl FnOnce() -> String) {
+        if self.short.as_ref().is_none_or(|(deepest, _)| item >= *deepest) {
+            self.short = Some((item, why()));
+        }
+    }
+
+    fn solve(&mut self, item: usize) -> bool {
+        if item == self.items.len() {
+            return true;
+        }
+        let (c, r) = self.items[item];
+        let alternatives = self.claims[c].spec.spec.requests[r].alternatives.len();
+        for a in 0..alternatives {
+            if self.error.is_some() || self.steps >= MAX_STEPS {
+                return false;
+            }
+            let Some(candidates) = self.candidates_of(c, r, a) else { return false };
+            let sub = &self.claims[c].spec.spec.requests[r].alternatives[a];
+            let fits = match sub.mode {
+                AllocationMode::ExactCount(n) => {
+                    if candidates.len() < n as usize {
+                        let label = self.label(c, r);
+                        let found = candidates.len();
+                        self.ran_short(item, || format!("{label}: {found} of {n} devices match"));
+                        false
+                    } else {
+                        self.pick(item, a, &candidates, n as usize, 0)
+                    }
+                }
+                AllocationMode::All => self.take_all(item, a, &candidates),
+            };
+            if fits {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Devices on the node that pass the alternative's selectors, taints and capacity
+    /// requests, whether taken or not; None after a selector error.
+    fn candidates_of(&mut self, c: usize, r: usize, a: usize) -> Option<Vec<DeviceIdx>> {
+        if let Some(found) = &self.candidates[c][r][a] {
+            return Some(found.clone());
+        }
+        let dra = self.alloc.dra;
+        let spec = self.claims[c].spec;
+        let sub = &spec.spec.requests[r].alternatives[a];
+        let ids = match &spec.selectors[r][a] {
+            Ok(ids) => ids,
+            // This alternative is unusable (its class is missing); the next one may do.
+            Err(_) => {
+                self.candidates[c][r][a] = Some(Vec::new());
+                return Some(Vec::new());
+            }
+        };
+        let mut found = Vec::new();
+        for &d in &dra.node_devices[self.node as usize] {
+            let device = &dra.devices[d as usize];
+            let mut all = true;
+            for &(id, origin) in ids {
+                match self.alloc.selectors.matches(id, device) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        all = false;
+                        break;
+                    }
+                    Err(e) => {
+                        self.error = Some(format!(
+                            "{}: {}: CEL runtime error on device {}: {e}",
+                            self.label(c, r),
+                            origin_text(origin, &sub.class),
+                            device.id()
+                        ));
+                        return None;
+                    }
+                }
+            }
+            if !all {
+                continue;
+            }
+            let tolerated = device.taints.iter().all(|t| {
+                t.effect == super::model::DeviceTaintEffect::None || sub.tolerations.iter().any(|tol| tol.tolerates(t))
+            });
+            if !tolerated {
+                continue;
+            }
+            let has_capacity = sub.capacity.iter().all(|(name, amount)| {
+                device.capacity_index(name).is_some_and(|i| device.capacity[i].1.value >= *amount)
+            });
+            if has_capacity {
+                found.push(d);
+            }
+        }
+        self.candidates[c][r][a] = Some(found.clone());
+        Some(found)
+    }
+
+    /// How taking `d` for `sub` would hold it: exclusively (None) or as a share consuming
+    /// these amounts; Err when it cannot be taken now.
+    fn holding(&self, d: DeviceIdx, sub: &SubRequest) -> Result<Option<Vec<(usize, Quantity)>>, ()> {
+        let dra = self.alloc.dra;
+        let device = &dra.devices[d as usize];
+        if !device.allow_multiple_allocations {
+            let state = &*self.alloc.state;
+            return if state.is_free(d) && state.counters_fit(dra, d) { Ok(None) } else { Err(()) };
+        }
+        let mut amounts = Vec::with_capacity(device.capacity.len());
+        for (i, (_, capacity)) in device.capacity.iter().enumerate() {
+            let requested =
+                sub.capacity.iter().find(|(asked, _)| device.capacity_index(asked) == Some(i)).map(|(_, q)| *q);
+            let amount = match &capacity.policy {
+                Some(policy) => policy.consumed(requested).ok_or(())?,
+                None => requested.unwrap_or(capacity.value),
+            };
+            amounts.push((i, amount));
+        }
+        let state = &*self.alloc.state;
+        if state.share_fits(dra, d, &amounts) && state.counters_fit(dra, d) { Ok(Some(amounts)) } else { Err(()) }
+    }
+
+    fn keeps_constraints(&self, c: usize, r: usize, result_name: &str, d: DeviceIdx) -> bool {
+        let spec = &self.claims[c].spec.spec;
+        let request = &spec.requests[r].name;
+        let dra = self.alloc.dra;
+        let device = &dra.devices[d as usize];
+        for constraint in &spec.constraints {
+            if !constraint.applies_to(request, result_name) {
+                continue;
+            }
+            let (name, must_match) = match &constraint.kind {
+                ConstraintKind::Match(name) => (name, true),
+                ConstraintKind::Distinct(name) => (name, false),
+            };
+            let Some(value) = device.attribute(name) else { return false };
+            for other in &self.chosen[c] {
+                let other_request = &spec.requests[other.request];
+                let other_result = &other_request.alternatives[other.alternative].result_name;
+                if !constraint.applies_to(&other_request.name, other_result) {
+                    continue;
+                }
+                let same = dra.devices[other.device as usize].attribute(name) == Some(value);
+                if same != must_match {
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    /// Records `d` as chosen; the caller undoes it with `unchoose` and a rollback.
+    fn choose(&mut self, c: usize, r: usize, a: usize, d: DeviceIdx, holding: Option<Vec<(usize, Quantity)>>) {
+        let admin_access = self.claims[c].spec.spec.requests[r].alternatives[a].admin_access;
+        let device = &self.alloc.dra.devices[d as usize];
+        let consumed = holding
+            .as_ref()
+            .map(|amounts| amounts.iter().map(|&(i, q)| (device.capacity[i].0.clone(), q)).collect::<Vec<_>>());
+        if !admin_access {
+            self.alloc.state.take(self.alloc.dra, d, holding);
+        }
+        self.chosen[c].push(Chosen { request: r, alternative: a, device: d, admin_access, consumed });
+    }
+
+    fn already_in_claim(&self, c: usize, d: DeviceIdx) -> bool {
+        self.chosen[c].iter().any(|ch| ch.device == d)
+    }
+
+    /// Picks `need` more devices for the item's alternative `a`, from `candidates[start..]`.
+    fn pick(&mut self, item: usize, a: usize, candidates: &[DeviceIdx], need: usize, start: usize) -> bool {
+        if need == 0 {
+            return self.solve(item + 1);
+        }
+        let (c, r) = self.items[item];
+        let claims = self.claims;
+        let sub = &claims[c].spec.spec.requests[r].alternatives[a];
+        if self.chosen[c].len() + need > MAX_RESULTS {
+            let label = self.label(c, r);
+            self.ran_short(item, || format!("{label}: more than {MAX_RESULTS} devices in one claim"));
+            return false;
+        }
+        let mut available = 0usize;
+        for (i, &d) in candidates.iter().enumerate().skip(start) {
+            self.steps += 1;
+            if self.steps >= MAX_STEPS || self.error.is_some() {
+                return false;
+            }
+            if candidates.len() - i < need {
+                break;
+            }
+            if self.already_in_claim(c, d) {
+                continue;
+            }
+            let holding = if sub.admin_access { Ok(None) } else { self.holding(d, sub) };
+            let Ok(holding) = holding else { continue };
+            available += 1;
+            if !self.keeps_constraints(c, r, &sub.result_name, d) {
+                continue;
+            }
+            let mark = self.alloc.state.mark();
+            self.choose(c, r, a, d, holding);
+            if self.pick(item, a, candidates, need - 1, i + 1) {
+                return true;
+            }
+            self.chosen[c].pop();
+            self.alloc.state.rollback(mark);
+        }
+        if start == 0 {
+            let label = self.label(c, r);
+            let total = candidates.len();
+            self.ran_short(item, || {
+                if available < need {
+                    format!("{label}: {available} of the {need} devices it needs are free ({total} match)")
+                } else {
+                    format!("{label}: no {need} free devices keep the claim's constraints")
+                }
+            });
+        }
+        false
+    }
+
+    /// `All`: every matching device on the node, none of them taken, at least one.
+    fn take_all(&mut self, item: usize, a: usize, candidates: &[DeviceIdx]) -> bool {
+        let (c, r) = self.items[item];
+        let label = self.label(c, r);
+        if candidates.is_empty() {
+            self.ran_short(item, || format!("{label}: asks for all matching devices and none exist on the node"));
+            return false;
+        }
+        let dra = self.alloc.dra;
+        if let Some(pool) = candidates
+            .iter()
+            .map(|&d| &dra.pools[dra.devices[d as usize].pool_index as usize])
+            .find(|pool| !pool.complete)
+        {
+            let name = format!("{}/{}", pool.driver, pool.name);
+            self.ran_short(item, || {
+                format!("{label}: asks for all devices, but resource pool {name} is being updated")
+            });
+            return false;
+        }
+        if self.chosen[c].len() + candidates.len() > MAX_RESULTS {
+            let n = candidates.len();
+            self.ran_short(item, || format!("{label}: asks for all {n} devices, more than {MAX_RESULTS} in one claim"));
+            return false;
+        }
+        let mark = self.alloc.state.mark();
+        let before = self.chosen[c].len();
+        let claims = self.claims;
+        let sub = &claims[c].spec.spec.requests[r].alternatives[a];
+        for &d in candidates {
+            let holding = if sub.admin_access { Ok(None) } else { self.holding(d, sub) };
+            let ok = !self.already_in_claim(c, d) && self.keeps_constraints(c, r, &sub.result_name, d);
+            match holding {
+                Ok(holding) if ok => self.choose(c, r, a, d, holding),
+                _ => {
+                    self.chosen[c].truncate(before);
+                    self.alloc.state.rollback(mark);
+                    self.ran_short(item, || format!("{label}: asks for all matching devices and some are in use"));
+                    return false;
+                }
+            }
+        }
+        if self.solve(item + 1) {
+            return true;
+        }
+        self.chosen[c].truncate(before);
+        self.alloc.state.rollback(mark);
+        false
+    }
+}

@@ -1,0 +1,99 @@
+//! Kubernetes' CEL environment for device selectors, on the `cel` crate.
+//!
+//! The standard library with optional values and `matches`, the strings extension
+//! (`lowerAscii`, `split`, `indexOf`, …), Kubernetes' Quantity and Semver libraries, and one
+//! variable, `device` ([`device::DeviceVal`]). A selector is compiled once
+//! ([`Selector::compile`]); its worst-case cost is checked against the budget then, because
+//! the engine has no clock to stop a long evaluation. A result that is not a bool, and
+//! every run-time error, is an error for the caller to report, never a silent `false`.
+
+pub mod cost;
+pub mod device;
+pub mod library;
+pub mod semver;
+
+use std::fmt;
+use std::sync::{Arc, OnceLock};
+
+use cel::common::types::CelBool;
+use cel::common::value::CowVal;
+use cel::context::VariableResolver;
+use cel::{Context, Env, Program, Value};
+
+pub use device::DeviceVal;
+
+/// The cost budget of one selector, as Kubernetes sets it for device selectors
+/// (`CELSelectorExpressionMaxCost`).
+pub const MAX_COST: u64 = 1_000_000;
+/// The longest selector the API server accepts (`CELSelectorExpressionMaxLength`).
+pub const MAX_LENGTH: usize = 10 * 1024;
+
+/// The shared environment: built once per process.
+pub fn environment() -> &'static Arc<Env> {
+    static ENV: OnceLock<Arc<Env>> = OnceLock::new();
+    ENV.get_or_init(|| {
+        let mut env = Env::stdlib();
+        env.add_extension(cel::extensions::strings).expect("the strings extension registers once");
+        env.add_extension(library::kubernetes).expect("the Kubernetes libraries register once");
+        Arc::new(env)
+    })
+}
+
+/// A compiled device selector.
+pub struct Selector {
+    pub expression: String,
+    pub cost: u64,
+    program: Program,
+}
+
+impl fmt::Debug for Selector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Selector({:?})", self.expression)
+    }
+}
+
+impl PartialEq for Selector {
+    fn eq(&self, other: &Selector) -> bool {
+        self.expression == other.expression
+    }
+}
+
+struct OneDevice<'d>(&'d DeviceVal);
+
+impl VariableResolver for OneDevice<'_> {
+    fn resolve<'b>(&'b self, variable: &str) -> Option<CowVal<'b, 'b>> {
+        (variable == "device").then(|| CowVal::Borrowed(self.0 as &dyn cel::common::value::Val))
+    }
+}
+
+impl Selector {
+    /// Compiles `expression`; the error says why the API server would have refused it.
+    pub fn compile(expression: &str) -> Result<Selector, String> {
+        if expression.len() > MAX_LENGTH {
+            return Err(format!(
+                "expression is {} characters long, more than the {MAX_LENGTH} allowed",
+                expression.len()
+            ));
+        }
+        let program = environment().compile(expression).map_err(|e| format!("compilation failed: {e}"))?;
+        let cost = cost::estimate(program.expression()).map_err(|e| format!("compilation failed: {e}"))?;
+        if cost > MAX_COST {
+            return Err(format!(
+                "estimated cost {cost} exceeds the budget of {MAX_COST}: the expression may take too long to evaluate"
+            ));
+        }
+        Ok(Selector { expression: expression.to_string(), cost, program })
+    }
+
+    /// Whether `device` matches; a run-time error or a result that is not a bool is an error.
+    pub fn matches(&self, device: &DeviceVal) -> Result<bool, String> {
+        let resolver = OneDevice(device);
+        let mut context = Context::with_env(Arc::clone(environment()));
+        context.set_variable_resolver(&resolver);
+        let value = Value::resolve_val(self.program.expression(), &context).map_err(|e| e.to_string())?;
+        match value.downcast_ref::<CelBool>() {
+            Some(b) => Ok(*b.inner()),
+            None => Err(format!("must evaluate to bool, got {}", value.get_type().name())),
+        }
+    }
+}
