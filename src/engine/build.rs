@@ -82,6 +82,7 @@ impl SnapshotBuilder {
         let created = self.snapshot.gangs.len() as i64;
         let pods = (0..pods)
             .map(|i| PendingPod {
+                devices: None,
                 key: PodKey {
                     namespace: "default".into(),
                     name: if kind == GangKind::Single { name.to_string() } else { format!("{name}-{i}") },

@@ -1,6 +1,8 @@
 //! One scheduling cycle: gangs in queue order, each placed whole or left waiting with its
 //! reason, under the configured queueing policy.
 
+use super::claims::ClaimPlacement;
+use super::dra::selectors::SelectorCache;
 use super::model::{Gang, GangKey, NodeIdx, PodKey, Snapshot};
 use super::place::{Scoring, Workspace};
 use super::reason::{WaitReason, Waiting};
@@ -29,15 +31,17 @@ pub struct CycleConfig {
     pub reserve_after_seconds: i64,
 }
 
-/// A gang placed in this cycle: every pod that got a node.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A gang placed in this cycle: every pod that got a node, and every claim its pods
+/// allocate or reserve there.
+#[derive(Clone, Debug, PartialEq)]
 pub struct Placement {
     pub gang: GangKey,
     pub pods: Vec<(PodKey, NodeIdx)>,
+    pub claims: Vec<ClaimPlacement>,
 }
 
 /// The result of one cycle.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct CycleOutcome {
     /// In the order they were placed (queue order).
     pub placements: Vec<Placement>,
@@ -58,7 +62,14 @@ pub fn queue_order(gangs: &[Gang]) -> Vec<usize> {
 /// Runs one cycle over `snapshot`. Pure: the same snapshot and configuration always give
 /// the same outcome.
 pub fn schedule(snapshot: &Snapshot, config: &CycleConfig) -> CycleOutcome {
-    let mut workspace = Workspace::new(snapshot, config.scoring);
+    schedule_with(snapshot, config, &mut SelectorCache::default())
+}
+
+/// [`schedule`], reusing compiled selectors and their results from earlier cycles; the
+/// cache changes no outcome, only the work.
+pub fn schedule_with(snapshot: &Snapshot, config: &CycleConfig, selectors: &mut SelectorCache) -> CycleOutcome {
+    selectors.trim(&snapshot.dra);
+    let mut workspace = Workspace::new(snapshot, config.scoring, selectors);
     let mut outcome = CycleOutcome::default();
     let mut head: Option<&GangKey> = None;
     for index in queue_order(&snapshot.gangs) {
@@ -83,10 +94,19 @@ pub fn schedule(snapshot: &Snapshot, config: &CycleConfig) -> CycleOutcome {
             continue;
         }
         match workspace.place(gang) {
-            Ok(assignment) => {
-                outcome.placements.push(Placement { gang: gang.key.clone(), pods: Workspace::keys(gang, &assignment) })
-            }
+            Ok(fit) => outcome.placements.push(Placement {
+                gang: gang.key.clone(),
+                pods: Workspace::keys(gang, &fit.pods),
+                claims: fit.claims,
+            }),
             Err(shortfall) => {
+                if let Some((pod, error)) = shortfall.error {
+                    // What the pod asks for is wrong: it waits, and holds nobody back.
+                    outcome
+                        .waiting
+                        .push(Waiting { gang: gang.key.clone(), reason: WaitReason::DeviceError { pod, error } });
+                    continue;
+                }
                 let reason = if shortfall.never_fits {
                     WaitReason::NeverFits { nodes: shortfall.nodes, needed: shortfall.needed, fit: shortfall.fit }
                 } else {

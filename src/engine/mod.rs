@@ -4,6 +4,7 @@
 //! whole, and for every gang left waiting, why, as data ([`reason`]).
 
 pub mod build;
+pub mod claims;
 pub mod cycle;
 pub mod dra;
 pub mod filter;
@@ -13,5 +14,5 @@ pub mod quantity;
 pub mod reason;
 pub mod resources;
 
-pub use cycle::{CycleConfig, CycleOutcome, Placement, Queueing, schedule};
+pub use cycle::{CycleConfig, CycleOutcome, Placement, Queueing, schedule, schedule_with};
 pub use place::Scoring;

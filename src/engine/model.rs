@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
+use super::dra::model::{ClaimNeed, DraSnapshot, ExtendedRequest, PodClaim};
 use super::resources::{Capacity, Demand, ResourceNames};
 
 /// Index of a node in [`Snapshot::nodes`].
@@ -138,6 +139,52 @@ pub struct PendingPod {
     pub key: PodKey,
     pub demand: Demand,
     pub constraints: Arc<NodeConstraints>,
+    /// Its DRA claims and the extended resources DRA may serve; None when it has neither.
+    pub devices: Option<Arc<PodDevices>>,
+}
+
+/// What a pod asks of DRA.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PodDevices {
+    pub claims: Vec<PodClaim>,
+    /// Extended resources (`nvidia.com/gpu: 2`) that a DeviceClass serves on nodes that do
+    /// not list them as allocatable.
+    pub extended: Vec<ExtendedRequest>,
+}
+
+impl PodDevices {
+    /// Whether two pods' needs are interchangeable: the same claim specs for their private
+    /// claims, the same shared claims, the same extended resources.
+    pub fn same_shape(&self, other: &PodDevices) -> bool {
+        self.extended == other.extended
+            && self.claims.len() == other.claims.len()
+            && self.claims.iter().zip(&other.claims).all(|(a, b)| {
+                a.name == b.name
+                    && a.private == b.private
+                    && (a.private || a.claim == b.claim)
+                    && match (&a.need, &b.need) {
+                        (ClaimNeed::Allocate(x), ClaimNeed::Allocate(y)) => Arc::ptr_eq(x, y) || x == y,
+                        (ClaimNeed::Allocated(x), ClaimNeed::Allocated(y)) => x == y,
+                        _ => false,
+                    }
+            })
+    }
+
+    /// A hash consistent with [`PodDevices::same_shape`].
+    pub fn shape_hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        use std::hash::Hash;
+        self.extended.hash(state);
+        for claim in &self.claims {
+            claim.name.hash(state);
+            claim.private.hash(state);
+            if !claim.private {
+                claim.claim.hash(state);
+            }
+            if let ClaimNeed::Allocate(spec) = &claim.need {
+                spec.hash(state);
+            }
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -239,4 +286,6 @@ pub struct Snapshot {
     pub resources: ResourceNames,
     pub nodes: Vec<Node>,
     pub gangs: Vec<Gang>,
+    /// Devices, classes and what allocated claims hold.
+    pub dra: DraSnapshot,
 }

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use super::filter::StaticRejection;
-use super::model::GangKey;
+use super::model::{GangKey, PodKey};
 
 /// One reason a node could not take a pod.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -14,6 +14,8 @@ pub enum NodeRejection {
     Insufficient(String),
     /// Kept free for an earlier gang that does not fit yet.
     Reserved,
+    /// The pod's claims cannot be allocated on the node; says which claim and request.
+    Devices(String),
 }
 
 impl fmt::Display for NodeRejection {
@@ -28,6 +30,7 @@ impl fmt::Display for NodeRejection {
             }
             NodeRejection::Insufficient(resource) => write!(f, "Insufficient {resource}"),
             NodeRejection::Reserved => write!(f, "node(s) reserved for an earlier gang"),
+            NodeRejection::Devices(why) => write!(f, "node(s) {why}"),
         }
     }
 }
@@ -77,6 +80,9 @@ pub enum WaitReason {
     TooFewPods { exist: usize, min_member: usize },
     /// StrictFIFO: an earlier gang that does not fit goes first.
     BehindEarlierGang(GangKey),
+    /// A pod's claims cannot be allocated anywhere: an error in what it asks for (a
+    /// selector failing at run time, a missing class).
+    DeviceError { pod: PodKey, error: String },
 }
 
 /// A gang left waiting, with its reason.
@@ -109,6 +115,13 @@ impl fmt::Display for Waiting {
             ),
             WaitReason::BehindEarlierGang(earlier) => {
                 write!(f, "waiting behind {earlier}, which does not fit yet (queueing StrictFIFO)")
+            }
+            WaitReason::DeviceError { pod, error } => {
+                write!(f, "pod {pod}: {error}")?;
+                if !matches!(self.gang.kind, super::model::GangKind::Single) {
+                    write!(f, "; {} waits until this is fixed", self.gang)?;
+                }
+                Ok(())
             }
         }
     }

@@ -4,6 +4,9 @@
 use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::resource::v1::{
+    DeviceClass, DeviceTaintRule, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::scheduling::v1beta1::PodGroup as KubernetesPodGroup;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -11,6 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::sync::Arc;
 
 use super::convert::{self, ConstraintsInterner};
+use super::convert_dra;
 use super::crd::PodGroup as MusterPodGroup;
 use super::foreign::PodGroup as PluginPodGroup;
 use crate::engine::model::{Gang, GangKey, GangKind, PendingPod, PodKey, Snapshot};
@@ -31,6 +35,12 @@ pub struct ClusterObjects {
     pub muster_groups: Vec<MusterPodGroup>,
     pub plugin_groups: Vec<PluginPodGroup>,
     pub priority_classes: Vec<PriorityClass>,
+    pub resource_slices: Vec<ResourceSlice>,
+    pub device_classes: Vec<DeviceClass>,
+    pub resource_claims: Vec<ResourceClaim>,
+    /// Read by the simulator, which makes claims from them as the controller would.
+    pub resource_claim_templates: Vec<ResourceClaimTemplate>,
+    pub device_taint_rules: Vec<DeviceTaintRule>,
 }
 
 impl ClusterObjects {
@@ -43,6 +53,10 @@ impl ClusterObjects {
             muster_groups: self.muster_groups.iter().collect(),
             plugin_groups: self.plugin_groups.iter().collect(),
             priority_classes: self.priority_classes.iter().collect(),
+            resource_slices: self.resource_slices.iter().collect(),
+            device_classes: self.device_classes.iter().collect(),
+            resource_claims: self.resource_claims.iter().collect(),
+            device_taint_rules: self.device_taint_rules.iter().collect(),
             assumed: None,
         }
     }
@@ -58,6 +72,12 @@ pub struct ClusterView<'a> {
     pub muster_groups: Vec<&'a MusterPodGroup>,
     pub plugin_groups: Vec<&'a PluginPodGroup>,
     pub priority_classes: Vec<&'a PriorityClass>,
+    pub resource_slices: Vec<&'a ResourceSlice>,
+    pub device_classes: Vec<&'a DeviceClass>,
+    /// Claims as the scheduler last wrote or assumed them (an allocation being written
+    /// counts at once).
+    pub resource_claims: Vec<&'a ResourceClaim>,
+    pub device_taint_rules: Vec<&'a DeviceTaintRule>,
     /// Pods placed and being bound, not yet seen bound: they count on these nodes.
     pub assumed: Option<&'a HashMap<PodKey, String>>,
 }
@@ -83,6 +103,7 @@ pub struct Memo {
     /// By namespace, then name: looked up with borrowed strings, without allocating.
     pods: HashMap<String, HashMap<String, (String, PodConversion)>>,
     nodes: HashMap<String, (String, Result<EngineNode, String>)>,
+    devices: convert_dra::DeviceMemo,
 }
 
 impl Memo {
@@ -275,6 +296,19 @@ pub fn assemble_view(objects: &ClusterView<'_>, scheduler_name: &str, now: i64, 
         }
     }
 
+    let dra_view = convert_dra::DraView {
+        slices: &objects.resource_slices,
+        classes: &objects.device_classes,
+        claims: &objects.resource_claims,
+        rules: &objects.device_taint_rules,
+    };
+    out.snapshot.dra = convert_dra::snapshot(dra_view, &out.snapshot.nodes, &mut memo.devices, &mut out.problems);
+    let claims_by_name: HashMap<(&str, &str), &ResourceClaim> = objects
+        .resource_claims
+        .iter()
+        .map(|c| ((c.metadata.namespace.as_deref().unwrap_or("default"), c.metadata.name.as_deref().unwrap_or("")), *c))
+        .collect();
+
     let mut gangs: BTreeMap<GangKey, Gang> = BTreeMap::new();
     let mut bound_per_gang: HashMap<GangKey, usize> = HashMap::new();
     for pod in &objects.pods {
@@ -309,11 +343,8 @@ pub fn assemble_view(objects: &ClusterView<'_>, scheduler_name: &str, now: i64, 
         {
             continue;
         }
-        if spec.and_then(|s| s.resource_claims.as_ref()).is_some_and(|c| !c.is_empty()) {
-            let why = "asks for DRA devices (spec.resourceClaims), which this version of Muster does not allocate yet";
-            out.rejected_pods.insert(key, why.to_string());
-            continue;
-        }
+        let devices =
+            convert_dra::pod_devices(pod, &claims_by_name, &out.snapshot.dra, &mut memo.names, &mut memo.devices.specs);
         let (demand, constraints) = match memo.pod(pod) {
             Ok(converted) => converted,
             Err(e) => {
@@ -353,7 +384,21 @@ pub fn assemble_view(objects: &ClusterView<'_>, scheduler_name: &str, now: i64, 
         if !facts.contains_key(&gang) {
             entry.created = entry.created.min(created(&pod.metadata));
         }
-        entry.pods.push(PendingPod { key, demand, constraints });
+        let devices = match devices {
+            Ok(devices) => devices.map(Arc::new),
+            Err(why) => {
+                // The gang cannot be placed until this pod's claims can be considered.
+                if entry.blocked.is_none() {
+                    entry.blocked = Some(if gang.kind == GangKind::Single {
+                        why
+                    } else {
+                        format!("pod {key}: {why}; {gang} waits for it")
+                    });
+                }
+                None
+            }
+        };
+        entry.pods.push(PendingPod { key, demand, constraints, devices });
     }
     for (key, gang) in gangs.iter_mut() {
         gang.bound = bound_per_gang.get(key).copied().unwrap_or(0);

@@ -159,6 +159,10 @@ impl Cache {
             muster_groups: self.muster_groups.values().collect(),
             plugin_groups: self.plugin_groups.values().collect(),
             priority_classes: self.priority_classes.values().collect(),
+            resource_slices: Vec::new(),
+            device_classes: Vec::new(),
+            resource_claims: Vec::new(),
+            device_taint_rules: Vec::new(),
             assumed: Some(&self.assumed),
         }
     }

@@ -163,7 +163,7 @@ fn operator(object: &str, op: &str) -> Result<SelectorOperator> {
     })
 }
 
-fn requirement(object: &str, r: &NodeSelectorRequirement) -> Result<LabelRequirement> {
+pub(crate) fn requirement(object: &str, r: &NodeSelectorRequirement) -> Result<LabelRequirement> {
     Ok(LabelRequirement {
         key: r.key.clone(),
         operator: operator(object, &r.operator)?,

@@ -1,10 +1,12 @@
 //! The scheduler's shell: everything that talks to the Kubernetes API server, and the
 //! conversion of Kubernetes objects into the engine's model that the simulator shares.
 
+pub mod allocation;
 pub mod assemble;
 pub mod bind;
 pub mod cache;
 pub mod convert;
+pub mod convert_dra;
 pub mod crd;
 pub mod foreign;
 pub mod quantity;

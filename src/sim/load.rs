@@ -5,14 +5,13 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::api::resource::v1::{
-    DeviceClass, DeviceTaintRule, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
-};
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
 use k8s_openapi::api::scheduling::v1beta1::PodGroup as KubernetesPodGroup;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use serde_yaml::Value;
 use thiserror::Error;
 
+use crate::engine::dra::cel::Selector;
 use crate::k8s::assemble::ClusterObjects;
 use crate::k8s::crd::PodGroup as MusterPodGroup;
 use crate::k8s::foreign::PodGroup as PluginPodGroup;
@@ -33,21 +32,10 @@ pub enum Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// The DRA objects of a cluster, kept for the device allocator.
-#[derive(Clone, Debug, Default)]
-pub struct DraObjects {
-    pub device_classes: Vec<DeviceClass>,
-    pub resource_slices: Vec<ResourceSlice>,
-    pub resource_claims: Vec<ResourceClaim>,
-    pub resource_claim_templates: Vec<ResourceClaimTemplate>,
-    pub device_taint_rules: Vec<DeviceTaintRule>,
-}
-
 /// A cluster as read from YAML.
 #[derive(Clone, Debug, Default)]
 pub struct LoadedCluster {
     pub objects: ClusterObjects,
-    pub dra: DraObjects,
     /// Documents skipped because they play no part in scheduling, one line each.
     pub notes: Vec<String>,
 }
@@ -225,11 +213,44 @@ impl Loader {
                 c.objects.plugin_groups.push(g);
             }
             ("scheduling.k8s.io/v1", _) => c.objects.priority_classes.push(typed(value, path, &object)?),
-            (_, "ResourceSlice") => c.dra.resource_slices.push(typed(value, path, &object)?),
-            (_, "DeviceClass") => c.dra.device_classes.push(typed(value, path, &object)?),
-            (_, "ResourceClaim") => c.dra.resource_claims.push(typed(value, path, &object)?),
-            (_, "ResourceClaimTemplate") => c.dra.resource_claim_templates.push(typed(value, path, &object)?),
-            _ => c.dra.device_taint_rules.push(typed(value, path, &object)?),
+            (_, "ResourceSlice") => {
+                let slice: ResourceSlice = typed(value, path, &object)?;
+                check_slice(&slice).map_err(|problem| Error::Invalid { path: path.into(), object, problem })?;
+                c.objects.resource_slices.push(versioned(slice));
+            }
+            (_, "DeviceClass") => {
+                let class: DeviceClass = typed(value, path, &object)?;
+                let selectors = class.spec.as_ref().and_then(|s| s.selectors.as_ref());
+                check_selectors(selectors.into_iter().flatten()).map_err(|problem| Error::Invalid {
+                    path: path.into(),
+                    object,
+                    problem,
+                })?;
+                c.objects.device_classes.push(versioned(class));
+            }
+            (_, "ResourceClaim") => {
+                let claim: ResourceClaim = typed(value, path, &object)?;
+                if let Some(spec) = &claim.spec {
+                    check_claim_spec(&object, spec).map_err(|problem| Error::Invalid {
+                        path: path.into(),
+                        object,
+                        problem,
+                    })?;
+                }
+                c.objects.resource_claims.push(versioned(claim));
+            }
+            (_, "ResourceClaimTemplate") => {
+                let template: ResourceClaimTemplate = typed(value, path, &object)?;
+                if let Some(spec) = template.spec.as_ref().and_then(|t| t.spec.as_ref()) {
+                    check_claim_spec(&object, spec).map_err(|problem| Error::Invalid {
+                        path: path.into(),
+                        object,
+                        problem,
+                    })?;
+                }
+                c.objects.resource_claim_templates.push(versioned(template));
+            }
+            _ => c.objects.device_taint_rules.push(versioned(typed(value, path, &object)?)),
         }
         Ok(())
     }
@@ -251,6 +272,58 @@ impl Loader {
         }
         Ok(())
     }
+}
+
+/// Objects the simulator never changes carry a resourceVersion, as they would on a real
+/// API server, so conversions of them are kept from one cycle to the next.
+fn versioned<K: kube::Resource>(mut object: K) -> K {
+    object.meta_mut().resource_version.get_or_insert_with(|| "1".into());
+    object
+}
+
+/// Selectors must compile, as the API server checks them.
+fn check_selectors<'a>(
+    selectors: impl Iterator<Item = &'a k8s_openapi::api::resource::v1::DeviceSelector>,
+) -> std::result::Result<(), String> {
+    for (i, selector) in selectors.enumerate() {
+        if let Some(cel) = &selector.cel {
+            Selector::compile(&cel.expression).map_err(|e| format!("selectors[{i}].cel.expression: {e}"))?;
+        }
+    }
+    Ok(())
+}
+
+/// A claim's requests must be well formed and their selectors compile.
+fn check_claim_spec(
+    object: &str,
+    spec: &k8s_openapi::api::resource::v1::ResourceClaimSpec,
+) -> std::result::Result<(), String> {
+    crate::k8s::convert_dra::claim_spec(object, spec)
+        .map_err(|e| e.trim_start_matches(&format!("{object}: ")).to_string())?;
+    for request in spec.devices.iter().flat_map(|d| d.requests.iter().flatten()) {
+        let exact = request.exactly.iter().flat_map(|e| e.selectors.iter().flatten());
+        let subs = request.first_available.iter().flatten().flat_map(|s| s.selectors.iter().flatten());
+        check_selectors(exact.chain(subs)).map_err(|e| format!("request {}: {e}", request.name))?;
+    }
+    Ok(())
+}
+
+/// A slice must name its pool and where its devices are, as the API server checks.
+fn check_slice(slice: &ResourceSlice) -> std::result::Result<(), String> {
+    let spec = &slice.spec;
+    let ways = [
+        spec.node_name.is_some(),
+        spec.node_selector.is_some(),
+        spec.all_nodes == Some(true),
+        spec.per_device_node_selection == Some(true),
+    ];
+    if ways.iter().filter(|w| **w).count() != 1 {
+        return Err("exactly one of nodeName, nodeSelector, allNodes and perDeviceNodeSelection must be set".into());
+    }
+    if spec.pool.resource_slice_count < 1 {
+        return Err("pool.resourceSliceCount must be at least 1".into());
+    }
+    Ok(())
 }
 
 fn stamp(mut meta: ObjectMeta, sequence: &mut i64) -> ObjectMeta {

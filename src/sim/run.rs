@@ -1,14 +1,24 @@
 //! Schedules a loaded cluster until nothing more can be placed, with the same conversion
 //! and engine as the scheduler, and reports every pod and PodGroup.
+//!
+//! The simulator plays the cluster's other parts too: the resourceclaim controller (a
+//! claim for every template a pod names, before the first cycle) and the API server's
+//! side of binding (pods get their node, claims their allocation and reservation).
 
 use std::collections::HashMap;
 
+use k8s_openapi::api::core::v1::{Pod, PodResourceClaimStatus};
+use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceClaimStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use serde::Serialize;
 
 use crate::config::Config;
-use crate::engine::model::{GangKind, PodKey};
-use crate::engine::{CycleOutcome, schedule};
-use crate::k8s::assemble::{ClusterObjects, assemble};
+use crate::engine::dra::selectors::SelectorCache;
+use crate::engine::model::{GangKind, PodKey, Snapshot};
+use crate::engine::{CycleOutcome, schedule_with};
+use crate::k8s::allocation;
+use crate::k8s::assemble::{ClusterObjects, Memo, assemble_view};
+use crate::k8s::convert_dra::POD_CLAIM_NAME_ANNOTATION;
 
 /// One device allocated to a pod's claim.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -53,31 +63,130 @@ pub struct Report {
 /// settles long before this.
 const MAX_CYCLES: usize = 100_000;
 
-/// Binds what the cycle placed by setting the pods' nodeName, as the binder does.
-pub fn apply(
-    objects: &mut ClusterObjects,
-    snapshot_nodes: &[crate::engine::model::Node],
-    outcome: &CycleOutcome,
-) -> usize {
-    let mut index: HashMap<(&str, &str), usize> = HashMap::new();
-    for (i, pod) in objects.pods.iter().enumerate() {
-        index.insert(
-            (pod.metadata.namespace.as_deref().unwrap_or("default"), pod.metadata.name.as_deref().unwrap_or("")),
-            i,
-        );
-    }
-    let mut bindings = Vec::new();
-    for placement in &outcome.placements {
-        for (key, node) in &placement.pods {
-            if let Some(&i) = index.get(&(key.namespace.as_str(), key.name.as_str())) {
-                bindings.push((i, snapshot_nodes[*node as usize].name.clone()));
+fn key_of(meta: &ObjectMeta) -> (String, String) {
+    (meta.namespace.clone().unwrap_or_else(|| "default".into()), meta.name.clone().unwrap_or_default())
+}
+
+/// Marks an object changed, so conversions memoised by resourceVersion see it anew.
+fn touch(meta: &mut ObjectMeta, version: &mut u64) {
+    *version += 1;
+    meta.resource_version = Some(format!("sim-{version}"));
+}
+
+/// What the resourceclaim controller does: a claim for each template a pod names (named
+/// `<pod>-<entry>`, owned by the pod, annotated with the entry), recorded in the pod's
+/// `status.resourceClaimStatuses`.
+pub fn create_template_claims(objects: &mut ClusterObjects) {
+    let templates: HashMap<(String, String), usize> =
+        objects.resource_claim_templates.iter().enumerate().map(|(i, t)| (key_of(&t.metadata), i)).collect();
+    let existing: std::collections::HashSet<(String, String)> =
+        objects.resource_claims.iter().map(|c| key_of(&c.metadata)).collect();
+    let mut created = Vec::new();
+    for pod in objects.pods.iter_mut() {
+        let (namespace, pod_name) = key_of(&pod.metadata);
+        let Some(spec) = pod.spec.as_ref() else { continue };
+        let mut statuses = Vec::new();
+        for entry in spec.resource_claims.iter().flatten() {
+            let Some(template) = &entry.resource_claim_template_name else { continue };
+            let Some(&t) = templates.get(&(namespace.clone(), template.clone())) else { continue };
+            let already = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.resource_claim_statuses.as_ref())
+                .is_some_and(|s| s.iter().any(|s| s.name == entry.name));
+            if already {
+                continue;
             }
+            let name = format!("{pod_name}-{}", entry.name);
+            if !existing.contains(&(namespace.clone(), name.clone())) {
+                let Some(template) = objects.resource_claim_templates[t].spec.as_ref() else { continue };
+                let mut meta = template.metadata.clone().unwrap_or_default();
+                meta.name = Some(name.clone());
+                meta.namespace = Some(namespace.clone());
+                meta.annotations.get_or_insert_default().insert(POD_CLAIM_NAME_ANNOTATION.into(), entry.name.clone());
+                meta.owner_references = pod.metadata.uid.as_ref().map(|uid| {
+                    vec![OwnerReference {
+                        api_version: "v1".into(),
+                        kind: "Pod".into(),
+                        name: pod_name.clone(),
+                        uid: uid.clone(),
+                        controller: Some(true),
+                        block_owner_deletion: Some(true),
+                    }]
+                });
+                meta.resource_version = Some("sim-claim".into());
+                created.push(ResourceClaim { metadata: meta, spec: template.spec.clone(), status: None });
+            }
+            statuses.push(PodResourceClaimStatus { name: entry.name.clone(), resource_claim_name: Some(name) });
+        }
+        if !statuses.is_empty() {
+            let status = pod.status.get_or_insert_default();
+            status.resource_claim_statuses.get_or_insert_default().extend(statuses);
         }
     }
-    let count = bindings.len();
-    for (i, node) in bindings {
-        if let Some(spec) = objects.pods[i].spec.as_mut() {
-            spec.node_name = Some(node);
+    objects.resource_claims.extend(created);
+}
+
+/// Binds what the cycle placed, as the binder would: the pods' nodeName, the claims'
+/// allocation and reservation, a claim for extended resources served by DRA.
+pub fn apply(objects: &mut ClusterObjects, snapshot: &Snapshot, outcome: &CycleOutcome) -> usize {
+    let mut version = objects.pods.len() as u64 + objects.resource_claims.len() as u64 + 1_000_000;
+    let mut index: HashMap<(String, String), usize> = HashMap::new();
+    for (i, pod) in objects.pods.iter().enumerate() {
+        index.insert(key_of(&pod.metadata), i);
+    }
+    let claim_index: HashMap<(String, String), usize> =
+        objects.resource_claims.iter().enumerate().map(|(i, c)| (key_of(&c.metadata), i)).collect();
+    let mut count = 0;
+    for placement in &outcome.placements {
+        for claim in &placement.claims {
+            let pod_uid = index
+                .get(&(claim.pod.namespace.clone(), claim.pod.name.clone()))
+                .and_then(|&i| objects.pods[i].metadata.uid.clone())
+                .unwrap_or_default();
+            let reservation = allocation::reserved_for(&claim.pod, &pod_uid);
+            if claim.claim.name.is_empty() {
+                // Extended resources: the claim is made now, allocated and reserved.
+                let Some(alloc) = &claim.allocation else { continue };
+                let mut object = allocation::extended_claim(&claim.pod, &pod_uid, claim);
+                let name = format!("{}-extended-resources", claim.pod.name);
+                object.metadata.name = Some(name.clone());
+                object.metadata.generate_name = None;
+                touch(&mut object.metadata, &mut version);
+                object.status = Some(ResourceClaimStatus {
+                    allocation: Some(allocation::allocation_result(&snapshot.dra, alloc, &claim.pod.to_string(), None)),
+                    reserved_for: Some(vec![reservation]),
+                    devices: None,
+                });
+                if let Some(&i) = index.get(&(claim.pod.namespace.clone(), claim.pod.name.clone())) {
+                    objects.pods[i].status.get_or_insert_default().extended_resource_claim_status =
+                        Some(allocation::extended_status(claim, &name));
+                }
+                objects.resource_claims.push(object);
+                continue;
+            }
+            let Some(&c) = claim_index.get(&(claim.claim.namespace.clone(), claim.claim.name.clone())) else {
+                continue;
+            };
+            let object = &mut objects.resource_claims[c];
+            let status = object.status.get_or_insert_default();
+            if let Some(alloc) = &claim.allocation {
+                status.allocation =
+                    Some(allocation::allocation_result(&snapshot.dra, alloc, &claim.claim.to_string(), None));
+                object.metadata.finalizers.get_or_insert_default().push(allocation::FINALIZER.into());
+            }
+            let status = object.status.get_or_insert_default();
+            status.reserved_for.get_or_insert_default().push(reservation);
+            touch(&mut object.metadata, &mut version);
+        }
+        for (key, node) in &placement.pods {
+            if let Some(&i) = index.get(&(key.namespace.clone(), key.name.clone()))
+                && let Some(spec) = objects.pods[i].spec.as_mut()
+            {
+                spec.node_name = Some(snapshot.nodes[*node as usize].name.clone());
+                touch(&mut objects.pods[i].metadata, &mut version);
+                count += 1;
+            }
         }
     }
     count
@@ -85,17 +194,20 @@ pub fn apply(
 
 /// Schedules until a cycle places nothing, then reports.
 pub fn run(objects: &mut ClusterObjects, config: &Config) -> Report {
+    create_template_claims(objects);
     let cycle = config.cycle();
     let mut last = CycleOutcome::default();
     let now = latest_creation(objects);
+    let mut memo = Memo::default();
+    let mut selectors = SelectorCache::default();
     for _ in 0..MAX_CYCLES {
-        let assembled = assemble(objects, &config.scheduler_name, now);
-        last = schedule(&assembled.snapshot, &cycle);
-        if apply(objects, &assembled.snapshot.nodes, &last) == 0 {
+        let assembled = assemble_view(&objects.view(), &config.scheduler_name, now, &mut memo);
+        last = schedule_with(&assembled.snapshot, &cycle, &mut selectors);
+        if apply(objects, &assembled.snapshot, &last) == 0 {
             break;
         }
     }
-    report(objects, config, &last)
+    report(objects, config, &last, &mut memo)
 }
 
 /// A YAML cluster is a moment in time: the simulation runs as of its newest object, so
@@ -111,9 +223,68 @@ fn latest_creation(objects: &ClusterObjects) -> i64 {
         .unwrap_or(0)
 }
 
-fn report(objects: &ClusterObjects, config: &Config, last: &CycleOutcome) -> Report {
-    let assembled = assemble(objects, &config.scheduler_name, latest_creation(objects));
+/// The devices a bound pod holds, through its claims.
+fn pod_devices(pod: &Pod, claims: &HashMap<(String, String), &ResourceClaim>) -> Vec<DeviceResult> {
+    let namespace = pod.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+    let mut named: Vec<(String, String)> = Vec::new();
+    let statuses = pod.status.as_ref().and_then(|s| s.resource_claim_statuses.as_ref());
+    for entry in pod.spec.as_ref().and_then(|s| s.resource_claims.as_ref()).into_iter().flatten() {
+        let claim = entry.resource_claim_name.clone().or_else(|| {
+            statuses.and_then(|s| s.iter().find(|s| s.name == entry.name)).and_then(|s| s.resource_claim_name.clone())
+        });
+        if let Some(claim) = claim {
+            named.push((entry.name.clone(), claim));
+        }
+    }
+    let extended = pod.status.as_ref().and_then(|s| s.extended_resource_claim_status.as_ref());
+    let mut devices = Vec::new();
+    for (entry, claim) in &named {
+        let Some(object) = claims.get(&(namespace.clone(), claim.clone())) else { continue };
+        for r in allocated(object) {
+            devices.push(DeviceResult {
+                claim: entry.clone(),
+                request: r.request.clone(),
+                driver: r.driver.clone(),
+                pool: r.pool.clone(),
+                device: r.device.clone(),
+            });
+        }
+    }
+    if let Some(status) = extended
+        && let Some(object) = claims.get(&(namespace.clone(), status.resource_claim_name.clone()))
+    {
+        for r in allocated(object) {
+            let resource = status.request_mappings.iter().find(|m| m.request_name == r.request);
+            devices.push(DeviceResult {
+                claim: resource.map_or_else(|| r.request.clone(), |m| m.resource_name.clone()),
+                request: r.request.clone(),
+                driver: r.driver.clone(),
+                pool: r.pool.clone(),
+                device: r.device.clone(),
+            });
+        }
+    }
+    devices
+}
+
+fn allocated(
+    claim: &ResourceClaim,
+) -> impl Iterator<Item = &k8s_openapi::api::resource::v1::DeviceRequestAllocationResult> {
+    claim
+        .status
+        .as_ref()
+        .and_then(|s| s.allocation.as_ref())
+        .and_then(|a| a.devices.as_ref())
+        .and_then(|d| d.results.as_ref())
+        .into_iter()
+        .flatten()
+}
+
+fn report(objects: &ClusterObjects, config: &Config, last: &CycleOutcome, memo: &mut Memo) -> Report {
+    let assembled = assemble_view(&objects.view(), &config.scheduler_name, latest_creation(objects), memo);
     let waiting: HashMap<_, String> = last.waiting.iter().map(|w| (w.gang.clone(), w.to_string())).collect();
+    let claims: HashMap<(String, String), &ResourceClaim> =
+        objects.resource_claims.iter().map(|c| (key_of(&c.metadata), c)).collect();
     let mut pods = Vec::new();
     for pod in &objects.pods {
         let spec = pod.spec.as_ref();
@@ -136,7 +307,8 @@ fn report(objects: &ClusterObjects, config: &Config, last: &CycleOutcome) -> Rep
             let gang = assembled.gang_of.get(&key);
             Some(gang.and_then(|g| waiting.get(g).cloned()).unwrap_or_else(|| "not considered for scheduling".into()))
         };
-        pods.push(PodResult { namespace: key.namespace, name: key.name, node, devices: Vec::new(), reason });
+        let devices = if node.is_some() { pod_devices(pod, &claims) } else { Vec::new() };
+        pods.push(PodResult { namespace: key.namespace, name: key.name, node, devices, reason });
     }
     pods.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
 

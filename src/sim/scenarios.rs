@@ -39,7 +39,7 @@ fn settle(objects: &mut ClusterObjects, config: &Config, now: i64) {
     loop {
         let assembled = assemble(objects, &config.scheduler_name, START + now);
         let outcome = schedule(&assembled.snapshot, &cycle);
-        if apply(objects, &assembled.snapshot.nodes, &outcome) == 0 {
+        if apply(objects, &assembled.snapshot, &outcome) == 0 {
             break;
         }
     }

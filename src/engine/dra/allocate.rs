@@ -187,14 +187,14 @@ pub fn allocate(
         return Err(Failure::Pod(error));
     }
     if steps >= MAX_STEPS {
-        return Err(Failure::Node(format!("device search gave up after {MAX_STEPS} steps")));
+        return Err(Failure::Node(format!("gave up the device search after {MAX_STEPS} steps")));
     }
-    Err(Failure::Node(short.map(|(_, why)| why).unwrap_or_else(|| "no devices for the pod's claims".into())))
+    Err(Failure::Node(short.map(|(_, why)| why).unwrap_or_else(|| "had no devices for the pod's claims".into())))
 }
 
 impl Search<'_, '_> {
     fn label(&self, c: usize, r: usize) -> String {
-        format!("claim {}, request {}", self.claims[c].label, self.claims[c].spec.spec.requests[r].name)
+        format!("claim {} (request {})", self.claims[c].label, self.claims[c].spec.spec.requests[r].name)
     }
 
     fn ran_short(&mut self, item: usize, why: impl FnOnce() -> String) {
@@ -220,7 +220,10 @@ impl Search<'_, '_> {
                     if candidates.len() < n as usize {
                         let label = self.label(c, r);
                         let found = candidates.len();
-                        self.ran_short(item, || format!("{label}: {found} of {n} devices match"));
+                        self.ran_short(item, || match found {
+                            0 => format!("had no device matching {label}"),
+                            _ => format!("had {found} of the {n} devices matching {label}"),
+                        });
                         false
                     } else {
                         self.pick(item, a, &candidates, n as usize, 0)
@@ -373,7 +376,7 @@ impl Search<'_, '_> {
         let sub = &claims[c].spec.spec.requests[r].alternatives[a];
         if self.chosen[c].len() + need > MAX_RESULTS {
             let label = self.label(c, r);
-            self.ran_short(item, || format!("{label}: more than {MAX_RESULTS} devices in one claim"));
+            self.ran_short(item, || format!("would need more than {MAX_RESULTS} devices in one claim for {label}"));
             return false;
         }
         let mut available = 0usize;
@@ -407,9 +410,9 @@ impl Search<'_, '_> {
             let total = candidates.len();
             self.ran_short(item, || {
                 if available < need {
-                    format!("{label}: {available} of the {need} devices it needs are free ({total} match)")
+                    format!("had {available} of {total} devices matching {label} free (needs {need})")
                 } else {
-                    format!("{label}: no {need} free devices keep the claim's constraints")
+                    format!("had no {need} free devices for {label} that keep the claim's constraints")
                 }
             });
         }
@@ -421,24 +424,20 @@ impl Search<'_, '_> {
         let (c, r) = self.items[item];
         let label = self.label(c, r);
         if candidates.is_empty() {
-            self.ran_short(item, || format!("{label}: asks for all matching devices and none exist on the node"));
+            self.ran_short(item, || format!("had no device matching {label}, which asks for all of them"));
             return false;
         }
         let dra = self.alloc.dra;
-        if let Some(pool) = candidates
-            .iter()
-            .map(|&d| &dra.pools[dra.devices[d as usize].pool_index as usize])
-            .find(|pool| !pool.complete)
-        {
+        if let Some(pool) = candidates.iter().map(|&d| dra.pool_of(d)).find(|pool| !pool.complete) {
             let name = format!("{}/{}", pool.driver, pool.name);
             self.ran_short(item, || {
-                format!("{label}: asks for all devices, but resource pool {name} is being updated")
+                format!("had resource pool {name} being updated, and {label} asks for all devices")
             });
             return false;
         }
         if self.chosen[c].len() + candidates.len() > MAX_RESULTS {
             let n = candidates.len();
-            self.ran_short(item, || format!("{label}: asks for all {n} devices, more than {MAX_RESULTS} in one claim"));
+            self.ran_short(item, || format!("had {n} devices matching {label}, more than {MAX_RESULTS} in one claim"));
             return false;
         }
         let mark = self.alloc.state.mark();
@@ -453,7 +452,7 @@ impl Search<'_, '_> {
                 _ => {
                     self.chosen[c].truncate(before);
                     self.alloc.state.rollback(mark);
-                    self.ran_short(item, || format!("{label}: asks for all matching devices and some are in use"));
+                    self.ran_short(item, || format!("had devices in use that {label} asks for all of"));
                     return false;
                 }
             }

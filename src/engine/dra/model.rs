@@ -145,8 +145,6 @@ pub struct Device {
     pub driver: Arc<str>,
     pub pool: Arc<str>,
     pub name: String,
-    /// Index of its pool in [`DraSnapshot::pools`].
-    pub pool_index: u32,
     /// Attributes by fully qualified name (`gpu.nvidia.com/productName`): short names as
     /// published are qualified with the driver's name.
     pub attributes: HashMap<String, AttributeValue>,
@@ -323,8 +321,11 @@ pub struct PodClaim {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ExtendedRequest {
     pub resource: crate::engine::resources::ResourceId,
+    /// The resource's name (`nvidia.com/gpu`).
+    pub resource_name: String,
     pub class: String,
     pub count: u32,
+    pub container: String,
     /// `container-<i>-request-<j>`, as Kubernetes names it.
     pub request_name: String,
 }
@@ -344,6 +345,8 @@ pub struct DeviceUse {
 pub struct DraSnapshot {
     pub pools: Vec<Pool>,
     pub devices: Vec<Arc<Device>>,
+    /// Per device: the index of its pool in `pools`.
+    pub device_pools: Vec<u32>,
     /// Per node (by `NodeIdx`): the devices it can reach, in allocation order.
     pub node_devices: Vec<Vec<DeviceIdx>>,
     pub classes: HashMap<String, Arc<DeviceClass>>,
@@ -365,6 +368,10 @@ impl PartialEq for DraSnapshot {
 }
 
 impl DraSnapshot {
+    pub fn pool_of(&self, device: DeviceIdx) -> &Pool {
+        &self.pools[self.device_pools[device as usize] as usize]
+    }
+
     pub fn is_empty(&self) -> bool {
         self.devices.is_empty() && self.classes.is_empty()
     }

@@ -98,10 +98,11 @@ impl DeviceState {
             return true;
         }
         let d = &dra.devices[device as usize];
-        let pool = &dra.pools[d.pool_index as usize];
+        let pool = dra.pool_of(device);
+        let pool_index = dra.device_pools[device as usize];
         d.consumes.iter().all(|(set, counter, q)| {
             let Some(available) = pool.counter_sets.get(set).and_then(|s| s.get(counter)) else { return false };
-            let key = (d.pool_index, set.clone(), counter.clone());
+            let key = (pool_index, set.clone(), counter.clone());
             let used = self.counters.get(&key).copied().unwrap_or_default();
             used.checked_add(*q).is_some_and(|total| total <= *available)
         })
@@ -111,8 +112,9 @@ impl DeviceState {
     pub fn take(&mut self, dra: &DraSnapshot, device: DeviceIdx, amounts: Option<Vec<(usize, Quantity)>>) {
         let d = &dra.devices[device as usize];
         if self.is_free(device) {
+            let pool_index = dra.device_pools[device as usize];
             for (set, counter, q) in &d.consumes {
-                let key = (d.pool_index, set.clone(), counter.clone());
+                let key = (pool_index, set.clone(), counter.clone());
                 let c = self.counters.entry(key.clone()).or_default();
                 *c = c.checked_add(*q).unwrap_or(*c);
                 self.undo.push(Undo::Counter(key, *q));

@@ -1,0 +1,276 @@
+//! Claims inside the gang transaction: per cycle, the devices taken so far, the claims
+//! allocated so far (a claim shared by several pods is allocated once, and its other pods
+//! follow its devices), and per pod and node, the allocation of everything the pod claims.
+//! Every change is undone to a mark when a gang does not fit whole.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::dra::allocate::{self, Allocator, ClaimToAllocate, Failure, ResolvedSpec};
+use super::dra::model::{
+    AllocatedDevice, AllocationMode, ClaimKey, ClaimNeed, ClaimSpec, DeviceNodes, DraSnapshot, ExtendedRequest,
+    NodeSelector, Request, SubRequest,
+};
+use super::dra::selectors::SelectorCache;
+use super::dra::state::{DeviceState, Mark};
+use super::model::{Node, NodeIdx, PendingPod, PodDevices, PodKey};
+use super::resources::{Demand, ResourceId};
+
+/// A claim as this cycle decided it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClaimPlacement {
+    pub pod: PodKey,
+    /// The pod's name for the claim (its `spec.resourceClaims` entry), or, for extended
+    /// resources served by DRA, the first such resource's name.
+    pub name: String,
+    /// The claim; for extended resources it does not exist yet (its name is empty) and the
+    /// binder creates it.
+    pub claim: ClaimKey,
+    /// Devices allocated now; None when the claim was already allocated (by an earlier
+    /// cycle, or for another pod of this gang) and only the pod's reservation is added.
+    pub allocation: Option<Allocation>,
+    /// For the extended-resource claim: the requests it serves, per container.
+    pub extended: Vec<ExtendedRequest>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Allocation {
+    pub devices: Vec<AllocatedDevice>,
+    /// Where the devices can be used; None when from every node.
+    pub node_selector: Option<NodeSelector>,
+}
+
+/// A shape's device needs, resolved once per cycle.
+pub struct ShapeDevices {
+    pub pod: Arc<PodDevices>,
+    /// Per claim of the pod: its resolved spec when it needs allocating.
+    resolved: Vec<Option<ResolvedSpec>>,
+    /// Per set of extended resources the node lacks (a bit per `pod.extended` entry): the
+    /// demand left for the node and the claim DRA serves the rest with.
+    variants: HashMap<u64, (Arc<Demand>, Option<ResolvedSpec>)>,
+    /// A problem that stops the pod anywhere (a missing class, a selector that does not
+    /// compile).
+    pub error: Option<String>,
+}
+
+/// Devices of a cycle.
+pub struct ClaimWork<'s> {
+    pub dra: &'s DraSnapshot,
+    pub state: DeviceState,
+    pub selectors: &'s mut SelectorCache,
+    /// Claims shared by several pods, allocated in this cycle: where their devices are.
+    allocated_now: HashMap<ClaimKey, Option<NodeSelector>>,
+    log: Vec<ClaimKey>,
+}
+
+/// A point to undo to.
+#[derive(Clone, Copy, Debug)]
+pub struct ClaimMark {
+    devices: Mark,
+    log: usize,
+}
+
+fn extended_spec(requests: &[&ExtendedRequest]) -> Arc<ClaimSpec> {
+    Arc::new(ClaimSpec {
+        requests: requests
+            .iter()
+            .map(|r| Request {
+                name: r.request_name.clone(),
+                alternatives: vec![SubRequest {
+                    result_name: r.request_name.clone(),
+                    class: r.class.clone(),
+                    selectors: Vec::new(),
+                    mode: AllocationMode::ExactCount(r.count),
+                    admin_access: false,
+                    tolerations: Vec::new(),
+                    capacity: Vec::new(),
+                }],
+            })
+            .collect(),
+        constraints: Vec::new(),
+    })
+}
+
+/// Where a set of devices can be used: on one node if any of them is local to it.
+fn node_selector(dra: &DraSnapshot, devices: &[AllocatedDevice], node: &Node) -> Option<NodeSelector> {
+    let mut all_nodes = true;
+    let mut selector: Option<&NodeSelector> = None;
+    for d in devices {
+        match &dra.devices[d.device as usize].nodes {
+            DeviceNodes::Node(_) => return Some(NodeSelector::node_name(&node.name)),
+            DeviceNodes::Selector(s) => {
+                all_nodes = false;
+                if selector.is_some_and(|seen| seen != s) {
+                    return Some(NodeSelector::node_name(&node.name));
+                }
+                selector = Some(s);
+            }
+            DeviceNodes::All => {}
+        }
+    }
+    if all_nodes { None } else { selector.cloned() }
+}
+
+impl<'s> ClaimWork<'s> {
+    pub fn new(dra: &'s DraSnapshot, selectors: &'s mut SelectorCache) -> ClaimWork<'s> {
+        ClaimWork { dra, state: DeviceState::new(dra), selectors, allocated_now: HashMap::new(), log: Vec::new() }
+    }
+
+    pub fn mark(&self) -> ClaimMark {
+        ClaimMark { devices: self.state.mark(), log: self.log.len() }
+    }
+
+    pub fn rollback(&mut self, mark: ClaimMark) {
+        self.state.rollback(mark.devices);
+        for key in self.log.drain(mark.log..) {
+            self.allocated_now.remove(&key);
+        }
+    }
+
+    /// Free devices a node can reach, for scoring.
+    pub fn free_devices(&self, node: NodeIdx) -> usize {
+        self.dra.node_devices[node as usize].iter().filter(|&&d| self.state.is_free(d)).count()
+    }
+
+    /// Resolves a shape's needs: class selectors and request selectors, compiled once.
+    pub fn shape(&mut self, pod: &Arc<PodDevices>) -> ShapeDevices {
+        let mut error = None;
+        let resolved = pod
+            .claims
+            .iter()
+            .map(|claim| match &claim.need {
+                ClaimNeed::Allocate(spec) => {
+                    let resolved = ResolvedSpec::resolve(spec, self.dra, self.selectors);
+                    if error.is_none()
+                        && let Some(why) = resolved.unusable()
+                    {
+                        error = Some(format!("claim {}, {why}", claim.name));
+                    }
+                    Some(resolved)
+                }
+                ClaimNeed::Allocated(_) => None,
+            })
+            .collect();
+        for request in &pod.extended {
+            if error.is_none() && !self.dra.classes.contains_key(&request.class) {
+                error = Some(format!("{}: device class {} does not exist", request.resource_name, request.class));
+            }
+        }
+        ShapeDevices { pod: pod.clone(), resolved, variants: HashMap::new(), error }
+    }
+
+    /// The demand a pod of the shape puts on `node`'s own capacity: extended resources the
+    /// node does not list are left to DRA.
+    pub fn node_demand(&mut self, shape: &mut ShapeDevices, demand: &Demand, node: &Node) -> Arc<Demand> {
+        let mask = missing_mask(&shape.pod.extended, node);
+        let dra = self.dra;
+        let selectors = &mut *self.selectors;
+        let (node_demand, _) = shape.variants.entry(mask).or_insert_with(|| {
+            if mask == 0 {
+                return (Arc::new(demand.clone()), None);
+            }
+            let served: Vec<&ExtendedRequest> =
+                shape.pod.extended.iter().enumerate().filter(|(i, _)| mask & (1 << i) != 0).map(|(_, r)| r).collect();
+            let kept: Vec<(ResourceId, i64)> =
+                demand.entries().iter().copied().filter(|(id, _)| !served.iter().any(|r| r.resource == *id)).collect();
+            let spec = extended_spec(&served);
+            (Arc::new(Demand::new(kept)), Some(ResolvedSpec::resolve(&spec, dra, selectors)))
+        });
+        node_demand.clone()
+    }
+
+    /// Allocates what `pod` claims on `node`, or says why not; on success the devices are
+    /// taken until a rollback.
+    pub fn fit(
+        &mut self,
+        shape: &mut ShapeDevices,
+        pod: &PendingPod,
+        node_index: NodeIdx,
+        node: &Node,
+    ) -> Result<Vec<ClaimPlacement>, Failure> {
+        if let Some(error) = &shape.error {
+            return Err(Failure::Pod(error.clone()));
+        }
+        let devices = pod.devices.as_ref().expect("a device shape's pods have devices");
+        let mut to_allocate: Vec<usize> = Vec::new();
+        for (i, claim) in devices.claims.iter().enumerate() {
+            let selector = match &claim.need {
+                ClaimNeed::Allocated(existing) => Some(existing.node_selector.as_ref()),
+                ClaimNeed::Allocate(_) => self.allocated_now.get(&claim.claim).map(Option::as_ref),
+            };
+            match selector {
+                Some(Some(selector)) if !selector.matches(node) => {
+                    return Err(Failure::Node(format!("are not where the devices of claim {} are", claim.name)));
+                }
+                Some(_) => {}
+                None => to_allocate.push(i),
+            }
+        }
+        let mask = missing_mask(&devices.extended, node);
+        let (_, implicit) = shape.variants.get(&mask).expect("node_demand made the variant");
+        let mut claims: Vec<ClaimToAllocate<'_>> = to_allocate
+            .iter()
+            .map(|&i| ClaimToAllocate {
+                label: &devices.claims[i].name,
+                spec: shape.resolved[i].as_ref().expect("claims to allocate are resolved"),
+            })
+            .collect();
+        if let Some(spec) = implicit {
+            claims.push(ClaimToAllocate { label: &devices.extended[0].resource_name, spec });
+        }
+        let mut allocator = Allocator { dra: self.dra, selectors: self.selectors, state: &mut self.state };
+        let results = allocate::allocate(&mut allocator, node_index, &claims)?;
+        let mut placements = Vec::with_capacity(devices.claims.len() + 1);
+        let mut results = results.into_iter();
+        for (i, claim) in devices.claims.iter().enumerate() {
+            let allocation = if to_allocate.contains(&i) {
+                let devices = results.next().expect("one result per claim");
+                let selector = node_selector(self.dra, &devices, node);
+                if !claim.private {
+                    self.allocated_now.insert(claim.claim.clone(), selector.clone());
+                    self.log.push(claim.claim.clone());
+                }
+                Some(Allocation { devices, node_selector: selector })
+            } else {
+                None
+            };
+            placements.push(ClaimPlacement {
+                pod: pod.key.clone(),
+                name: claim.name.clone(),
+                claim: claim.claim.clone(),
+                allocation,
+                extended: Vec::new(),
+            });
+        }
+        if let Some(devices_of_implicit) = results.next() {
+            let served: Vec<ExtendedRequest> = devices
+                .extended
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| mask & (1 << i) != 0)
+                .map(|(_, r)| r.clone())
+                .collect();
+            placements.push(ClaimPlacement {
+                pod: pod.key.clone(),
+                name: served[0].resource_name.clone(),
+                claim: ClaimKey { namespace: pod.key.namespace.clone(), name: String::new() },
+                allocation: Some(Allocation {
+                    node_selector: node_selector(self.dra, &devices_of_implicit, node),
+                    devices: devices_of_implicit,
+                }),
+                extended: served,
+            });
+        }
+        Ok(placements)
+    }
+}
+
+/// Which of the pod's DRA-servable extended resources `node` does not list as allocatable.
+fn missing_mask(extended: &[ExtendedRequest], node: &Node) -> u64 {
+    extended
+        .iter()
+        .take(64)
+        .enumerate()
+        .filter(|(_, r)| node.allocatable.get(r.resource) <= 0)
+        .fold(0u64, |mask, (i, _)| mask | (1 << i))
+}
