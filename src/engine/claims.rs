@@ -91,24 +91,27 @@ fn extended_spec(requests: &[&ExtendedRequest]) -> Arc<ClaimSpec> {
     })
 }
 
-/// Where a set of devices can be used: on one node if any of them is local to it.
+/// Where a set of devices can be used, as Kubernetes writes it: pinned to the node if any
+/// of them is local to it; otherwise the requirements of their node selectors, all in one
+/// term; nowhere in particular (None) when every device is reachable from every node.
 fn node_selector(dra: &DraSnapshot, devices: &[AllocatedDevice], node: &Node) -> Option<NodeSelector> {
-    let mut all_nodes = true;
-    let mut selector: Option<&NodeSelector> = None;
+    let mut term: Vec<crate::engine::model::LabelRequirement> = Vec::new();
     for d in devices {
         match &dra.devices[d.device as usize].nodes {
             DeviceNodes::Node(_) => return Some(NodeSelector::node_name(&node.name)),
-            DeviceNodes::Selector(s) => {
-                all_nodes = false;
-                if selector.is_some_and(|seen| seen != s) {
-                    return Some(NodeSelector::node_name(&node.name));
+            DeviceNodes::Selector(s) if s.terms.len() == 1 => {
+                for requirement in &s.terms[0] {
+                    if !term.contains(requirement) {
+                        term.push(requirement.clone());
+                    }
                 }
-                selector = Some(s);
             }
+            // A selector of several terms cannot be merged into one: pin to the node.
+            DeviceNodes::Selector(_) => return Some(NodeSelector::node_name(&node.name)),
             DeviceNodes::All => {}
         }
     }
-    if all_nodes { None } else { selector.cloned() }
+    (!term.is_empty()).then(|| NodeSelector { terms: vec![term] })
 }
 
 impl<'s> ClaimWork<'s> {

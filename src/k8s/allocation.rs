@@ -55,7 +55,8 @@ pub fn allocation_result(
     let results = allocation
         .devices
         .iter()
-        .map(|d| {
+        .enumerate()
+        .map(|(i, d)| {
             let device = &dra.devices[d.device as usize];
             DeviceRequestAllocationResult {
                 request: d.request.clone(),
@@ -66,7 +67,7 @@ pub fn allocation_result(
                 consumed_capacity: d.consumed.as_ref().map(|c| {
                     c.iter().map(|(name, q)| (name.clone(), KubeQuantity(q.to_string()))).collect::<BTreeMap<_, _>>()
                 }),
-                share_id: d.consumed.as_ref().map(|_| share_id(owner, &d.request, &device.id())),
+                share_id: d.consumed.as_ref().map(|_| share_id(owner, i, &device.id())),
                 ..Default::default()
             }
         })
@@ -78,12 +79,12 @@ pub fn allocation_result(
     }
 }
 
-/// A share's id: unique among the shares of one device. Derived from what makes the
-/// allocation unique, so that writing it twice gives the same id.
-fn share_id(owner: &str, request: &str, device: &str) -> String {
+/// A share's id: unique among the shares of one device. Derived from the claim and the
+/// result's place in it, so that writing the same allocation twice gives the same id.
+fn share_id(owner: &str, result: usize, device: &str) -> String {
     use std::hash::{Hash, Hasher};
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    (owner, request, device).hash(&mut hasher);
+    (owner, result, device).hash(&mut hasher);
     let value = hasher.finish();
     // A UUID's shape, as Kubernetes generates one.
     format!(

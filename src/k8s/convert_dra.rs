@@ -225,7 +225,9 @@ pub fn claim_spec(object: &str, spec: &ResourceClaimSpec) -> Result<ClaimSpec, S
             (Some(name), None) => ConstraintKind::Match(name.clone()),
             (None, Some(name)) => ConstraintKind::Distinct(name.clone()),
             _ => {
-                return Err(format!("{object}: a constraint needs exactly one of matchAttribute and distinctAttribute"));
+                return Err(format!(
+                    "{object}: a constraint needs exactly one of matchAttribute and distinctAttribute"
+                ));
             }
         };
         constraints.push(Constraint { requests: c.requests.clone().unwrap_or_default(), kind });
@@ -346,7 +348,8 @@ fn slice_devices(
             .map_err(|e| format!("{device_object}: {e}"))?;
         for rule in rules {
             let selector = rule.spec.device_selector.as_ref();
-            let selects = selector.is_none_or(|s| {
+            // A rule without a selector selects no device (resource.k8s.io/v1).
+            let selects = selector.is_some_and(|s| {
                 s.driver.as_deref().is_none_or(|v| v == &*driver)
                     && s.pool.as_deref().is_none_or(|v| v == &*pool)
                     && s.device.as_deref().is_none_or(|v| v == d.name)
@@ -624,30 +627,34 @@ pub fn pod_devices(
     // Extended resources a DeviceClass serves, unless a claim for them exists already.
     let served = pod.status.as_ref().and_then(|s| s.extended_resource_claim_status.as_ref()).is_some();
     if !dra.extended_classes.is_empty() && !served {
+        // Requests are named as kube-scheduler names them: the container's index among init
+        // and regular containers, the resource's index among its sorted requests (a limit
+        // without a request is its request, as the API server defaults it).
+        let init = spec.init_containers.as_ref().map_or(0, Vec::len);
         for (c, container) in spec.containers.iter().enumerate() {
             let resources = container.resources.as_ref();
-            let requests = resources.and_then(|r| r.requests.as_ref());
-            let limits = resources.and_then(|r| r.limits.as_ref());
-            let mut seen: Vec<&String> = Vec::new();
-            for (resource, q) in requests.into_iter().flatten().chain(limits.into_iter().flatten()) {
-                if seen.contains(&resource) {
-                    continue;
-                }
-                seen.push(resource);
-                let Some(class) = dra.extended_classes.get(resource) else { continue };
+            let mut requests: BTreeMap<&String, &k8s_openapi::apimachinery::pkg::api::resource::Quantity> =
+                BTreeMap::new();
+            for (resource, q) in resources.and_then(|r| r.limits.as_ref()).into_iter().flatten() {
+                requests.insert(resource, q);
+            }
+            for (resource, q) in resources.and_then(|r| r.requests.as_ref()).into_iter().flatten() {
+                requests.insert(resource, q);
+            }
+            for (index, (resource, q)) in requests.iter().enumerate() {
+                let Some(class) = dra.extended_classes.get(*resource) else { continue };
                 let count =
                     Quantity::parse(&q.0).map_err(|e| format!("container {}: {e}", container.name))?.units_ceil();
                 if count <= 0 {
                     continue;
                 }
-                let index = devices.extended.iter().filter(|r| r.container == container.name).count();
                 devices.extended.push(ExtendedRequest {
                     resource: names.intern(resource),
-                    resource_name: resource.clone(),
+                    resource_name: (*resource).clone(),
                     class: class.clone(),
                     count: count as u32,
                     container: container.name.clone(),
-                    request_name: format!("container-{c}-request-{index}"),
+                    request_name: format!("container-{}-request-{index}", init + c),
                 });
             }
         }

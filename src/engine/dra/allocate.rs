@@ -85,6 +85,13 @@ impl ResolvedSpec {
     }
 }
 
+/// Whether every taint that blocks allocation (NoSchedule, NoExecute) is tolerated.
+fn tolerated(device: &super::model::Device, sub: &SubRequest) -> bool {
+    device.taints.iter().all(|t| {
+        t.effect == super::model::DeviceTaintEffect::None || sub.tolerations.iter().any(|tol| tol.tolerates(t))
+    })
+}
+
 fn origin_text(origin: SelectorOrigin, class: &str) -> String {
     match origin {
         SelectorOrigin::Class(i) => format!("class {class} selector #{i}"),
@@ -217,7 +224,9 @@ impl Search<'_, '_> {
             let sub = &self.claims[c].spec.spec.requests[r].alternatives[a];
             let fits = match sub.mode {
                 AllocationMode::ExactCount(n) => {
-                    if candidates.len() < n as usize {
+                    let shared =
+                        candidates.iter().any(|&d| self.alloc.dra.devices[d as usize].allow_multiple_allocations);
+                    if candidates.len() < n as usize && !shared {
                         let label = self.label(c, r);
                         let found = candidates.len();
                         self.ran_short(item, || match found {
@@ -256,7 +265,12 @@ impl Search<'_, '_> {
             }
         };
         let mut found = Vec::new();
+        let all_mode = sub.mode == AllocationMode::All;
         for &d in &dra.node_devices[self.node as usize] {
+            // A pool being updated serves nothing until all its slices are there.
+            if !dra.pool_of(d).complete {
+                continue;
+            }
             let device = &dra.devices[d as usize];
             let mut all = true;
             for &(id, origin) in ids {
@@ -280,10 +294,8 @@ impl Search<'_, '_> {
             if !all {
                 continue;
             }
-            let tolerated = device.taints.iter().all(|t| {
-                t.effect == super::model::DeviceTaintEffect::None || sub.tolerations.iter().any(|tol| tol.tolerates(t))
-            });
-            if !tolerated {
+            // `All` takes every matching device or none: a tainted one fails it later.
+            if !all_mode && !tolerated(device, sub) {
                 continue;
             }
             let has_capacity = sub.capacity.iter().all(|(name, amount)| {
@@ -311,7 +323,7 @@ impl Search<'_, '_> {
             let requested =
                 sub.capacity.iter().find(|(asked, _)| device.capacity_index(asked) == Some(i)).map(|(_, q)| *q);
             let amount = match &capacity.policy {
-                Some(policy) => policy.consumed(requested).ok_or(())?,
+                Some(policy) => policy.consumed(requested, capacity.value).ok_or(())?,
                 None => requested.unwrap_or(capacity.value),
             };
             amounts.push((i, amount));
@@ -362,8 +374,9 @@ impl Search<'_, '_> {
         self.chosen[c].push(Chosen { request: r, alternative: a, device: d, admin_access, consumed });
     }
 
+    /// A device may serve one claim once, unless it allows several allocations.
     fn already_in_claim(&self, c: usize, d: DeviceIdx) -> bool {
-        self.chosen[c].iter().any(|ch| ch.device == d)
+        !self.alloc.dra.devices[d as usize].allow_multiple_allocations && self.chosen[c].iter().any(|ch| ch.device == d)
     }
 
     /// Picks `need` more devices for the item's alternative `a`, from `candidates[start..]`.
@@ -379,13 +392,12 @@ impl Search<'_, '_> {
             self.ran_short(item, || format!("would need more than {MAX_RESULTS} devices in one claim for {label}"));
             return false;
         }
-        let mut available = 0usize;
         for (i, &d) in candidates.iter().enumerate().skip(start) {
             self.steps += 1;
             if self.steps >= MAX_STEPS || self.error.is_some() {
                 return false;
             }
-            if candidates.len() - i < need {
+            if candidates.len() - i < need && !self.alloc.dra.devices[d as usize].allow_multiple_allocations {
                 break;
             }
             if self.already_in_claim(c, d) {
@@ -393,13 +405,14 @@ impl Search<'_, '_> {
             }
             let holding = if sub.admin_access { Ok(None) } else { self.holding(d, sub) };
             let Ok(holding) = holding else { continue };
-            available += 1;
             if !self.keeps_constraints(c, r, &sub.result_name, d) {
                 continue;
             }
             let mark = self.alloc.state.mark();
             self.choose(c, r, a, d, holding);
-            if self.pick(item, a, candidates, need - 1, i + 1) {
+            // A shared device may give this claim another share.
+            let next = if self.alloc.dra.devices[d as usize].allow_multiple_allocations { i } else { i + 1 };
+            if self.pick(item, a, candidates, need - 1, next) {
                 return true;
             }
             self.chosen[c].pop();
@@ -408,6 +421,10 @@ impl Search<'_, '_> {
         if start == 0 {
             let label = self.label(c, r);
             let total = candidates.len();
+            let available = candidates
+                .iter()
+                .filter(|&&d| !self.already_in_claim(c, d) && (sub.admin_access || self.holding(d, sub).is_ok()))
+                .count();
             self.ran_short(item, || {
                 if available < need {
                     format!("had {available} of {total} devices matching {label} free (needs {need})")
@@ -423,16 +440,17 @@ impl Search<'_, '_> {
     fn take_all(&mut self, item: usize, a: usize, candidates: &[DeviceIdx]) -> bool {
         let (c, r) = self.items[item];
         let label = self.label(c, r);
-        if candidates.is_empty() {
-            self.ran_short(item, || format!("had no device matching {label}, which asks for all of them"));
-            return false;
-        }
         let dra = self.alloc.dra;
-        if let Some(pool) = candidates.iter().map(|&d| dra.pool_of(d)).find(|pool| !pool.complete) {
+        let node_devices = &dra.node_devices[self.node as usize];
+        if let Some(pool) = node_devices.iter().map(|&d| dra.pool_of(d)).find(|pool| !pool.complete) {
             let name = format!("{}/{}", pool.driver, pool.name);
             self.ran_short(item, || {
                 format!("had resource pool {name} being updated, and {label} asks for all devices")
             });
+            return false;
+        }
+        if candidates.is_empty() {
+            self.ran_short(item, || format!("had no device matching {label}, which asks for all of them"));
             return false;
         }
         if self.chosen[c].len() + candidates.len() > MAX_RESULTS {
@@ -444,6 +462,11 @@ impl Search<'_, '_> {
         let before = self.chosen[c].len();
         let claims = self.claims;
         let sub = &claims[c].spec.spec.requests[r].alternatives[a];
+        if let Some(&d) = candidates.iter().find(|&&d| !tolerated(&dra.devices[d as usize], sub)) {
+            let device = dra.devices[d as usize].id();
+            self.ran_short(item, || format!("had device {device} tainted, and {label} asks for all matching devices"));
+            return false;
+        }
         for &d in candidates {
             let holding = if sub.admin_access { Ok(None) } else { self.holding(d, sub) };
             let ok = !self.already_in_claim(c, d) && self.keeps_constraints(c, r, &sub.result_name, d);

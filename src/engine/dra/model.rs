@@ -85,8 +85,10 @@ pub struct CapacityPolicy {
 impl CapacityPolicy {
     /// The amount an allocation that asks for `requested` consumes, or None when the
     /// policy cannot grant it.
-    pub fn consumed(&self, requested: Option<Quantity>) -> Option<Quantity> {
-        let Some(requested) = requested.or(self.default) else { return None };
+    /// `full` is the device's whole capacity, what a request that names no amount and
+    /// meets no default consumes.
+    pub fn consumed(&self, requested: Option<Quantity>, full: Quantity) -> Option<Quantity> {
+        let Some(requested) = requested.or(self.default) else { return Some(full) };
         if !self.values.is_empty() {
             return self.values.iter().copied().find(|v| *v >= requested);
         }
