@@ -52,6 +52,7 @@ const CASES: &[(&str, Expect)] = &[
     ),
     (r#"quantity("1.5").add(2) == quantity("3.5")"#, True),
     (r#"quantity("1.5").sub(2).sign() == -1"#, True),
+    (r#"sign(quantity("-3")) == -1"#, True),
     (r#"quantity("1.5").isInteger()"#, False),
     (r#"quantity("1.5").asApproximateFloat() == 1.5"#, True),
     (r#"isQuantity("80Gi") && !isQuantity("eighty")"#, True),

@@ -10,14 +10,14 @@ use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, ListParams};
+use kube::api::Api;
 use muster::engine::model::{GangKey, PodKey};
 use muster::k8s::bind::{BindHook, HookAction};
 use muster::k8s::crd::{PodGroup, PodGroupPhase, PodGroupSpec, PodGroupStatus};
 use serde_json::json;
 use support::builders;
 use support::cluster::{TEST_LABEL, within};
+use support::wait::{events_for, node_of, phase, pods, unschedulable_message, wait_for_events, wait_for_pods};
 use support::{KubeletEmulator, TestCluster, muster as scheduler};
 
 const GROUP_LABEL: &str = "muster.dev/pod-group";
@@ -67,58 +67,12 @@ fn gang_pod(cluster: &TestCluster, name: &str, group: &str, gpus: u32) -> Pod {
     builders::pod(name, &cluster.scheduler_name, gpus, &[(GROUP_LABEL, group)])
 }
 
-async fn pods(cluster: &TestCluster) -> Vec<Pod> {
-    cluster.api::<Pod>().list(&ListParams::default()).await.expect("list pods").items
-}
-
-fn node_of(pod: &Pod) -> Option<&str> {
-    pod.spec.as_ref().and_then(|s| s.node_name.as_deref())
-}
-
-fn phase(pod: &Pod) -> &str {
-    pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("")
-}
-
 fn group_of(pod: &Pod) -> &str {
     pod.metadata.labels.as_ref().and_then(|l| l.get(GROUP_LABEL)).map_or("", |s| s.as_str())
 }
 
-/// Polls until `check` holds over the test's pods.
-async fn wait_for_pods(cluster: &TestCluster, seconds: u64, what: &str, check: impl Fn(&[Pod]) -> bool) -> Vec<Pod> {
-    within(seconds, what, async {
-        loop {
-            let all = pods(cluster).await;
-            if check(&all) {
-                return all;
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    })
-    .await
-}
-
 fn running_in(pods: &[Pod], group: &str) -> usize {
     pods.iter().filter(|p| group_of(p) == group && phase(p) == "Running").count()
-}
-
-fn unschedulable_message(pod: &Pod) -> Option<String> {
-    let condition = pod.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == "PodScheduled")?;
-    (condition.status == "False" && condition.reason.as_deref() == Some("Unschedulable"))
-        .then(|| condition.message.clone().unwrap_or_default())
-}
-
-/// Waits up to 10 s for at least one `reason` event on `pod`; returns their notes.
-async fn wait_for_events(cluster: &TestCluster, pod: &str, reason: &str) -> Vec<String> {
-    within(10, &format!("a {reason} event on {pod}"), async {
-        loop {
-            let events = events_for(cluster, pod, reason).await;
-            if !events.is_empty() {
-                return events;
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    })
-    .await
 }
 
 /// Waits for Muster's PodGroup `name` to have a status that passes `check`.
@@ -133,21 +87,6 @@ async fn wait_for_group(cluster: &TestCluster, name: &str, check: impl Fn(&PodGr
         }
     })
     .await
-}
-
-async fn events_for(cluster: &TestCluster, pod: &str, reason: &str) -> Vec<String> {
-    let events: Api<Event> = cluster.api();
-    events
-        .list(&ListParams::default())
-        .await
-        .expect("list events")
-        .items
-        .into_iter()
-        .filter(|e| {
-            e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(pod) && e.reason.as_deref() == Some(reason)
-        })
-        .map(|e| e.note.unwrap_or_default())
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -13,6 +13,8 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, EvictParams, PostParams};
 use serde_json::json;
 
+use super::claim_bind::{self, ClaimDone, ClaimWrite};
+use crate::engine::dra::model::ClaimKey;
 use crate::engine::model::{GangKey, PodKey};
 
 /// What a test hook tells the binder to do before one bind.
@@ -31,6 +33,11 @@ pub enum HookAction {
 pub trait BindHook: Send + Sync {
     /// Called before each bind of a gang's pods; `index` counts binds of this gang from 0.
     fn before_bind(&self, gang: &GangKey, index: usize, pod: &PodKey) -> HookAction;
+
+    /// Called before each claim of the gang is written.
+    fn before_claim(&self, _gang: &GangKey, _claim: &ClaimKey) -> HookAction {
+        HookAction::Proceed
+    }
 }
 
 /// A gang to bind: its pods with their nodes, and how many must be bound for it to stand.
@@ -43,6 +50,8 @@ pub struct GangBinding {
     /// The UID each pod had when it was placed: a pod recreated under the same name (a
     /// StatefulSet's) is neither bound to the old placement nor evicted by mistake.
     pub uids: std::collections::HashMap<PodKey, String>,
+    /// Claims to allocate or reserve before any pod is bound.
+    pub claims: Vec<ClaimWrite>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -76,6 +85,23 @@ impl Binder {
 
     pub async fn bind(&self, binding: &GangBinding) -> BindOutcome {
         let gang = &binding.gang;
+        // Every claim first: a gang whose claims cannot be written binds no pod.
+        let mut written: Vec<ClaimDone> = Vec::with_capacity(binding.claims.len());
+        for write in &binding.claims {
+            let hooked = match self.hook.as_ref().map(|h| h.before_claim(gang, &write.claim)) {
+                Some(HookAction::Fail(message)) => Err(message),
+                _ => claim_bind::write(&self.client, write).await,
+            };
+            match hooked {
+                Ok(done) => written.push(done),
+                Err(error) => {
+                    for done in written.iter().rev() {
+                        claim_bind::undo(&self.client, done, &Default::default()).await;
+                    }
+                    return BindOutcome::RolledBack { evicted: Vec::new(), errors: vec![(write.pod.clone(), error)] };
+                }
+            }
+        }
         let binds: Vec<_> = binding
             .pods
             .iter()
@@ -95,6 +121,15 @@ impl Binder {
             match result {
                 Ok(()) => bound.push(pod),
                 Err(e) => errors.push((pod, e)),
+            }
+        }
+        // Pods that did not bind give their reservations back; bound pods keep theirs until
+        // they are gone.
+        let keep: std::collections::HashSet<String> =
+            bound.iter().filter_map(|p| binding.uids.get(p).cloned()).collect();
+        if !errors.is_empty() {
+            for done in written.iter().rev() {
+                claim_bind::undo(&self.client, done, &keep).await;
             }
         }
         if bound.len() >= binding.needed {

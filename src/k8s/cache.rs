@@ -13,13 +13,16 @@
 use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::resource::v1::{DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::scheduling::v1beta1::PodGroup as KubernetesPodGroup;
 use kube::ResourceExt;
 
 use super::assemble::ClusterView;
+use super::convert_dra::EXTENDED_CLAIM_ANNOTATION;
 use super::crd::PodGroup as MusterPodGroup;
 use super::foreign::PodGroup as PluginPodGroup;
+use crate::engine::dra::model::ClaimKey;
 use crate::engine::model::PodKey;
 
 /// One kind of object, by namespace and name, with relist support.
@@ -89,9 +92,22 @@ pub struct Cache {
     pub muster_groups: Store<MusterPodGroup>,
     pub plugin_groups: Store<PluginPodGroup>,
     pub priority_classes: Store<PriorityClass>,
+    pub resource_slices: Store<ResourceSlice>,
+    pub device_classes: Store<DeviceClass>,
+    pub resource_claims: Store<ResourceClaim>,
+    pub device_taint_rules: Store<DeviceTaintRule>,
     assumed: HashMap<PodKey, String>,
+    /// Claims whose allocation is being written: they hold their devices at once, until
+    /// the watch shows the allocation, or `forget_claim`.
+    assumed_claims: HashMap<ClaimKey, ResourceClaim>,
+    /// Claims for pods' extended resources, being created and allocated, by pod.
+    assumed_extended: HashMap<PodKey, ResourceClaim>,
     /// Only nodes with all these labels are scheduled onto (empty: every node).
     node_labels: Vec<(String, String)>,
+}
+
+fn claim_key(claim: &ResourceClaim) -> ClaimKey {
+    ClaimKey { namespace: claim.namespace().unwrap_or_default(), name: claim.name_any() }
 }
 
 fn pod_key(pod: &Pod) -> PodKey {
@@ -124,6 +140,57 @@ impl Cache {
         self.assumed.retain(|key, _| {
             pods.get(&key.namespace, &key.name).is_some_and(|p| p.spec.as_ref().is_some_and(|s| s.node_name.is_none()))
         });
+    }
+
+    /// A claim changed. Once the watch shows it allocated, its assumption is no longer needed.
+    pub fn apply_claim(&mut self, claim: ResourceClaim) {
+        if claim.status.as_ref().is_some_and(|s| s.allocation.is_some()) {
+            let key = claim_key(&claim);
+            self.assumed_claims.remove(&key);
+            if claim.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(EXTENDED_CLAIM_ANNOTATION)) {
+                for owner in claim.metadata.owner_references.iter().flatten().filter(|o| o.kind == "Pod") {
+                    self.assumed_extended
+                        .remove(&PodKey { namespace: key.namespace.clone(), name: owner.name.clone() });
+                }
+            }
+        }
+        self.resource_claims.apply(claim);
+    }
+
+    pub fn delete_claim(&mut self, claim: &ResourceClaim) {
+        self.assumed_claims.remove(&claim_key(claim));
+        self.resource_claims.delete(claim);
+    }
+
+    /// A claim relist is complete: assumptions of claims now allocated or gone go too.
+    pub fn claims_relisted(&mut self) {
+        self.resource_claims.relist_done();
+        let claims = &self.resource_claims;
+        self.assumed_claims.retain(|key, _| {
+            claims
+                .get(&key.namespace, &key.name)
+                .is_some_and(|c| c.status.as_ref().is_none_or(|s| s.allocation.is_none()))
+        });
+    }
+
+    /// Holds the devices of `claim` (as it will be once written) until the watch shows it
+    /// allocated or `forget_claim` is called. A claim without a name is one being created for
+    /// `pod`'s extended resources.
+    pub fn assume_claim(&mut self, pod: &PodKey, claim: ResourceClaim) {
+        if claim.metadata.name.as_deref().unwrap_or("").is_empty() {
+            self.assumed_extended.insert(pod.clone(), claim);
+        } else {
+            self.assumed_claims.insert(claim_key(&claim), claim);
+        }
+    }
+
+    /// Writing the claim failed and was undone: its devices are free again.
+    pub fn forget_claim(&mut self, pod: &PodKey, claim: &ClaimKey) {
+        if claim.name.is_empty() {
+            self.assumed_extended.remove(pod);
+        } else {
+            self.assumed_claims.remove(claim);
+        }
     }
 
     /// Counts `pod` on `node` until the watch shows it bound or `forget` is called.
@@ -159,10 +226,15 @@ impl Cache {
             muster_groups: self.muster_groups.values().collect(),
             plugin_groups: self.plugin_groups.values().collect(),
             priority_classes: self.priority_classes.values().collect(),
-            resource_slices: Vec::new(),
-            device_classes: Vec::new(),
-            resource_claims: Vec::new(),
-            device_taint_rules: Vec::new(),
+            resource_slices: self.resource_slices.values().collect(),
+            device_classes: self.device_classes.values().collect(),
+            resource_claims: self
+                .resource_claims
+                .values()
+                .map(|c| self.assumed_claims.get(&claim_key(c)).unwrap_or(c))
+                .chain(self.assumed_extended.values())
+                .collect(),
+            device_taint_rules: self.device_taint_rules.values().collect(),
             assumed: Some(&self.assumed),
         }
     }

@@ -5,6 +5,8 @@ pub mod allocation;
 pub mod assemble;
 pub mod bind;
 pub mod cache;
+pub mod claim_bind;
+pub mod claim_release;
 pub mod convert;
 pub mod convert_dra;
 pub mod crd;

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::resource::v1::{DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::scheduling::v1beta1::PodGroup as KubernetesPodGroup;
 use kube::Api;
@@ -15,6 +16,7 @@ use tokio::sync::{Notify, mpsc, oneshot};
 use super::assemble::{Memo, assemble_view};
 use super::bind::{BindHook, BindOutcome, Binder, GangBinding};
 use super::cache::Cache;
+use super::claim_bind;
 use super::crd::PodGroup as MusterPodGroup;
 use super::foreign::PodGroup as PluginPodGroup;
 use super::safety::SafetyNet;
@@ -50,6 +52,9 @@ pub struct Sources {
     pub kubernetes: bool,
     pub muster: bool,
     pub scheduler_plugins: bool,
+    /// resource.k8s.io/v1: ResourceSlices, DeviceClasses, ResourceClaims (Kubernetes 1.34+).
+    pub dra: bool,
+    pub device_taint_rules: bool,
 }
 
 async fn serves(client: &kube::Client, group_version: &str, plural: &str) -> Result<bool> {
@@ -66,6 +71,8 @@ pub async fn discover(client: &kube::Client) -> Result<Sources> {
         kubernetes: serves(client, "scheduling.k8s.io/v1beta1", "podgroups").await?,
         muster: serves(client, "muster.dev/v1alpha1", "podgroups").await?,
         scheduler_plugins: serves(client, "scheduling.x-k8s.io/v1alpha1", "podgroups").await?,
+        dra: serves(client, "resource.k8s.io/v1", "resourceslices").await?,
+        device_taint_rules: serves(client, "resource.k8s.io/v1", "devicetaintrules").await?,
     };
     let off = |on: bool, what: &str, why: &str| {
         if !on {
@@ -79,6 +86,11 @@ pub async fn discover(client: &kube::Client) -> Result<Sources> {
     );
     off(sources.muster, "muster.dev/v1alpha1", "its CRD is not installed (muster crds | kubectl apply -f -)");
     off(sources.scheduler_plugins, "scheduling.x-k8s.io/v1alpha1", "the scheduler-plugins CRD is not installed");
+    if !sources.dra {
+        tracing::info!("DRA is off: the API server does not serve resource.k8s.io/v1 (Kubernetes before 1.34)");
+    } else if !sources.device_taint_rules {
+        tracing::info!("DeviceTaintRules are off: the API server does not serve them");
+    }
     Ok(sources)
 }
 
@@ -107,37 +119,33 @@ pub async fn run(client: kube::Client, config: Config, options: Options) -> Resu
     let mut watchers = tokio::task::JoinSet::new();
     let mut binds = tokio::task::JoinSet::new();
     let mut synced = Vec::new();
-    let mut watch = |spawn: &mut dyn FnMut(oneshot::Sender<()>)| {
-        let (tx, rx) = oneshot::channel();
-        spawn(tx);
-        synced.push(rx);
-    };
-    let (c, w) = (cache.clone(), wake.clone());
-    let watchers_ref = &mut watchers;
-    watch(&mut |tx| drop(watchers_ref.spawn(watch::watch(Api::<Pod>::all(client.clone()), c.clone(), w.clone(), tx))));
-    watch(&mut |tx| drop(watchers_ref.spawn(watch::watch(Api::<Node>::all(client.clone()), c.clone(), w.clone(), tx))));
-    watch(&mut |tx| {
-        drop(watchers_ref.spawn(watch::watch(Api::<PriorityClass>::all(client.clone()), c.clone(), w.clone(), tx)))
-    });
+    // One watch per kind, into the cache; each says when its first list is in.
+    macro_rules! watch_all {
+        ($kind:ty) => {{
+            let (tx, rx) = oneshot::channel();
+            watchers.spawn(watch::watch(Api::<$kind>::all(client.clone()), cache.clone(), wake.clone(), tx));
+            synced.push(rx);
+        }};
+    }
+    watch_all!(Pod);
+    watch_all!(Node);
+    watch_all!(PriorityClass);
     if sources.kubernetes {
-        watch(&mut |tx| {
-            drop(watchers_ref.spawn(watch::watch(
-                Api::<KubernetesPodGroup>::all(client.clone()),
-                c.clone(),
-                w.clone(),
-                tx,
-            )))
-        });
+        watch_all!(KubernetesPodGroup);
     }
     if sources.muster {
-        watch(&mut |tx| {
-            drop(watchers_ref.spawn(watch::watch(Api::<MusterPodGroup>::all(client.clone()), c.clone(), w.clone(), tx)))
-        });
+        watch_all!(MusterPodGroup);
     }
     if sources.scheduler_plugins {
-        watch(&mut |tx| {
-            drop(watchers_ref.spawn(watch::watch(Api::<PluginPodGroup>::all(client.clone()), c.clone(), w.clone(), tx)))
-        });
+        watch_all!(PluginPodGroup);
+    }
+    if sources.dra {
+        watch_all!(ResourceSlice);
+        watch_all!(DeviceClass);
+        watch_all!(ResourceClaim);
+    }
+    if sources.device_taint_rules {
+        watch_all!(DeviceTaintRule);
     }
     for rx in synced {
         rx.await.map_err(|_| Error::WatchEnded)?;
@@ -150,6 +158,7 @@ pub async fn run(client: kube::Client, config: Config, options: Options) -> Resu
     let mut backoff: HashMap<GangKey, Backoff> = HashMap::new();
     let mut in_flight: HashSet<GangKey> = HashSet::new();
     let mut safety = SafetyNet::default();
+    let mut claim_releases = super::claim_release::ReleaseTracker::default();
     let mut last_eviction: HashMap<GangKey, (&'static str, String)> = HashMap::new();
     let mut memo = Memo::default();
     let cycle_config = config.cycle();
@@ -200,6 +209,7 @@ pub async fn run(client: kube::Client, config: Config, options: Options) -> Resu
                     .map(|(pod, node)| (pod.clone(), assembled.snapshot.nodes[*node as usize].name.clone()))
                     .collect(),
                 uids: HashMap::new(),
+                claims: Vec::new(),
             };
             {
                 let mut cache = cache.lock().unwrap_or_else(|e| e.into_inner());
@@ -209,6 +219,15 @@ pub async fn run(client: kube::Client, config: Config, options: Options) -> Resu
                     }
                     cache.assume(pod.clone(), node.clone());
                 }
+                // Claims first: written before any pod is bound, their devices held meanwhile.
+                let (writes, assumed) =
+                    claim_bind::plan(&assembled.snapshot.dra, &placement.claims, &binding.uids, |key| {
+                        cache.resource_claims.get(&key.namespace, &key.name).cloned()
+                    });
+                for (pod, claim) in assumed {
+                    cache.assume_claim(&pod, claim);
+                }
+                binding.claims = writes;
             }
             in_flight.insert(binding.gang.clone());
             let (binder, results) = (binder.clone(), results_tx.clone());
@@ -243,10 +262,11 @@ pub async fn run(client: kube::Client, config: Config, options: Options) -> Resu
         }
         // What the safety net evicts and what PodGroup statuses say, decided over the cache;
         // written afterwards, without holding it.
-        let (evictions, groups, live_pods) = {
+        let (evictions, groups, live_pods, releases) = {
             let cache = cache.lock().unwrap_or_else(|e| e.into_inner());
             let view = cache.view();
             let evictions = safety.check(&view, &config, &in_flight, now);
+            let releases = claim_releases.check(&view, now);
             for eviction in &evictions {
                 last_eviction.insert(eviction.gang.clone(), (eviction.reason.as_str(), eviction.message.clone()));
             }
@@ -259,8 +279,16 @@ pub async fn run(client: kube::Client, config: Config, options: Options) -> Resu
                     name: p.metadata.name.clone().unwrap_or_default(),
                 })
                 .collect();
-            (evictions, groups, live)
+            (evictions, groups, live, releases)
         };
+        for release in &releases {
+            tracing::info!(claim = %release.claim, consumers = release.remove.len(), "releasing a claim whose pods are gone");
+            claim_bind::apply_release(&client, release).await;
+        }
+        if let Some(due) = claim_releases.next_due() {
+            let at = started + Duration::from_secs((due - now).max(0) as u64 + 1);
+            next_wake = Some(next_wake.map_or(at, |w| w.min(at)));
+        }
         status.retain(|pod| live_pods.contains(pod));
         for eviction in evictions {
             tracing::warn!(gang = %eviction.gang, reason = eviction.reason.as_str(), pods = eviction.pods.len(), "{}", eviction.message);
@@ -406,6 +434,10 @@ async fn finish(
                     if !evicted.contains(pod) {
                         cache.forget(pod);
                     }
+                }
+                // The claims were undone (or stay with the evicted pods, as the watch shows).
+                for write in &binding.claims {
+                    cache.forget_claim(&write.pod, &write.claim);
                 }
             }
             backoff.insert(

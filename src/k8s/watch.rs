@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::resource::v1::{DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::scheduling::v1beta1::PodGroup as KubernetesPodGroup;
 use kube::runtime::WatchStreamExt;
@@ -58,7 +59,25 @@ macro_rules! cached {
         }
     };
 }
+impl Cached for ResourceClaim {
+    fn store(cache: &mut Cache) -> &mut Store<Self> {
+        &mut cache.resource_claims
+    }
+    fn apply(cache: &mut Cache, object: Self) {
+        cache.apply_claim(object);
+    }
+    fn delete(cache: &mut Cache, object: &Self) {
+        cache.delete_claim(object);
+    }
+    fn relist_done(cache: &mut Cache) {
+        cache.claims_relisted();
+    }
+}
+
 cached!(Node, nodes);
+cached!(ResourceSlice, resource_slices);
+cached!(DeviceClass, device_classes);
+cached!(DeviceTaintRule, device_taint_rules);
 cached!(PriorityClass, priority_classes);
 cached!(KubernetesPodGroup, kubernetes_groups);
 cached!(MusterPodGroup, muster_groups);

@@ -16,6 +16,7 @@ pub mod kubelet;
 pub mod muster;
 pub mod pki;
 pub mod process;
+pub mod wait;
 
 pub use cluster::TestCluster;
 pub use kubelet::KubeletEmulator;

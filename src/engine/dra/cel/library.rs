@@ -88,9 +88,12 @@ fn is_integer(this: &QuantityVal) -> CelBool {
 
 fn as_integer(this: &QuantityVal) -> Result<CelInt, ExecutionError> {
     if !this.0.is_integer() {
-        return Err(fail("asInteger", format!("{} is not an integer", this.0)));
+        return Err(fail("asInteger", format!("cannot convert value to integer: {} is not an integer", this.0)));
     }
-    this.0.as_integer().map(CelInt::from).ok_or_else(|| fail("asInteger", format!("{} overflows an int", this.0)))
+    this.0
+        .as_integer()
+        .map(CelInt::from)
+        .ok_or_else(|| fail("asInteger", format!("cannot convert value to integer: {} overflows an int", this.0)))
 }
 
 fn as_approximate_float(this: &QuantityVal) -> CelDouble {
@@ -171,6 +174,8 @@ fn semver_is_less_than(this: &SemverVal, other: &SemverVal) -> CelBool {
 pub fn kubernetes(env: &mut Env) -> Result<(), DeclarationError> {
     cel::add_overload!(env, fn quantity: (CelString) -> Result<QuantityVal>)?;
     cel::add_overload!(env, fn is_quantity: (CelString) -> CelBool)?;
+    // Kubernetes declares `sign(q)`; `q.sign()` is accepted too.
+    cel::add_overload!(env, fn sign: (QuantityVal) -> CelInt, id = "quantity_sign")?;
     cel::add_member_overload!(env, fn sign: (QuantityVal) -> CelInt)?;
     cel::add_member_overload!(env, fn is_integer: (QuantityVal) -> CelBool)?;
     cel::add_member_overload!(env, fn as_integer: (QuantityVal) -> Result<CelInt>)?;

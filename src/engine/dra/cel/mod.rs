@@ -1,7 +1,8 @@
 //! Kubernetes' CEL environment for device selectors, on the `cel` crate.
 //!
-//! The standard library with optional values and `matches`, the strings extension
-//! (`lowerAscii`, `split`, `indexOf`, …), Kubernetes' Quantity and Semver libraries, and one
+//! The standard library with optional values and `matches`, the strings and lists
+//! extensions (`lowerAscii`, `split`, `indexOf`, `slice`, …), Kubernetes' Quantity and
+//! Semver libraries, and one
 //! variable, `device` ([`device::DeviceVal`]). A selector is compiled once
 //! ([`Selector::compile`]); its worst-case cost is checked against the budget then, because
 //! the engine has no clock to stop a long evaluation. A result that is not a bool, and
@@ -34,6 +35,7 @@ pub fn environment() -> &'static Arc<Env> {
     ENV.get_or_init(|| {
         let mut env = Env::stdlib();
         env.add_extension(cel::extensions::strings).expect("the strings extension registers once");
+        env.add_extension(cel::extensions::lists).expect("the lists extension registers once");
         env.add_extension(library::kubernetes).expect("the Kubernetes libraries register once");
         Arc::new(env)
     })

@@ -1,0 +1,317 @@
+//! The claims of a gang's transaction: every allocation and reservation is written before
+//! any pod is bound, and undone when the gang cannot stand.
+//!
+//! Order per claim, as kube-scheduler does it: create the claim (only the one for extended
+//! resources), add the `resource.kubernetes.io/delete-protection` finalizer, then write
+//! `status.allocation` and `status.reservedFor` together, with optimistic concurrency (a
+//! conflict is re-read and retried; a claim allocated by someone else meanwhile fails the
+//! gang). The undo removes what this transaction added: reservations, then the allocation
+//! and the finalizer of a claim it allocated, and a claim it created.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::resource::v1::{AllocationResult, ResourceClaim, ResourceClaimConsumerReference};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use super::allocation::FINALIZER;
+use crate::engine::dra::model::ClaimKey;
+use crate::engine::model::PodKey;
+
+/// What one claim of the gang needs written.
+#[derive(Clone, Debug)]
+pub struct ClaimWrite {
+    /// The claim; its name is empty for a claim to create for `pod`'s extended resources.
+    pub claim: ClaimKey,
+    /// The pod whose placement allocated it (or the first of its consumers).
+    pub pod: PodKey,
+    /// The allocation to write; None when the claim is allocated and only reserved here.
+    pub allocation: Option<AllocationResult>,
+    /// Who the claim is reserved for: the gang's pods using it, or its PodGroup.
+    pub consumers: Vec<ResourceClaimConsumerReference>,
+    /// For extended resources: the claim to create, and the pod status that names it.
+    pub create: Option<(ResourceClaim, k8s_openapi::api::core::v1::PodExtendedResourceClaimStatus)>,
+}
+
+/// What the transaction did to one claim, so that it can be undone.
+#[derive(Clone, Debug)]
+pub struct ClaimDone {
+    pub namespace: String,
+    pub name: String,
+    pub allocated: bool,
+    pub added_finalizer: bool,
+    pub created: bool,
+    pub reserved: Vec<String>,
+}
+
+const ATTEMPTS: usize = 5;
+
+fn conflict(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409)
+}
+
+fn transient(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(s) => s.code == 429 || s.code >= 500,
+        kube::Error::HyperError(_) | kube::Error::Service(_) => true,
+        _ => false,
+    }
+}
+
+/// Writes `write`; on error nothing of it stays (what it did is undone before returning).
+pub async fn write(client: &kube::Client, write: &ClaimWrite) -> Result<ClaimDone, String> {
+    let api: Api<ResourceClaim> = Api::namespaced(client.clone(), &write.claim.namespace);
+    let mut done = ClaimDone {
+        namespace: write.claim.namespace.clone(),
+        name: write.claim.name.clone(),
+        allocated: false,
+        added_finalizer: false,
+        created: false,
+        reserved: Vec::new(),
+    };
+    let result = write_steps(client, &api, write, &mut done).await;
+    if let Err(e) = result {
+        undo(client, &done, &HashSet::new()).await;
+        return Err(e);
+    }
+    Ok(done)
+}
+
+async fn write_steps(
+    client: &kube::Client,
+    api: &Api<ResourceClaim>,
+    write: &ClaimWrite,
+    done: &mut ClaimDone,
+) -> Result<(), String> {
+    if let Some((claim, _)) = &write.create {
+        let created = api
+            .create(&PostParams::default(), claim)
+            .await
+            .map_err(|e| format!("creating the claim for the extended resources of pod {}: {e}", write.pod))?;
+        done.name = created.metadata.name.clone().unwrap_or_default();
+        done.created = true;
+    }
+    let name = done.name.clone();
+    let shown = format!("{}/{name}", done.namespace);
+    for attempt in 1..=ATTEMPTS {
+        let mut claim = api.get(&name).await.map_err(|e| format!("reading ResourceClaim {shown}: {e}"))?;
+        if claim.metadata.deletion_timestamp.is_some() {
+            return Err(format!("ResourceClaim {shown} is being deleted"));
+        }
+        let allocated = claim.status.as_ref().is_some_and(|s| s.allocation.is_some());
+        match (&write.allocation, allocated) {
+            (Some(_), true) => return Err(format!("ResourceClaim {shown} got allocated elsewhere in the meantime")),
+            (None, false) => return Err(format!("ResourceClaim {shown} is no longer allocated")),
+            _ => {}
+        }
+        if write.allocation.is_some() && !claim.metadata.finalizers.iter().flatten().any(|f| f == FINALIZER) {
+            claim.metadata.finalizers.get_or_insert_default().push(FINALIZER.to_string());
+            match api.replace(&name, &PostParams::default(), &claim).await {
+                Ok(updated) => {
+                    done.added_finalizer = true;
+                    claim = updated;
+                }
+                Err(e) if (conflict(&e) || transient(&e)) && attempt < ATTEMPTS => {
+                    tokio::time::sleep(Duration::from_millis(50 * attempt as u64)).await;
+                    continue;
+                }
+                Err(e) => return Err(format!("adding the finalizer to ResourceClaim {shown}: {e}")),
+            }
+        }
+        let status = claim.status.get_or_insert_default();
+        if let Some(allocation) = &write.allocation {
+            status.allocation = Some(allocation.clone());
+        }
+        let reserved = status.reserved_for.get_or_insert_default();
+        let mut added = Vec::new();
+        for consumer in &write.consumers {
+            if !reserved.iter().any(|r| r.uid == consumer.uid) {
+                reserved.push(consumer.clone());
+                added.push(consumer.uid.clone());
+            }
+        }
+        match api.replace_status(&name, &PostParams::default(), &claim).await {
+            Ok(_) => {
+                done.allocated = write.allocation.is_some();
+                done.reserved = added;
+                break;
+            }
+            Err(e) if (conflict(&e) || transient(&e)) && attempt < ATTEMPTS => {
+                tokio::time::sleep(Duration::from_millis(50 * attempt as u64)).await;
+            }
+            Err(e) => return Err(format!("writing the allocation and reservation of ResourceClaim {shown}: {e}")),
+        }
+    }
+    if let Some((_, status)) = &write.create {
+        let pods: Api<Pod> = Api::namespaced(client.clone(), &write.pod.namespace);
+        let mut status = status.clone();
+        status.resource_claim_name = name.clone();
+        let patch = Patch::Merge(json!({"status": {"extendedResourceClaimStatus": status}}));
+        pods.patch_status(&write.pod.name, &PatchParams::default(), &patch)
+            .await
+            .map_err(|e| format!("recording ResourceClaim {shown} in pod {}: {e}", write.pod))?;
+    }
+    Ok(())
+}
+
+/// Removes what the transaction added to one claim; reservations of the pods in `keep`
+/// (bound pods, which hold the claim now) stay. A claim left with no reservation loses the
+/// allocation and finalizer this transaction gave it; a claim it created is deleted.
+pub async fn undo(client: &kube::Client, done: &ClaimDone, keep: &HashSet<String>) {
+    if done.name.is_empty() {
+        return;
+    }
+    let remove: Vec<String> = done.reserved.iter().filter(|uid| !keep.contains(*uid)).cloned().collect();
+    let release = Release {
+        claim: ClaimKey { namespace: done.namespace.clone(), name: done.name.clone() },
+        remove,
+        deallocate: done.allocated,
+        delete: done.created,
+    };
+    apply_release(client, &release).await;
+}
+
+/// Reservations to drop from a claim, and what to do when none is left.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Release {
+    pub claim: ClaimKey,
+    /// Consumer UIDs whose reservations go.
+    pub remove: Vec<String>,
+    /// With no reservation left: clear the allocation and remove the finalizer.
+    pub deallocate: bool,
+    /// With no reservation left: delete the claim (one this scheduler created).
+    pub delete: bool,
+}
+
+/// Drops the reservations of `release` and, if none is left, deallocates (and deletes) the
+/// claim as it says. Failures are logged; the next cycle decides again.
+pub async fn apply_release(client: &kube::Client, release: &Release) {
+    let api: Api<ResourceClaim> = Api::namespaced(client.clone(), &release.claim.namespace);
+    let name = &release.claim.name;
+    for attempt in 1..=ATTEMPTS {
+        let mut claim = match api.get(name).await {
+            Ok(claim) => claim,
+            Err(kube::Error::Api(s)) if s.code == 404 => return,
+            Err(e) => {
+                tracing::warn!(claim = %release.claim, error = %e, "cannot read the claim to release it");
+                return;
+            }
+        };
+        let status = claim.status.get_or_insert_default();
+        let reserved = status.reserved_for.get_or_insert_default();
+        let before = reserved.len();
+        reserved.retain(|r| !release.remove.contains(&r.uid));
+        let now_unused = reserved.is_empty();
+        let deallocate = now_unused && release.deallocate && status.allocation.is_some();
+        if deallocate {
+            status.allocation = None;
+        }
+        if now_unused {
+            status.reserved_for = None;
+        }
+        if before != status.reserved_for.as_ref().map_or(0, Vec::len) || deallocate {
+            match api.replace_status(name, &PostParams::default(), &claim).await {
+                Ok(_) => {}
+                Err(e) if (conflict(&e) || transient(&e)) && attempt < ATTEMPTS => continue,
+                Err(e) => {
+                    tracing::warn!(claim = %release.claim, error = %e, "failed to release the claim");
+                    return;
+                }
+            }
+        }
+        if now_unused && release.deallocate {
+            remove_finalizer(&api, name).await;
+        }
+        if now_unused && release.delete {
+            let _ = api.delete(name, &DeleteParams::default()).await;
+        }
+        return;
+    }
+}
+
+/// Removes Muster's (and kube-scheduler's) finalizer from a claim that holds nothing.
+pub async fn remove_finalizer(api: &Api<ResourceClaim>, name: &str) {
+    for _ in 0..ATTEMPTS {
+        let Ok(mut claim) = api.get(name).await else { return };
+        let before = claim.metadata.finalizers.as_ref().map_or(0, Vec::len);
+        claim.metadata.finalizers.get_or_insert_default().retain(|f| f != FINALIZER);
+        if claim.metadata.finalizers.as_ref().map_or(0, Vec::len) == before {
+            return;
+        }
+        match api.replace(name, &PostParams::default(), &claim).await {
+            Ok(_) => return,
+            Err(e) if conflict(&e) || transient(&e) => continue,
+            Err(e) => {
+                tracing::warn!(claim = name, error = %e, "failed to remove the claim's finalizer");
+                return;
+            }
+        }
+    }
+}
+
+/// The claim writes of a placed gang, and the claims to assume in the cache meanwhile:
+/// one write per claim (a claim shared by several of the gang's pods is allocated once and
+/// reserved for all of them), one per pod for the claims of extended resources.
+pub fn plan(
+    dra: &crate::engine::dra::model::DraSnapshot,
+    claims: &[crate::engine::claims::ClaimPlacement],
+    uids: &std::collections::HashMap<PodKey, String>,
+    cached: impl Fn(&ClaimKey) -> Option<ResourceClaim>,
+) -> (Vec<ClaimWrite>, Vec<(PodKey, ResourceClaim)>) {
+    use super::allocation::{allocation_result, extended_claim, extended_status, reserved_for};
+    let mut writes: Vec<ClaimWrite> = Vec::new();
+    let mut assumed = Vec::new();
+    for placement in claims {
+        let uid = uids.get(&placement.pod).cloned().unwrap_or_default();
+        let consumer = reserved_for(&placement.pod, &uid);
+        if placement.claim.name.is_empty() {
+            let Some(allocation) = &placement.allocation else { continue };
+            let result = allocation_result(dra, allocation, &placement.pod.to_string(), None);
+            let create = extended_claim(&placement.pod, &uid, placement);
+            let mut held = create.clone();
+            held.status = Some(k8s_openapi::api::resource::v1::ResourceClaimStatus {
+                allocation: Some(result.clone()),
+                reserved_for: Some(vec![consumer.clone()]),
+                devices: None,
+            });
+            assumed.push((placement.pod.clone(), held));
+            writes.push(ClaimWrite {
+                claim: placement.claim.clone(),
+                pod: placement.pod.clone(),
+                allocation: Some(result),
+                consumers: vec![consumer],
+                create: Some((create, extended_status(placement, ""))),
+            });
+            continue;
+        }
+        let index = match writes.iter().position(|w| w.claim == placement.claim) {
+            Some(i) => i,
+            None => {
+                writes.push(ClaimWrite {
+                    claim: placement.claim.clone(),
+                    pod: placement.pod.clone(),
+                    allocation: None,
+                    consumers: Vec::new(),
+                    create: None,
+                });
+                writes.len() - 1
+            }
+        };
+        let write = &mut writes[index];
+        if let Some(allocation) = &placement.allocation {
+            let result = allocation_result(dra, allocation, &placement.claim.to_string(), None);
+            if let Some(mut held) = cached(&placement.claim) {
+                held.status.get_or_insert_default().allocation = Some(result.clone());
+                assumed.push((placement.pod.clone(), held));
+            }
+            write.allocation = Some(result);
+            write.pod = placement.pod.clone();
+        }
+        if !write.consumers.iter().any(|c| c.uid == consumer.uid) {
+            write.consumers.push(consumer);
+        }
+    }
+    (writes, assumed)
+}
