@@ -19,4 +19,5 @@ pub mod process;
 pub mod wait;
 
 pub use cluster::TestCluster;
+#[allow(unused_imports)]
 pub use kubelet::KubeletEmulator;
