@@ -506,3 +506,52 @@ async fn a_selector_failing_at_run_time_stops_only_its_pod_and_says_why() {
     let events = wait_for_events(&cluster, "broken", "FailedScheduling").await;
     assert!(events.iter().any(|e| e.contains("CEL runtime error")), "{events:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_podgroup_claim_is_allocated_once_for_the_whole_gang_and_reserved_for_the_podgroup() {
+    use k8s_openapi::api::scheduling::v1beta1::PodGroup as KubernetesPodGroup;
+    let cluster = TestCluster::new("group-claim").await;
+    cluster.control_plane.start_controller_manager();
+    for name in ["n1", "n2"] {
+        let node = create_node(&cluster, name).await;
+        create_slice(&cluster, &node, (0..2).map(|i| gpu(&format!("gpu-{i}"), 80, "pci0")).collect()).await;
+    }
+    let class = create_class(&cluster, None).await;
+    // One GPU shared by the whole gang: every pod must run where it is.
+    create_template(&cluster, "shared-gpu", &class, json!({}), json!([])).await;
+    let groups: Api<KubernetesPodGroup> = cluster.api();
+    let group: KubernetesPodGroup = typed(json!({
+        "metadata": {"name": "team"},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 3}},
+                 "resourceClaims": [{"name": "shared", "resourceClaimTemplateName": "shared-gpu"}]},
+    }));
+    let group = cluster.create(&groups, &group).await;
+    let api = cluster.api::<Pod>();
+    for i in 0..3 {
+        let mut pod = builders::pod(&format!("team-{i}"), &cluster.scheduler_name, 0, &[]);
+        let spec = pod.spec.as_mut().unwrap();
+        spec.scheduling_group = Some(typed(json!({"podGroupName": "team"})));
+        spec.resource_claims = Some(vec![typed(json!({"name": "shared", "resourceClaimTemplateName": "shared-gpu"}))]);
+        cluster.create(&api, &pod).await;
+    }
+    let _kubelet = KubeletEmulator::start(api.clone());
+    let _muster = scheduler::start(&cluster, scheduler::config(&cluster), None);
+
+    let pods =
+        wait_for_pods(&cluster, 60, "the gang bound", |p| p.len() == 3 && p.iter().all(|p| node_of(p).is_some())).await;
+    let nodes: BTreeSet<&str> = pods.iter().filter_map(node_of).collect();
+    assert_eq!(nodes.len(), 1, "the gang follows its one shared GPU: {nodes:?}");
+    let all_claims = claims(&cluster).await;
+    assert_eq!(all_claims.len(), 1, "one claim for the PodGroup, none per pod");
+    let claim = &all_claims[0];
+    let status = claim.status.as_ref().unwrap();
+    let results = status.allocation.as_ref().unwrap().devices.as_ref().unwrap().results.as_ref().unwrap();
+    assert_eq!(results.len(), 1);
+    let reserved = status.reserved_for.as_ref().unwrap();
+    assert_eq!(reserved.len(), 1, "{reserved:?}");
+    assert_eq!(
+        (reserved[0].api_group.as_deref(), reserved[0].resource.as_str(), reserved[0].name.as_str()),
+        (Some("scheduling.k8s.io"), "podgroups", "team")
+    );
+    assert_eq!(Some(reserved[0].uid.as_str()), group.metadata.uid.as_deref());
+}

@@ -31,6 +31,8 @@ pub struct ClaimPlacement {
     pub allocation: Option<Allocation>,
     /// For the extended-resource claim: the requests it serves, per container.
     pub extended: Vec<ExtendedRequest>,
+    /// Reserved for the pod's PodGroup (name, UID) rather than for the pod.
+    pub group: Option<(String, String)>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -243,6 +245,7 @@ impl<'s> ClaimWork<'s> {
                 claim: claim.claim.clone(),
                 allocation,
                 extended: Vec::new(),
+                group: claim.group.clone(),
             });
         }
         if let Some(devices_of_implicit) = results.next() {
@@ -262,6 +265,7 @@ impl<'s> ClaimWork<'s> {
                     devices: devices_of_implicit,
                 }),
                 extended: served,
+                group: None,
             });
         }
         Ok(placements)

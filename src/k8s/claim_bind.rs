@@ -265,7 +265,15 @@ pub fn plan(
     let mut assumed = Vec::new();
     for placement in claims {
         let uid = uids.get(&placement.pod).cloned().unwrap_or_default();
-        let consumer = reserved_for(&placement.pod, &uid);
+        let consumer = match &placement.group {
+            Some((name, group_uid)) => ResourceClaimConsumerReference {
+                api_group: Some("scheduling.k8s.io".into()),
+                resource: "podgroups".into(),
+                name: name.clone(),
+                uid: group_uid.clone(),
+            },
+            None => reserved_for(&placement.pod, &uid),
+        };
         if placement.claim.name.is_empty() {
             let Some(allocation) = &placement.allocation else { continue };
             let result = allocation_result(dra, allocation, &placement.pod.to_string(), None);

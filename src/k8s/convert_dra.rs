@@ -588,6 +588,15 @@ pub fn pod_devices(
         if claim.metadata.deletion_timestamp.is_some() {
             return Err(format!("ResourceClaim {key} is being deleted"));
         }
+        // A claim the controller made for the pod's PodGroup is the gang's, shared by its pods.
+        let group = claim
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|o| o.kind == "PodGroup" && o.api_version.starts_with("scheduling.k8s.io/"))
+            .map(|o| (o.name.clone(), o.uid.clone()));
+        let private = private && group.is_none();
         if private {
             let owned = claim.metadata.owner_references.iter().flatten().any(|o| Some(o.uid.as_str()) == pod_uid);
             if pod_uid.is_some() && !owned {
@@ -596,9 +605,11 @@ pub fn pod_devices(
         }
         let status = claim.status.as_ref();
         let reserved = status.and_then(|s| s.reserved_for.as_ref()).map_or(0, Vec::len);
-        let reserved_for_pod = pod_uid.is_some_and(|uid| {
-            status.and_then(|s| s.reserved_for.as_ref()).into_iter().flatten().any(|r| r.uid == uid)
-        });
+        let reserved_for_pod = status
+            .and_then(|s| s.reserved_for.as_ref())
+            .into_iter()
+            .flatten()
+            .any(|r| Some(r.uid.as_str()) == pod_uid || group.as_ref().is_some_and(|(_, uid)| *uid == r.uid));
         let need = match status.and_then(|s| s.allocation.as_ref()) {
             Some(allocation) => {
                 if !reserved_for_pod && reserved >= MAX_RESERVED_FOR {
@@ -611,7 +622,7 @@ pub fn pod_devices(
                 ClaimNeed::Allocated(Arc::new(ExistingAllocation {
                     node_selector: selector,
                     reserved,
-                    reserved_for_gang: false,
+                    reserved_for_gang: group.is_some() && reserved_for_pod,
                 }))
             }
             None => {
@@ -622,7 +633,7 @@ pub fn pod_devices(
                 ClaimNeed::Allocate(specs.intern(spec))
             }
         };
-        devices.claims.push(PodClaim { name: entry.name.clone(), claim: key, private, need });
+        devices.claims.push(PodClaim { name: entry.name.clone(), claim: key, private, group, need });
     }
     // Extended resources a DeviceClass serves, unless a claim for them exists already.
     let served = pod.status.as_ref().and_then(|s| s.extended_resource_claim_status.as_ref()).is_some();

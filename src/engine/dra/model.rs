@@ -315,6 +315,9 @@ pub struct PodClaim {
     /// The claim belongs to this pod alone (made from a template for it), so pods with the
     /// same template are interchangeable.
     pub private: bool,
+    /// A claim of the pod's PodGroup (Kubernetes' `spec.resourceClaims` on the PodGroup):
+    /// shared by the gang and reserved for the PodGroup (name, UID), not for each pod.
+    pub group: Option<(String, String)>,
     pub need: ClaimNeed,
 }
 
