@@ -113,6 +113,18 @@ fn input_an_api_server_would_reject_fails_naming_the_file_and_the_object() {
             "group.yaml: PodGroup default/g: spec.minMember must be at least 1",
         ),
         ("nokind.yaml", "apiVersion: v1\nmetadata: {name: x}\n", "nokind.yaml: document 1 has no kind"),
+        (
+            "cel.yaml",
+            "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: gpu}\n\
+             spec: {selectors: [{cel: {expression: 'device.driver =='}}]}\n",
+            "cel.yaml: DeviceClass gpu: selectors[0].cel.expression: compilation failed",
+        ),
+        (
+            "claim.yaml",
+            "apiVersion: resource.k8s.io/v1\nkind: ResourceClaimTemplate\nmetadata: {name: t}\n\
+             spec: {spec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu, count: 0}}]}}}\n",
+            "claim.yaml: ResourceClaimTemplate default/t: request gpu: count 0 is outside 1..32",
+        ),
     ];
     for (name, text, expected) in cases {
         let path = temp_yaml(name, text);
@@ -152,4 +164,24 @@ fn simulate_without_arguments_shows_gangs_beside_the_per_pod_baseline() {
     assert!(line("when the running job ends").contains("job-b runs"), "{table}");
     assert!(table.contains("Mixed fleet"), "{table}");
     assert!(line("GPU-hours stranded").split_whitespace().nth(2) == Some("0"), "{table}");
+}
+
+#[test]
+fn the_guides_big_gpu_claim_gets_an_80_gb_device_and_the_json_names_it() {
+    let path = fixture("dra-big-gpu.yaml");
+    let (report, _) = simulate_json(&["--cluster", path.to_str().unwrap()]);
+    let pods = report["pods"].as_array().unwrap();
+    assert_eq!(
+        pods[0],
+        json!({"namespace": "default", "name": "train", "node": "node-b",
+               "devices": [{"claim": "gpu", "request": "gpu", "driver": "gpu.nvidia.com", "pool": "node-b", "device": "gpu-0"}],
+               "reason": null})
+    );
+    assert_eq!(pods[1]["devices"][0]["device"], "gpu-1");
+    // node-a's four 40 GB GPUs are never used; the third pod waits and says why.
+    assert_eq!(pods[2]["node"], Value::Null);
+    assert_eq!(pods[2]["devices"], json!([]));
+    let reason = pods[2]["reason"].as_str().unwrap();
+    assert!(reason.contains("1 node(s) had no device matching claim gpu (request gpu)"), "{reason}");
+    assert!(reason.contains("1 node(s) had 0 of 2 devices matching claim gpu (request gpu) free (needs 1)"), "{reason}");
 }
