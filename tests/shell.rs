@@ -205,3 +205,83 @@ fn a_relist_drops_assumptions_of_pods_that_went_away_while_the_watch_was_down() 
     apply_event::<Pod>(&mut cache, Event::InitDone);
     assert!(!cache.is_assumed(&key), "a pod deleted during the outage must not hold capacity");
 }
+
+fn claim(name: &str, reserved_for: &[(&str, &str)], finalizer: bool) -> k8s_openapi::api::resource::v1::ResourceClaim {
+    let reserved: Vec<_> =
+        reserved_for.iter().map(|(pod, uid)| json!({"resource": "pods", "name": pod, "uid": uid})).collect();
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "default",
+                     "finalizers": if finalizer { json!(["resource.kubernetes.io/delete-protection"]) } else { json!([]) }},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}},
+        "status": {"allocation": {"devices": {"results": [{"request": "gpu", "driver": "d", "pool": "p", "device": "gpu-0"}]}},
+                   "reservedFor": reserved},
+    }))
+    .unwrap()
+}
+
+fn with_uid(mut pod: Pod, uid: &str) -> Pod {
+    pod.metadata.uid = Some(uid.into());
+    pod
+}
+
+#[test]
+fn claims_of_pods_that_are_gone_are_released_after_a_grace_and_finished_pods_at_once() {
+    use muster::k8s::claim_release::{GRACE_SECONDS, ReleaseTracker};
+    let mut cache = Cache::default();
+    cache.apply_pod(with_uid(pod("running", None), "uid-running"));
+    let mut done = bound(with_uid(pod("done", None), "uid-done"), "n1", "Succeeded", false, 0);
+    done.metadata.uid = Some("uid-done".into());
+    cache.apply_pod(done);
+    // A claim of a running pod, one of a finished pod, one of a pod the cache never saw,
+    // and one of a pod replaced by another of the same name.
+    cache.apply_claim(claim("kept", &[("running", "uid-running")], true));
+    cache.apply_claim(claim("finished", &[("done", "uid-done")], true));
+    cache.apply_claim(claim("unknown", &[("ghost", "uid-ghost")], false));
+    cache.apply_claim(claim("replaced", &[("running", "uid-old")], true));
+    let mut tracker = ReleaseTracker::default();
+    let releases = tracker.check(&cache.view(), 1000);
+    let names: Vec<&str> = releases.iter().map(|r| r.claim.name.as_str()).collect();
+    assert_eq!(names, ["finished"], "a finished pod's claim goes at once; missing pods get a grace");
+    assert!(releases[0].deallocate, "it carries the scheduler's finalizer");
+    assert_eq!(tracker.next_due(), Some(1000 + GRACE_SECONDS));
+
+    let mut releases = tracker.check(&cache.view(), 1000 + GRACE_SECONDS);
+    releases.sort_by(|a, b| a.claim.cmp(&b.claim));
+    let summary: Vec<(&str, &[String], bool)> =
+        releases.iter().map(|r| (r.claim.name.as_str(), r.remove.as_slice(), r.deallocate)).collect();
+    assert_eq!(
+        summary,
+        [
+            ("finished", &["uid-done".to_string()][..], true),
+            ("replaced", &["uid-old".to_string()][..], true),
+            ("unknown", &["uid-ghost".to_string()][..], false),
+        ]
+    );
+}
+
+#[test]
+fn an_assumed_allocation_holds_its_devices_until_the_watch_shows_it() {
+    let mut cache = Cache::default();
+    let mut unallocated = claim("c", &[], true);
+    unallocated.status = None;
+    cache.apply_claim(unallocated.clone());
+    let key = muster::engine::dra::model::ClaimKey { namespace: "default".into(), name: "c".into() };
+    let pod_key = PodKey { namespace: "default".into(), name: "p".into() };
+    cache.assume_claim(&pod_key, claim("c", &[], true));
+    let allocated = |cache: &Cache| {
+        cache.view().resource_claims.iter().any(|c| c.status.as_ref().is_some_and(|s| s.allocation.is_some()))
+    };
+    assert!(allocated(&cache), "the view shows the claim as it is being written");
+    // An update without the allocation yet (the finalizer was added) keeps the assumption.
+    cache.apply_claim(unallocated.clone());
+    assert!(allocated(&cache));
+    // The watch shows the allocation: the store has it, the assumption is gone.
+    cache.apply_claim(claim("c", &[("p", "uid-p")], true));
+    cache.forget_claim(&pod_key, &key);
+    assert!(allocated(&cache), "the stored claim is allocated");
+    // A forgotten assumption frees its devices.
+    cache.apply_claim(unallocated);
+    cache.assume_claim(&pod_key, claim("c", &[], true));
+    cache.forget_claim(&pod_key, &key);
+    assert!(!allocated(&cache));
+}

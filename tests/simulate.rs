@@ -183,5 +183,8 @@ fn the_guides_big_gpu_claim_gets_an_80_gb_device_and_the_json_names_it() {
     assert_eq!(pods[2]["devices"], json!([]));
     let reason = pods[2]["reason"].as_str().unwrap();
     assert!(reason.contains("1 node(s) had no device matching claim gpu (request gpu)"), "{reason}");
-    assert!(reason.contains("1 node(s) had 0 of 2 devices matching claim gpu (request gpu) free (needs 1)"), "{reason}");
+    assert!(
+        reason.contains("1 node(s) had 0 of 2 devices matching claim gpu (request gpu) free (needs 1)"),
+        "{reason}"
+    );
 }

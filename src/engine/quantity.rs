@@ -211,7 +211,8 @@ mod tests {
         assert_eq!(q("1.5").checked_add(q("500m")), Some(Quantity::from_units(2)));
         assert_eq!(q("1").checked_sub(q("3")).map(Quantity::sign), Some(-1));
         assert_eq!(q("1.5").as_integer(), None);
-        assert_eq!(q("8Ei").as_integer(), None, "2^63 does not fit an int64");
+        assert_eq!(Quantity::parse("8Ei").unwrap_err().problem, "too large", "2^63 is more than Kubernetes keeps");
+        assert_eq!(q("9223372036854775807").checked_add(q("1")), None);
         assert_eq!(q("1Ki").as_integer(), Some(1024));
         assert_eq!(q("1.5").units_ceil(), 2);
         assert!((q("1.5").as_f64() - 1.5).abs() < 1e-12);
