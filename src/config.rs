@@ -5,6 +5,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use crate::engine::topology::DomainChoice;
 use crate::engine::{CycleConfig, Queueing, Scoring};
 
 #[derive(Debug, Error)]
@@ -34,6 +35,13 @@ pub enum QueueingStrategy {
     StrictFifo,
     #[serde(rename = "BestEffortFIFO")]
     BestEffortFifo,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TopologyFit {
+    #[default]
+    BestFit,
+    FirstFit,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -67,6 +75,8 @@ pub struct Config {
     pub backoff: Backoff,
     /// Topology levels, outermost first.
     pub topology: Vec<TopologyLevel>,
+    /// How a gang's topology domain is chosen among those that could hold it.
+    pub topology_fit: TopologyFit,
     /// Where /metrics, /healthz and /readyz are served.
     pub metrics_address: String,
     /// Only nodes carrying all these labels are scheduled onto (empty: every node), for a
@@ -76,7 +86,6 @@ pub struct Config {
 
 impl Default for Config {
     fn default() -> Self {
-        let level = |name: &str, label: &str| TopologyLevel { name: name.into(), node_label: label.into() };
         Config {
             scheduler_name: "muster".into(),
             scoring: ScoringStrategy::BinPack,
@@ -85,12 +94,11 @@ impl Default for Config {
             pods_ready_timeout_seconds: 30 * 60,
             gang_broken_grace_seconds: 60,
             backoff: Backoff { initial_seconds: 1, max_seconds: 300 },
-            topology: vec![
-                level("zone", "topology.kubernetes.io/zone"),
-                level("block", "topology.muster.dev/block"),
-                level("rack", "topology.muster.dev/rack"),
-                level("host", "kubernetes.io/hostname"),
-            ],
+            topology: crate::engine::topology::default_levels()
+                .into_iter()
+                .map(|l| TopologyLevel { name: l.name, node_label: l.label })
+                .collect(),
+            topology_fit: TopologyFit::BestFit,
             metrics_address: "0.0.0.0:10251".into(),
             node_selector: Default::default(),
         }
@@ -148,6 +156,10 @@ impl Config {
                 QueueingStrategy::BestEffortFifo => Queueing::BestEffortFifo,
             },
             reserve_after_seconds: i64::try_from(self.reserve_after_seconds).unwrap_or(i64::MAX),
+            domain_choice: match self.topology_fit {
+                TopologyFit::BestFit => DomainChoice::BestFit,
+                TopologyFit::FirstFit => DomainChoice::FirstFit,
+            },
         }
     }
 }
@@ -164,6 +176,7 @@ struct PartialConfig {
     gang_broken_grace_seconds: Option<u64>,
     backoff: Option<Backoff>,
     topology: Option<Vec<TopologyLevel>>,
+    topology_fit: Option<TopologyFit>,
     metrics_address: Option<String>,
     node_selector: Option<std::collections::BTreeMap<String, String>>,
 }
@@ -179,6 +192,7 @@ impl PartialConfig {
             gang_broken_grace_seconds: self.gang_broken_grace_seconds.unwrap_or(d.gang_broken_grace_seconds),
             backoff: self.backoff.unwrap_or(d.backoff),
             topology: self.topology.unwrap_or(d.topology),
+            topology_fit: self.topology_fit.unwrap_or(d.topology_fit),
             metrics_address: self.metrics_address.unwrap_or(d.metrics_address),
             node_selector: self.node_selector.unwrap_or(d.node_selector),
         }

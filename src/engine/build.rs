@@ -13,6 +13,8 @@ pub const GIB: i64 = 1 << 30;
 #[derive(Default)]
 pub struct SnapshotBuilder {
     snapshot: Snapshot,
+    /// Topology constraints to resolve when built: gang index, required, preferred.
+    topology: Vec<(usize, Option<String>, Option<String>)>,
 }
 
 impl SnapshotBuilder {
@@ -99,6 +101,7 @@ impl SnapshotBuilder {
             priority: 0,
             created,
             blocked: None,
+            topology: None,
         });
         self
     }
@@ -109,7 +112,26 @@ impl SnapshotBuilder {
         self
     }
 
-    pub fn build(self) -> Snapshot {
+    /// The snapshot, with the default topology levels indexed from the nodes' labels and
+    /// the gangs' topology constraints resolved against them.
+    pub fn build(mut self) -> Snapshot {
+        let mut tree = super::topology::TopologyTree::new(super::topology::default_levels());
+        tree.update(&self.snapshot.nodes);
+        let mut index = tree.index(&self.snapshot.nodes);
+        let nodes = &self.snapshot.nodes;
+        for (gang, required, preferred) in self.topology {
+            let mut resolve = |name: Option<String>| name.map(|n| index.resolve(&n, nodes).expect("a level"));
+            let (required, preferred) = (resolve(required), resolve(preferred));
+            self.snapshot.gangs[gang].topology = Some(super::topology::GangTopology { required, preferred });
+        }
+        self.snapshot.topology = index;
         self.snapshot
+    }
+
+    /// Gives the last gang added a topology constraint, by level name or node label key.
+    pub fn with_topology(mut self, required: Option<&str>, preferred: Option<&str>) -> SnapshotBuilder {
+        let gang = self.snapshot.gangs.len().checked_sub(1).expect("no gang added yet");
+        self.topology.push((gang, required.map(str::to_string), preferred.map(str::to_string)));
+        self
     }
 }

@@ -6,6 +6,7 @@ use super::dra::selectors::SelectorCache;
 use super::model::{Gang, GangKey, NodeIdx, PodKey, Snapshot};
 use super::place::{Scoring, Workspace};
 use super::reason::{WaitReason, Waiting};
+use super::topology::DomainChoice;
 
 /// What happens behind a gang that does not fit.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -25,6 +26,8 @@ pub enum Queueing {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CycleConfig {
     pub scoring: Scoring,
+    /// How a gang's domain is chosen among those that could hold it.
+    pub domain_choice: DomainChoice,
     pub queueing: Queueing,
     /// Backfill: how long a gang waits before it gets a reservation. Until then gangs
     /// behind it may overtake it, which keeps small jobs fast when large ones clear soon.
@@ -69,7 +72,7 @@ pub fn schedule(snapshot: &Snapshot, config: &CycleConfig) -> CycleOutcome {
 /// cache changes no outcome, only the work.
 pub fn schedule_with(snapshot: &Snapshot, config: &CycleConfig, selectors: &mut SelectorCache) -> CycleOutcome {
     selectors.trim(&snapshot.dra);
-    let mut workspace = Workspace::new(snapshot, config.scoring, selectors);
+    let mut workspace = Workspace::new(snapshot, config.scoring, config.domain_choice, selectors);
     let mut outcome = CycleOutcome::default();
     let mut head: Option<&GangKey> = None;
     for index in queue_order(&snapshot.gangs) {
@@ -107,7 +110,9 @@ pub fn schedule_with(snapshot: &Snapshot, config: &CycleConfig, selectors: &mut 
                         .push(Waiting { gang: gang.key.clone(), reason: WaitReason::DeviceError { pod, error } });
                     continue;
                 }
-                let reason = if shortfall.never_fits {
+                let reason = if let Some(message) = shortfall.topology.clone() {
+                    WaitReason::Topology { message, never_fits: shortfall.never_fits }
+                } else if shortfall.never_fits {
                     WaitReason::NeverFits { nodes: shortfall.nodes, needed: shortfall.needed, fit: shortfall.fit }
                 } else {
                     WaitReason::DoesNotFit { nodes: shortfall.nodes, needed: shortfall.needed, fit: shortfall.fit }

@@ -13,6 +13,7 @@ pub mod place;
 pub mod quantity;
 pub mod reason;
 pub mod resources;
+pub mod topology;
 
 pub use cycle::{CycleConfig, CycleOutcome, Placement, Queueing, schedule, schedule_with};
 pub use place::Scoring;

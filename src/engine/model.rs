@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use super::dra::model::{ClaimNeed, DraSnapshot, ExtendedRequest, PodClaim};
 use super::resources::{Capacity, Demand, ResourceNames};
+use super::topology::{DomainIndex, GangTopology};
 
 /// Index of a node in [`Snapshot::nodes`].
 pub type NodeIdx = u32;
@@ -244,6 +245,8 @@ pub struct Gang {
     /// Set when the gang cannot be considered at all (for example a pod names a PodGroup
     /// that does not exist); the gang waits with this reason.
     pub blocked: Option<String>,
+    /// Where its pods must or should be together.
+    pub topology: Option<GangTopology>,
 }
 
 impl Gang {
@@ -288,4 +291,6 @@ pub struct Snapshot {
     pub gangs: Vec<Gang>,
     /// Devices, classes and what allocated claims hold.
     pub dra: DraSnapshot,
+    /// Zones, blocks, racks and any ad-hoc levels gangs name.
+    pub topology: DomainIndex,
 }

@@ -83,6 +83,8 @@ pub enum WaitReason {
     /// A pod's claims cannot be allocated anywhere: an error in what it asks for (a
     /// selector failing at run time, a missing class).
     DeviceError { pod: PodKey, error: String },
+    /// No domain of the gang's topology level can hold it now (or, `never_fits`, ever).
+    Topology { message: String, never_fits: bool },
 }
 
 /// A gang left waiting, with its reason.
@@ -116,6 +118,7 @@ impl fmt::Display for Waiting {
             WaitReason::BehindEarlierGang(earlier) => {
                 write!(f, "waiting behind {earlier}, which does not fit yet (queueing StrictFIFO)")
             }
+            WaitReason::Topology { message, .. } => write!(f, "{message}"),
             WaitReason::DeviceError { pod, error } => {
                 write!(f, "pod {pod}: {error}")?;
                 if !matches!(self.gang.kind, super::model::GangKind::Single) {

@@ -83,6 +83,16 @@ impl Capacity {
         }
     }
 
+    /// Adds another capacity, resource by resource.
+    pub fn add_capacity(&mut self, other: &Capacity) {
+        if self.0.len() < other.0.len() {
+            self.0.resize(other.0.len(), 0);
+        }
+        for (mine, theirs) in self.0.iter_mut().zip(&other.0) {
+            *mine += theirs;
+        }
+    }
+
     pub fn sub(&mut self, demand: &Demand, times: i64) {
         self.add(demand, -times);
     }

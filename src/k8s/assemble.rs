@@ -20,6 +20,7 @@ use super::foreign::PodGroup as PluginPodGroup;
 use crate::engine::model::{Gang, GangKey, GangKind, PendingPod, PodKey, Snapshot};
 use crate::engine::model::{Node as EngineNode, NodeConstraints};
 use crate::engine::resources::{Demand, ResourceNames};
+use crate::engine::topology::{GangTopology, LevelSpec, TopologyTree};
 
 /// The label that makes a pod a member of Muster's PodGroup of that name.
 pub const MUSTER_GROUP_LABEL: &str = "muster.dev/pod-group";
@@ -94,7 +95,6 @@ type PodConversion = Result<(Demand, Arc<NodeConstraints>), String>;
 /// Conversions kept from one snapshot to the next, per object and resourceVersion, so that
 /// a new snapshot converts only the objects that changed. Objects without a resourceVersion
 /// (the simulator's) are converted every time.
-#[derive(Default)]
 pub struct Memo {
     names: ResourceNames,
     interner: ConstraintsInterner,
@@ -104,9 +104,33 @@ pub struct Memo {
     pods: HashMap<String, HashMap<String, (String, PodConversion)>>,
     nodes: HashMap<String, (String, Result<EngineNode, String>)>,
     devices: convert_dra::DeviceMemo,
+    /// The topology tree, updated node by node from one snapshot to the next.
+    topology: TopologyTree,
+}
+
+impl Default for Memo {
+    /// A memo with the default configuration's topology levels.
+    fn default() -> Memo {
+        Memo::new(&crate::config::Config::default().topology)
+    }
 }
 
 impl Memo {
+    /// A memo for the topology `levels` of the configuration, outermost first.
+    pub fn new(levels: &[crate::config::TopologyLevel]) -> Memo {
+        Memo {
+            names: ResourceNames::default(),
+            interner: ConstraintsInterner::default(),
+            pod_count: 0,
+            pods: HashMap::new(),
+            nodes: HashMap::new(),
+            devices: convert_dra::DeviceMemo::default(),
+            topology: TopologyTree::new(
+                levels.iter().map(|l| LevelSpec { name: l.name.clone(), label: l.node_label.clone() }).collect(),
+            ),
+        }
+    }
+
     fn pod(&mut self, pod: &Pod) -> PodConversion {
         let convert = |memo: &mut Memo| -> PodConversion {
             let demand = convert::pod_demand(pod, &mut memo.names).map_err(|e| e.to_string())?;
@@ -227,6 +251,32 @@ struct GroupFacts {
     min_member: usize,
     priority: Option<i32>,
     created: i64,
+    /// Required and preferred topology levels, as the PodGroup names them.
+    topology: (Option<String>, Option<String>),
+}
+
+/// The annotations other schedulers' users put topology in, with the level they name:
+/// (required, preferred). KAI Scheduler's, then Kueue's; the values are node label keys.
+const TOPOLOGY_ANNOTATIONS: [(&str, &str); 2] = [
+    ("kai.scheduler/topology-required-placement", "kai.scheduler/topology-preferred-placement"),
+    ("kueue.x-k8s.io/podset-required-topology", "kueue.x-k8s.io/podset-preferred-topology"),
+];
+
+/// Required and preferred levels from KAI Scheduler's or Kueue's annotations.
+fn annotated_topology(meta: &ObjectMeta) -> (Option<String>, Option<String>) {
+    let Some(annotations) = meta.annotations.as_ref() else { return (None, None) };
+    for (required, preferred) in TOPOLOGY_ANNOTATIONS {
+        let found = (annotations.get(required).cloned(), annotations.get(preferred).cloned());
+        if found.0.is_some() || found.1.is_some() {
+            return found;
+        }
+    }
+    (None, None)
+}
+
+/// A PodGroup's own topology fields first, then its annotations.
+fn either(own: (Option<String>, Option<String>), meta: &ObjectMeta) -> (Option<String>, Option<String>) {
+    if own.0.is_some() || own.1.is_some() { own } else { annotated_topology(meta) }
 }
 
 fn is_terminal(pod: &Pod) -> bool {
@@ -259,19 +309,33 @@ pub fn assemble_view(objects: &ClusterView<'_>, scheduler_name: &str, now: i64, 
         name: meta.name.clone().unwrap_or_default(),
     };
     for g in &objects.muster_groups {
+        let own = g.spec.topology.as_ref().map_or((None, None), |t| (t.required.clone(), t.preferred.clone()));
         let facts_of = GroupFacts {
             min_member: g.spec.min_member.max(1) as usize,
             priority: class_priority(g.spec.priority_class_name.as_ref()),
             created: created(&g.metadata),
+            topology: either(own, &g.metadata),
         };
         facts.insert(key(GangKind::Muster, &g.metadata), facts_of);
     }
     for g in &objects.kubernetes_groups {
         let min = g.spec.scheduling_policy.gang.as_ref().map_or(1, |gang| gang.min_count.max(1));
         let priority = g.spec.priority.or_else(|| class_priority(g.spec.priority_class_name.as_ref()));
+        let required = g
+            .spec
+            .scheduling_constraints
+            .as_ref()
+            .and_then(|c| c.topology.as_ref())
+            .and_then(|t| t.first())
+            .map(|t| t.key.clone());
         facts.insert(
             key(GangKind::Kubernetes, &g.metadata),
-            GroupFacts { min_member: min as usize, priority, created: created(&g.metadata) },
+            GroupFacts {
+                min_member: min as usize,
+                priority,
+                created: created(&g.metadata),
+                topology: either((required, None), &g.metadata),
+            },
         );
     }
     for g in &objects.plugin_groups {
@@ -281,6 +345,7 @@ pub fn assemble_view(objects: &ClusterView<'_>, scheduler_name: &str, now: i64, 
                 min_member: g.spec.min_member.max(1) as usize,
                 priority: class_priority(g.spec.priority_class_name.as_ref()),
                 created: created(&g.metadata),
+                topology: annotated_topology(&g.metadata),
             },
         );
     }
@@ -296,6 +361,9 @@ pub fn assemble_view(objects: &ClusterView<'_>, scheduler_name: &str, now: i64, 
         }
     }
 
+    memo.topology.update(&out.snapshot.nodes);
+    out.snapshot.topology = memo.topology.index(&out.snapshot.nodes);
+
     let dra_view = convert_dra::DraView {
         slices: &objects.resource_slices,
         classes: &objects.device_classes,
@@ -310,6 +378,7 @@ pub fn assemble_view(objects: &ClusterView<'_>, scheduler_name: &str, now: i64, 
         .collect();
 
     let mut gangs: BTreeMap<GangKey, Gang> = BTreeMap::new();
+    let mut pod_topology: HashMap<GangKey, (Option<String>, Option<String>)> = HashMap::new();
     let mut bound_per_gang: HashMap<GangKey, usize> = HashMap::new();
     for pod in &objects.pods {
         if is_terminal(pod) {
@@ -374,6 +443,7 @@ pub fn assemble_view(objects: &ClusterView<'_>, scheduler_name: &str, now: i64, 
                 priority: group.and_then(|g| g.priority).unwrap_or(i32::MIN),
                 created: group.map_or(i64::MAX, |g| g.created),
                 blocked,
+                topology: None,
             }
         });
         // Without a priority of its own, a gang takes its highest pod's; without a
@@ -398,10 +468,34 @@ pub fn assemble_view(objects: &ClusterView<'_>, scheduler_name: &str, now: i64, 
                 None
             }
         };
+        if !pod_topology.contains_key(&gang) {
+            let named = annotated_topology(&pod.metadata);
+            if named.0.is_some() || named.1.is_some() {
+                pod_topology.insert(gang.clone(), named);
+            }
+        }
         entry.pods.push(PendingPod { key, demand, constraints, devices });
     }
     for (key, gang) in gangs.iter_mut() {
         gang.bound = bound_per_gang.get(key).copied().unwrap_or(0);
+        // Topology: the PodGroup's, else (a pod without one, say of a Kueue job) its pods'
+        // annotations.
+        let named = match facts.get(key).map(|f| f.topology.clone()) {
+            Some((None, None)) | None => pod_topology.get(key).cloned().unwrap_or((None, None)),
+            Some(named) => named,
+        };
+        if named.0.is_none() && named.1.is_none() {
+            continue;
+        }
+        let nodes = &out.snapshot.nodes;
+        let index = &mut out.snapshot.topology;
+        let mut resolve = |name: &Option<String>| name.as_deref().map(|n| index.resolve(n, nodes)).transpose();
+        match (resolve(&named.0), resolve(&named.1)) {
+            (Ok(required), Ok(preferred)) => gang.topology = Some(GangTopology { required, preferred }),
+            (Err(why), _) | (_, Err(why)) => {
+                gang.blocked.get_or_insert_with(|| format!("{key}: {why}"));
+            }
+        }
     }
     out.snapshot.gangs = gangs.into_values().collect();
     out.snapshot.resources = memo.names.clone();

@@ -160,7 +160,7 @@ pub async fn run(client: kube::Client, config: Config, options: Options) -> Resu
     let mut safety = SafetyNet::default();
     let mut claim_releases = super::claim_release::ReleaseTracker::default();
     let mut last_eviction: HashMap<GangKey, (&'static str, String)> = HashMap::new();
-    let mut memo = Memo::default();
+    let mut memo = Memo::new(&config.topology);
     let cycle_config = config.cycle();
     wake.notify_one();
     // The one timer: the earliest backoff, timeout or reservation that falls due.

@@ -198,7 +198,7 @@ pub fn run(objects: &mut ClusterObjects, config: &Config) -> Report {
     let cycle = config.cycle();
     let mut last = CycleOutcome::default();
     let now = latest_creation(objects);
-    let mut memo = Memo::default();
+    let mut memo = Memo::new(&config.topology);
     let mut selectors = SelectorCache::default();
     for _ in 0..MAX_CYCLES {
         let assembled = assemble_view(&objects.view(), &config.scheduler_name, now, &mut memo);
