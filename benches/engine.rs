@@ -19,8 +19,15 @@ fn cluster() -> SnapshotBuilder {
         let name = format!("node-{i}");
         let pool = format!("pool-{}", i % 4);
         let rack = format!("rack-{}", i / 50);
+        let block = format!("block-{}", i / 1000);
         let gpus = if i % 10 == 9 { 0 } else { 8 };
-        b = b.gpu_node(&name, 96, 1024, gpus, &[("pool", &pool), ("topology.muster.dev/rack", &rack)]);
+        b = b.gpu_node(
+            &name,
+            96,
+            1024,
+            gpus,
+            &[("pool", &pool), ("topology.muster.dev/rack", &rack), ("topology.muster.dev/block", &block)],
+        );
         if i % 50 == 7 {
             b = b.with_last_node(|n| {
                 n.taints.push(Taint {
@@ -106,6 +113,15 @@ fn bench(c: &mut Criterion) {
     report("1000 gangs of 8", &gangs);
     group.throughput(Throughput::Elements(1_000));
     group.bench_function("1000_gangs_of_8", |b| b.iter(|| schedule(&gangs, &CycleConfig::default())));
+
+    // One 512-pod gang of 8-GPU pods that must share a block of 1,000 nodes.
+    let block_gang = cluster()
+        .gang("block-job", 512, 512, &[(GPU, 8), ("cpu", 16_000), ("memory", 128 * GIB)])
+        .with_topology(Some("block"), Some("rack"))
+        .build();
+    report("one 512-pod gang requiring a block", &block_gang);
+    group.throughput(Throughput::Elements(512));
+    group.bench_function("512_pod_gang_in_one_block", |b| b.iter(|| schedule(&block_gang, &CycleConfig::default())));
     group.finish();
 }
 

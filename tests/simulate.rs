@@ -188,3 +188,73 @@ fn the_guides_big_gpu_claim_gets_an_80_gb_device_and_the_json_names_it() {
         "{reason}"
     );
 }
+
+/// 4 racks × 2 nodes × 8 GPUs, two racks per block; `used[i]` GPUs held on node i by a pod
+/// already running there; then Muster's PodGroup `gang` of `pods` 8-GPU pods with the
+/// given topology.
+fn rack_cluster(used: [u32; 8], pods: usize, required: &str, preferred: Option<&str>) -> String {
+    let mut docs = Vec::new();
+    for (i, used) in used.iter().enumerate() {
+        let rack = format!("r{}", i / 2 + 1);
+        let block = if i < 4 { "b1" } else { "b2" };
+        let node = format!("{rack}-n{}", i % 2 + 1);
+        docs.push(format!(
+            "apiVersion: v1\nkind: Node\nmetadata:\n  name: {node}\n  labels: {{kubernetes.io/hostname: {node}, \
+             topology.muster.dev/rack: {rack}, topology.muster.dev/block: {block}}}\n\
+             status: {{allocatable: {{cpu: '64', memory: 512Gi, pods: '110', nvidia.com/gpu: '8'}}}}"
+        ));
+        if *used > 0 {
+            docs.push(format!(
+                "apiVersion: v1\nkind: Pod\nmetadata: {{name: busy-{node}}}\nspec: {{nodeName: {node}, \
+                 containers: [{{name: c, image: i, resources: {{limits: {{nvidia.com/gpu: '{used}'}}}}}}]}}"
+            ));
+        }
+    }
+    let preferred = preferred.map(|p| format!(", preferred: {p}")).unwrap_or_default();
+    docs.push(format!(
+        "apiVersion: muster.dev/v1alpha1\nkind: PodGroup\nmetadata: {{name: gang}}\n\
+         spec: {{minMember: {pods}, topology: {{required: {required}{preferred}}}}}"
+    ));
+    for p in 0..pods {
+        docs.push(format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: gang-{p}, labels: {{muster.dev/pod-group: gang}}}}\n\
+             spec: {{schedulerName: muster, containers: [{{name: c, image: i, resources: {{limits: {{nvidia.com/gpu: '8'}}}}}}]}}"
+        ));
+    }
+    docs.join("\n---\n")
+}
+
+fn gang_racks(report: &Value) -> Vec<String> {
+    let mut racks: Vec<String> = report["pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["node"].as_str().map(|n| n.split('-').next().unwrap().to_string()))
+        .collect();
+    racks.sort();
+    racks.dedup();
+    racks
+}
+
+#[test]
+fn a_gang_that_requires_a_rack_lands_in_the_rack_with_room_waits_when_none_has_and_spans_the_fewest_racks() {
+    // Free per rack: r1 12, r2 16, r3 10, r4 14: the 16-GPU gang lands in r2.
+    let path = temp_yaml("rack-fits.yaml", &rack_cluster([4, 0, 0, 0, 6, 0, 2, 0], 2, "rack", None));
+    let (report, _) = simulate_json(&["--cluster", path.to_str().unwrap()]);
+    assert_eq!(gang_racks(&report), ["r2"]);
+    assert_eq!(report["gangs"][0]["scheduled"], true);
+
+    // 46 GPUs free, no rack with 16: the gang waits, holding nothing, and says why.
+    let path = temp_yaml("rack-full.yaml", &rack_cluster([4, 0, 2, 0, 6, 0, 2, 0], 2, "rack", None));
+    let (report, _) = simulate_json(&["--cluster", path.to_str().unwrap()]);
+    assert!(gang_racks(&report).is_empty(), "nothing of the gang is placed");
+    assert_eq!(
+        report["gangs"][0]["reason"],
+        "gang default/gang needs 16 GPUs in one rack; the largest free rack, r2, has 14"
+    );
+
+    // 24 GPUs, block required and rack preferred, no rack with 24: two racks of one block.
+    let path = temp_yaml("block.yaml", &rack_cluster([0, 8, 0, 0, 2, 2, 2, 2], 3, "block", Some("rack")));
+    let (report, _) = simulate_json(&["--cluster", path.to_str().unwrap()]);
+    assert_eq!(gang_racks(&report), ["r1", "r2"]);
+}
