@@ -178,6 +178,9 @@ pub struct Workspace<'s> {
     /// Per topology level, per domain: its nodes' allocatable capacity.
     pub(crate) domain_allocatable: Vec<Vec<Capacity>>,
     pub(crate) reserved: Vec<bool>,
+    /// The level bin-packing keeps whole: the innermost configured one whose domains hold
+    /// several nodes (racks, unless configured otherwise).
+    pack_level: Option<usize>,
     shapes: Vec<Shape>,
     shape_ids: HashMap<ShapeKey, usize>,
     accelerators: Vec<ResourceId>,
@@ -210,10 +213,14 @@ impl<'s> Workspace<'s> {
         let domain_allocatable = levels.iter().map(|l| sum(l, &|n| snapshot.nodes[n].allocatable.clone())).collect();
         // Extended resources (anything but the four built-ins) are the scarce ones.
         let accelerators = (4..snapshot.resources.len()).map(|i| ResourceId(i as u16)).collect();
+        let topology = &snapshot.topology;
+        let pack_level =
+            (0..topology.configured).rev().find(|&l| topology.levels[l].domains.iter().any(|d| d.nodes.len() > 1));
         Workspace {
             snapshot,
             scoring,
             domain_choice,
+            pack_level,
             free,
             domain_free,
             domain_allocatable,
@@ -276,12 +283,29 @@ impl<'s> Workspace<'s> {
                 }
             }
         };
+        // Between nodes equally full, bin-packing takes the one in the fullest domain of the
+        // packing level (racks, by default), so that whole domains stay free too.
+        let topology = &self.snapshot.topology;
+        let domain_free = &self.domain_free;
+        let pack_level = self.pack_level;
+        let first_fit = self.domain_choice == DomainChoice::FirstFit;
+        let packed = |n: NodeIdx| -> i64 {
+            let (Some(level), Some(r)) = (pack_level, key_resource) else { return 0 };
+            match topology.domain_of(level, n) {
+                None => i64::MAX,
+                Some(d) if first_fit => i64::from(d),
+                Some(d) => domain_free[level][d as usize].get(r),
+            }
+        };
         let scored = |n: NodeIdx| match self.scoring {
-            Scoring::BinPack => (score(n), n),
+            Scoring::BinPack => {
+                let (a, b, c) = score(n);
+                ((packed(n), a, b, c), n)
+            }
             Scoring::Spread => {
                 let (a, b, c) = score(n);
                 let first = if key_resource.is_some() || with_devices { -a } else { a };
-                ((first, -b, -c), n)
+                ((first, 0, -b, -c), n)
             }
         };
         candidates.sort_by_cached_key(|&n| scored(n));

@@ -12,11 +12,14 @@ use super::run::apply;
 use crate::config::{Config, QueueingStrategy, ScoringStrategy};
 use crate::engine::schedule;
 use crate::k8s::assemble::{ClusterObjects, assemble};
+use crate::k8s::crd::PodGroupTopology;
 
 /// Who places the pods.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum Placer {
     Muster,
+    /// Muster with the first domain that fits, rather than the best fit, for comparison.
+    MusterFirstFit,
     PerPodBaseline,
 }
 
@@ -24,6 +27,7 @@ impl Placer {
     fn config(self, muster: &Config) -> Config {
         match self {
             Placer::Muster => muster.clone(),
+            Placer::MusterFirstFit => Config { topology_fit: crate::config::TopologyFit::FirstFit, ..muster.clone() },
             Placer::PerPodBaseline => Config {
                 scoring: ScoringStrategy::Spread,
                 queueing: QueueingStrategy::BestEffortFifo,
@@ -62,9 +66,18 @@ impl Job {
 }
 
 fn add_job(objects: &mut ClusterObjects, job: &Job, placer: Placer, scheduler: &str, created: impl Fn(usize) -> i64) {
-    let gang = placer == Placer::Muster;
+    let gang = placer != Placer::PerPodBaseline;
     if gang {
-        objects.muster_groups.push(pod_group(&job.name, job.pods, created(0)));
+        let mut group = pod_group(&job.name, job.pods, created(0));
+        // Distributed training wants one rack; smaller multi-pod jobs would rather have one.
+        group.spec.topology = if job.gpus() >= 16 {
+            Some(PodGroupTopology { required: Some("rack".into()), preferred: None })
+        } else if job.pods > 1 {
+            Some(PodGroupTopology { required: None, preferred: Some("rack".into()) })
+        } else {
+            None
+        };
+        objects.muster_groups.push(group);
     }
     for i in 0..job.pods {
         let group = gang.then_some(job.name.as_str());
@@ -233,13 +246,56 @@ pub struct FleetOutcome {
     pub large_wait_p50_minutes: f64,
     pub large_wait_p99_minutes: f64,
     pub large_never_started: usize,
+    /// GPU-hours free but unusable by a large gang: free GPUs in racks with fewer than 16
+    /// free (the smallest large job, which needs one rack), while a large job waits.
+    pub fragmented_gpu_hours: f64,
+    /// The same, as a share of the free GPU-hours while a large job waits.
+    pub fragmented_share: f64,
 }
+
+/// Free GPUs per rack, from the nodes' allocatable and the pods bound to them.
+fn free_per_rack(objects: &ClusterObjects) -> BTreeMap<String, i64> {
+    let mut rack_of: BTreeMap<&str, &str> = BTreeMap::new();
+    let mut free: BTreeMap<String, i64> = BTreeMap::new();
+    for node in &objects.nodes {
+        let name = node.metadata.name.as_deref().unwrap_or("");
+        let rack = node.metadata.labels.as_ref().and_then(|l| l.get(RACK_LABEL)).map_or("", String::as_str);
+        rack_of.insert(name, rack);
+        *free.entry(rack.to_string()).or_default() += 8;
+    }
+    for pod in &objects.pods {
+        let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) else { continue };
+        let gpus: i64 = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.containers.first())
+            .and_then(|c| c.resources.as_ref()?.limits.as_ref()?.get("nvidia.com/gpu"))
+            .and_then(|q| q.0.parse().ok())
+            .unwrap_or(0);
+        if let Some(rack) = rack_of.get(node) {
+            *free.entry(rack.to_string()).or_default() -= gpus;
+        }
+    }
+    free
+}
+
+const RACK_LABEL: &str = "topology.muster.dev/rack";
 
 pub fn fleet(placer: Placer, shape: &FleetShape, muster: &Config) -> FleetOutcome {
     let config = placer.config(muster);
-    let racks = shape.nodes.div_ceil(8);
-    let nodes =
-        (0..shape.nodes).map(|i| gpu_node(&format!("node-{i:03}"), &format!("rack-{}", i % racks.max(1)), 8)).collect();
+    let racks = shape.nodes.div_ceil(8).max(1);
+    // Racks of 8 nodes, two racks to a block; nodes are numbered across racks.
+    let nodes = (0..shape.nodes)
+        .map(|i| {
+            let rack = i % racks;
+            let mut node = gpu_node(&format!("node-{i:03}"), &format!("rack-{rack}"), 8);
+            node.metadata
+                .labels
+                .get_or_insert_default()
+                .insert("topology.muster.dev/block".into(), format!("block-{}", rack / 2));
+            node
+        })
+        .collect();
     let mut objects = ClusterObjects { nodes, ..Default::default() };
     let jobs = fleet_jobs(shape);
     let horizon = shape.horizon_hours * 3600;
@@ -249,6 +305,8 @@ pub fn fleet(placer: Placer, shape: &FleetShape, muster: &Config) -> FleetOutcom
     let mut completions: BinaryHeap<Reverse<(i64, usize)>> = BinaryHeap::new();
     let index: BTreeMap<&str, usize> = jobs.iter().enumerate().map(|(i, j)| (j.name.as_str(), i)).collect();
     let (mut busy, mut stranded) = (0f64, 0f64);
+    let (mut fragmented, mut free_while_waiting) = (0f64, 0f64);
+    let (mut fragmented_now, mut free_now) = (0f64, 0f64);
     let (mut now, mut next_arrival) = (0i64, 0usize);
     let (mut running_gpus, mut held_gpus) = (0u32, 0u32);
     loop {
@@ -257,6 +315,8 @@ pub fn fleet(placer: Placer, shape: &FleetShape, muster: &Config) -> FleetOutcom
         let Some(at) = [arrival_at, completion_at].into_iter().flatten().min().filter(|t| *t <= horizon) else { break };
         busy += running_gpus as f64 * (at - now) as f64;
         stranded += held_gpus as f64 * (at - now) as f64;
+        fragmented += fragmented_now * (at - now) as f64;
+        free_while_waiting += free_now * (at - now) as f64;
         now = at;
         while let Some(Reverse((t, j))) = completions.peek().copied() {
             if t != now {
@@ -288,7 +348,21 @@ pub fn fleet(placer: Placer, shape: &FleetShape, muster: &Config) -> FleetOutcom
                 held_gpus += placed as u32 * jobs[j].gpus_per_pod;
             }
         }
+        // The next large gang: the oldest large job that has arrived and not started.
+        let next_large = (0..next_arrival).find(|&j| started[j].is_none() && jobs[j].gpus() >= 16);
+        (fragmented_now, free_now) = match next_large {
+            Some(_) => {
+                // The smallest large gang, 16 GPUs: what no rack with fewer free can take.
+                let need = 16;
+                let free = free_per_rack(&objects);
+                let unusable: i64 = free.values().filter(|f| **f < need).sum();
+                (unusable as f64, free.values().sum::<i64>() as f64)
+            }
+            None => (0.0, 0.0),
+        };
     }
+    fragmented += fragmented_now * (horizon - now) as f64;
+    free_while_waiting += free_now * (horizon - now) as f64;
     busy += running_gpus as f64 * (horizon - now) as f64;
     stranded += held_gpus as f64 * (horizon - now) as f64;
 
@@ -326,6 +400,8 @@ pub fn fleet(placer: Placer, shape: &FleetShape, muster: &Config) -> FleetOutcom
             .zip(&started)
             .filter(|(j, s)| j.gpus() >= 16 && j.arrival <= horizon && s.is_none())
             .count(),
+        fragmented_gpu_hours: fragmented / 3600.0,
+        fragmented_share: if free_while_waiting > 0.0 { fragmented / free_while_waiting } else { 0.0 },
     }
 }
 
@@ -338,7 +414,11 @@ pub struct Builtin {
 pub fn run_builtin(config: &Config) -> Builtin {
     let two = [two_jobs(Placer::Muster, config), two_jobs(Placer::PerPodBaseline, config)];
     let shape = FleetShape::default();
-    let fleets = [fleet(Placer::Muster, &shape, config), fleet(Placer::PerPodBaseline, &shape, config)];
+    let fleets = [
+        fleet(Placer::Muster, &shape, config),
+        fleet(Placer::MusterFirstFit, &shape, config),
+        fleet(Placer::PerPodBaseline, &shape, config),
+    ];
     let table = super::table::builtin_table(&two, &shape, &fleets);
     let json = serde_json::json!({"twoJobs": two, "fleet": {"shape": shape, "results": fleets}});
     Builtin { table, json }
