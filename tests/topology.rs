@@ -143,3 +143,35 @@ fn a_gang_larger_than_any_rack_can_ever_be_never_reserves_one() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn the_topology_tree_follows_node_changes_one_node_at_a_time() {
+    use muster::engine::topology::{TopologyTree, default_levels};
+    let nodes = |spec: &[(&str, &str, &str)]| -> Vec<muster::engine::model::Node> {
+        let mut b = SnapshotBuilder::new();
+        for (name, rack, block) in spec {
+            b = b.gpu_node(name, 8, 64, 8, &[(RACK, rack), (BLOCK, block), ("kubernetes.io/hostname", name)]);
+        }
+        b.build().nodes
+    };
+    let mut tree = TopologyTree::new(default_levels());
+    let first = nodes(&[("a", "r1", "b1"), ("b", "r1", "b1"), ("c", "r2", "b1"), ("d", "r3", "b2")]);
+    assert_eq!(tree.update(&first), 4);
+    assert_eq!(tree.update(&first), 0, "nothing changed, nothing is touched");
+    let index = tree.index(&first);
+    let rack = index.levels.iter().position(|l| l.name == "rack").unwrap();
+    let block = index.levels.iter().position(|l| l.name == "block").unwrap();
+    let values = |level: usize, index: &muster::engine::topology::DomainIndex| -> Vec<(String, Vec<u32>)> {
+        index.levels[level].domains.iter().map(|d| (d.value.clone(), d.nodes.clone())).collect()
+    };
+    assert_eq!(values(rack, &index), [("r1".into(), vec![0, 1]), ("r2".into(), vec![2]), ("r3".into(), vec![3])]);
+    let r3 = &index.levels[rack].domains[2];
+    assert_eq!(index.levels[block].domains[r3.parent.unwrap() as usize].value, "b2");
+
+    // c moves to r3; d goes away: r2 is pruned, r3 keeps c, b2 keeps r3.
+    let second = nodes(&[("a", "r1", "b1"), ("b", "r1", "b1"), ("c", "r3", "b2")]);
+    assert_eq!(tree.update(&second), 2, "one node moved, one removed");
+    let index = tree.index(&second);
+    assert_eq!(values(rack, &index), [("r1".into(), vec![0, 1]), ("r3".into(), vec![2])]);
+    assert_eq!(values(block, &index), [("b1".into(), vec![0, 1]), ("b2".into(), vec![2])]);
+}
