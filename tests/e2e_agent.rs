@@ -244,7 +244,7 @@ async fn driver_mode_publishes_gpus_that_the_scheduler_allocates_and_an_unhealth
     assert_eq!(devices, [format!("{n1}/gpu-0"), format!("{n2}/gpu-0"), format!("{n2}/gpu-1")]);
     let waiting = pods.iter().find(|p| node_of(p).is_none()).unwrap();
     let message = unschedulable_message(waiting).unwrap();
-    assert!(message.contains("taint"), "the reason names the taint: {message}");
+    assert!(message.contains("1 more with an untolerated taint"), "the reason names the taint: {message}");
 
     // The GPU recovers: the taint goes and the waiting pod gets it.
     write_inventory(&inv1, &n1, 2, &[]);
@@ -391,7 +391,8 @@ async fn with_sharing_notebooks_each_get_a_quarter_of_one_gpus_memory() {
             .as_ref()
             .unwrap()[0];
         let consumed = result.consumed_capacity.as_ref().expect("a share records what it consumed");
-        assert_eq!(consumed["memory"].0, "20Gi");
+        let consumed = muster::engine::quantity::Quantity::parse(&consumed["memory"].0).unwrap();
+        assert_eq!(consumed, muster::engine::quantity::Quantity::parse("20Gi").unwrap());
         assert!(result.share_id.is_some(), "each share has its own ID");
     }
 }

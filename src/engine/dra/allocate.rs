@@ -137,6 +137,9 @@ struct Search<'s, 'a> {
     items: Vec<(usize, usize)>,
     /// Candidates per (claim, request, alternative), found once per search.
     candidates: Vec<Vec<Vec<Option<Vec<DeviceIdx>>>>>,
+    /// Per (claim, request, alternative): matching devices left out for untolerated taints,
+    /// so a rejection can say that the devices exist but are out of service.
+    tainted: Vec<Vec<Vec<u32>>>,
     chosen: Vec<Vec<Chosen>>,
     steps: u32,
     /// The deepest item that ran short, for the node's rejection.
@@ -154,9 +157,11 @@ pub fn allocate(
     let mark = alloc.state.mark();
     let mut items = Vec::new();
     let mut candidates = Vec::with_capacity(claims.len());
+    let mut tainted = Vec::with_capacity(claims.len());
     for (c, claim) in claims.iter().enumerate() {
         let requests = &claim.spec.spec.requests;
         candidates.push(requests.iter().map(|r| vec![None; r.alternatives.len()]).collect());
+        tainted.push(requests.iter().map(|r| vec![0; r.alternatives.len()]).collect());
         items.extend((0..requests.len()).map(|r| (c, r)));
     }
     let mut search = Search {
@@ -165,6 +170,7 @@ pub fn allocate(
         claims,
         items,
         candidates,
+        tainted,
         chosen: claims.iter().map(|_| Vec::new()).collect(),
         steps: 0,
         short: None,
@@ -229,9 +235,10 @@ impl Search<'_, '_> {
                     if candidates.len() < n as usize && !shared {
                         let label = self.label(c, r);
                         let found = candidates.len();
+                        let tainted = self.tainted_note(c, r, a);
                         self.ran_short(item, || match found {
-                            0 => format!("had no device matching {label}"),
-                            _ => format!("had {found} of the {n} devices matching {label}"),
+                            0 => format!("had no device matching {label}{tainted}"),
+                            _ => format!("had {found} of the {n} devices matching {label}{tainted}"),
                         });
                         false
                     } else {
@@ -296,6 +303,7 @@ impl Search<'_, '_> {
             }
             // `All` takes every matching device or none: a tainted one fails it later.
             if !all_mode && !tolerated(device, sub) {
+                self.tainted[c][r][a] += 1;
                 continue;
             }
             let has_capacity = sub.capacity.iter().all(|(name, amount)| {
@@ -379,6 +387,16 @@ impl Search<'_, '_> {
         !self.alloc.dra.devices[d as usize].allow_multiple_allocations && self.chosen[c].iter().any(|ch| ch.device == d)
     }
 
+    /// ", and 1 more with an untolerated taint" when matching devices were left out for
+    /// their taints; empty otherwise.
+    fn tainted_note(&self, c: usize, r: usize, a: usize) -> String {
+        match self.tainted[c][r][a] {
+            0 => String::new(),
+            1 => ", and 1 more with an untolerated taint".into(),
+            n => format!(", and {n} more with untolerated taints"),
+        }
+    }
+
     /// Picks `need` more devices for the item's alternative `a`, from `candidates[start..]`.
     fn pick(&mut self, item: usize, a: usize, candidates: &[DeviceIdx], need: usize, start: usize) -> bool {
         if need == 0 {
@@ -420,6 +438,7 @@ impl Search<'_, '_> {
         }
         if start == 0 {
             let label = self.label(c, r);
+            let tainted = self.tainted_note(c, r, a);
             let total = candidates.len();
             let available = candidates
                 .iter()
@@ -427,7 +446,7 @@ impl Search<'_, '_> {
                 .count();
             self.ran_short(item, || {
                 if available < need {
-                    format!("had {available} of {total} devices matching {label} free (needs {need})")
+                    format!("had {available} of {total} devices matching {label} free (needs {need}){tainted}")
                 } else {
                     format!("had no {need} free devices for {label} that keep the claim's constraints")
                 }
