@@ -316,3 +316,75 @@ fn bus_ids_and_mig_profiles_read_as_nvidia_smi_prints_them() {
     assert_eq!(slices::semver("12.4").as_deref(), Some("12.4.0"));
     assert_eq!(slices::semver("r580"), None);
 }
+
+fn muster(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_muster")).args(args).output().expect("run muster")
+}
+
+#[test]
+fn dry_run_prints_the_slices_driver_mode_would_publish() {
+    let out = muster(&["agent", "--dry-run", "--node-name", "gpu-node-1", "--fake-gpus", "2", "--sharing"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let slices: Vec<k8s_openapi::api::resource::v1::ResourceSlice> = serde_yaml::Deserializer::from_str(&text)
+        .map(|doc| serde::Deserialize::deserialize(doc).expect("each document is a ResourceSlice"))
+        .collect();
+    assert_eq!(slices.len(), 1);
+    assert!(text.contains("apiVersion: resource.k8s.io/v1") && text.contains("kind: ResourceSlice"), "{text}");
+    let spec = &slices[0].spec;
+    assert_eq!((spec.driver.as_str(), spec.pool.name.as_str()), ("gpu.muster.dev", "gpu-node-1"));
+    let devices = spec.devices.as_ref().unwrap();
+    assert_eq!(devices.iter().map(|d| d.name.as_str()).collect::<Vec<_>>(), ["gpu-0", "gpu-1"]);
+    assert_eq!(devices[0].allow_multiple_allocations, Some(true));
+    assert_eq!(attr(&devices[0], "productName").string.as_deref(), Some("NVIDIA H100 80GB HBM3"));
+}
+
+#[test]
+fn without_nvml_the_agent_says_what_to_do() {
+    let out = muster(&["agent", "--dry-run", "--node-name", "n", "--nvml-library", "/nonexistent/libnvidia-ml.so.1"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("failed to load NVML"), "{stderr}");
+    assert!(stderr.contains("--inventory FILE or --fake-gpus N"), "{stderr}");
+    let out = muster(&["agent", "--dry-run", "--fake-gpus", "1"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--node-name"), "a missing node name is named");
+}
+
+#[test]
+fn metrics_use_dcgm_exporters_names_and_labels() {
+    let metrics = muster::agent::metrics::AgentMetrics::new();
+    let mut gpus = fake_gpus(2);
+    gpus[1].health = Health::Lost;
+    let sample = GpuSample {
+        utilization_percent: Some(87.0),
+        memory_used_bytes: Some(40 << 30),
+        memory_free_bytes: Some(40 << 30),
+        temperature_celsius: Some(61.0),
+        power_watts: Some(512.5),
+        last_xid: 0,
+        ecc_corrected: Some(3),
+        ecc_uncorrected: Some(0),
+    };
+    metrics.update("node-a", &gpus, &[sample, GpuSample { last_xid: 79, ..Default::default() }]);
+    let text = prometheus::TextEncoder::new().encode_to_string(&metrics.registry.gather()).unwrap();
+    let labels = format!(
+        "Hostname=\"node-a\",UUID=\"{}\",device=\"nvidia0\",gpu=\"0\",modelName=\"NVIDIA H100 80GB HBM3\",pci_bus_id=\"{}\"",
+        gpus[0].uuid, gpus[0].pci_bus_id
+    );
+    for line in [
+        format!("DCGM_FI_DEV_GPU_UTIL{{{labels}}} 87"),
+        format!("DCGM_FI_DEV_FB_USED{{{labels}}} 40960"),
+        format!("DCGM_FI_DEV_FB_FREE{{{labels}}} 40960"),
+        format!("DCGM_FI_DEV_GPU_TEMP{{{labels}}} 61"),
+        format!("DCGM_FI_DEV_POWER_USAGE{{{labels}}} 512.5"),
+        format!("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL{{{labels}}} 3"),
+        format!("muster_agent_gpu_healthy{{{labels}}} 1"),
+    ] {
+        assert!(text.contains(&line), "missing {line} in\n{text}");
+    }
+    assert!(text.contains(&format!("DCGM_FI_DEV_XID_ERRORS{{Hostname=\"node-a\",UUID=\"{}\"", gpus[1].uuid)));
+    // The second GPU has no temperature reading: its series is absent, not zero.
+    assert_eq!(text.matches("DCGM_FI_DEV_GPU_TEMP{").count(), 1, "{text}");
+    let unhealthy = format!("muster_agent_gpu_healthy{{Hostname=\"node-a\",UUID=\"{}\"", gpus[1].uuid);
+    assert!(text.lines().any(|l| l.starts_with(&unhealthy) && l.ends_with(" 0")), "{text}");
+}
