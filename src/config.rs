@@ -58,6 +58,35 @@ pub struct Backoff {
     pub max_seconds: u64,
 }
 
+/// Leader election among scheduler replicas, on a coordination.k8s.io/v1 Lease.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LeaderElection {
+    /// Off: this scheduler leads alone (one replica). On: only the lease holder schedules.
+    pub enabled: bool,
+    pub lease_name: String,
+    pub lease_namespace: String,
+    /// A lease not renewed for this long may be taken over by another replica.
+    pub lease_duration_seconds: u64,
+    /// The leader stops scheduling when it could not renew for this long (< lease duration).
+    pub renew_deadline_seconds: u64,
+    /// How often the leader renews and the others check the lease.
+    pub retry_period_seconds: u64,
+}
+
+impl Default for LeaderElection {
+    fn default() -> Self {
+        LeaderElection {
+            enabled: false,
+            lease_name: "muster-scheduler".into(),
+            lease_namespace: "muster-system".into(),
+            lease_duration_seconds: 15,
+            renew_deadline_seconds: 10,
+            retry_period_seconds: 2,
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Config {
@@ -82,6 +111,8 @@ pub struct Config {
     /// Only nodes carrying all these labels are scheduled onto (empty: every node), for a
     /// Muster that manages part of a cluster, such as its GPU nodes.
     pub node_selector: std::collections::BTreeMap<String, String>,
+    /// Several replicas: only the holder of the lease schedules, binds and writes status.
+    pub leader_election: LeaderElection,
 }
 
 impl Default for Config {
@@ -101,6 +132,7 @@ impl Default for Config {
             topology_fit: TopologyFit::BestFit,
             metrics_address: "0.0.0.0:10251".into(),
             node_selector: Default::default(),
+            leader_election: LeaderElection::default(),
         }
     }
 }
@@ -139,6 +171,21 @@ impl Config {
             if !seen.insert(level.name.as_str()) {
                 return Err(format!("topology level {:?} is listed twice", level.name));
             }
+        }
+        let election = &self.leader_election;
+        if election.lease_name.is_empty() || election.lease_namespace.is_empty() {
+            return Err("leaderElection needs a leaseName and a leaseNamespace".into());
+        }
+        if !(0 < election.retry_period_seconds
+            && election.retry_period_seconds < election.renew_deadline_seconds
+            && election.renew_deadline_seconds < election.lease_duration_seconds)
+        {
+            return Err(
+                "leaderElection needs 0 < retryPeriodSeconds < renewDeadlineSeconds < leaseDurationSeconds".into()
+            );
+        }
+        if self.metrics_address.parse::<std::net::SocketAddr>().is_err() {
+            return Err(format!("metricsAddress {:?} is not an address and port", self.metrics_address));
         }
         Ok(())
     }
@@ -179,6 +226,31 @@ struct PartialConfig {
     topology_fit: Option<TopologyFit>,
     metrics_address: Option<String>,
     node_selector: Option<std::collections::BTreeMap<String, String>>,
+    leader_election: Option<PartialLeaderElection>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct PartialLeaderElection {
+    enabled: Option<bool>,
+    lease_name: Option<String>,
+    lease_namespace: Option<String>,
+    lease_duration_seconds: Option<u64>,
+    renew_deadline_seconds: Option<u64>,
+    retry_period_seconds: Option<u64>,
+}
+
+impl PartialLeaderElection {
+    fn merge_into(self, d: LeaderElection) -> LeaderElection {
+        LeaderElection {
+            enabled: self.enabled.unwrap_or(d.enabled),
+            lease_name: self.lease_name.unwrap_or(d.lease_name),
+            lease_namespace: self.lease_namespace.unwrap_or(d.lease_namespace),
+            lease_duration_seconds: self.lease_duration_seconds.unwrap_or(d.lease_duration_seconds),
+            renew_deadline_seconds: self.renew_deadline_seconds.unwrap_or(d.renew_deadline_seconds),
+            retry_period_seconds: self.retry_period_seconds.unwrap_or(d.retry_period_seconds),
+        }
+    }
 }
 
 impl PartialConfig {
@@ -195,6 +267,10 @@ impl PartialConfig {
             topology_fit: self.topology_fit.unwrap_or(d.topology_fit),
             metrics_address: self.metrics_address.unwrap_or(d.metrics_address),
             node_selector: self.node_selector.unwrap_or(d.node_selector),
+            leader_election: match self.leader_election {
+                Some(partial) => partial.merge_into(d.leader_election),
+                None => d.leader_election,
+            },
         }
     }
 }

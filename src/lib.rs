@@ -10,9 +10,11 @@
 //! Crate map (see docs/ARCHITECTURE.md for the invariants):
 //! - [`k8s`]: the shell that talks to the API server, and Muster's own API types
 //!   ([`k8s::crd`]), from which `muster crds` generates `manifests/crds/`.
+//! - [`metrics`]: Prometheus metrics and the `/metrics`, `/healthz`, `/readyz` server.
 #![forbid(unsafe_code)]
 
 pub mod config;
 pub mod engine;
 pub mod k8s;
+pub mod metrics;
 pub mod sim;

@@ -46,6 +46,39 @@ enum Command {
         /// Log as JSON lines instead of text.
         #[arg(long)]
         log_json: bool,
+        /// Run as one of several replicas: only the holder of the Lease schedules
+        /// (overrides leaderElection.enabled).
+        #[arg(long)]
+        leader_elect: bool,
+        /// Name of the Lease (overrides leaderElection.leaseName).
+        #[arg(long, value_name = "NAME")]
+        lease_name: Option<String>,
+        /// Namespace of the Lease (overrides leaderElection.leaseNamespace; in a pod, its own).
+        #[arg(long, value_name = "NAMESPACE", env = "POD_NAMESPACE")]
+        lease_namespace: Option<String>,
+        /// Seconds before a lease that is not renewed is taken over (overrides
+        /// leaderElection.leaseDurationSeconds).
+        #[arg(long, value_name = "SECONDS")]
+        lease_duration_seconds: Option<u64>,
+        /// Where /metrics, /healthz and /readyz are served (overrides metricsAddress).
+        #[arg(long, value_name = "ADDRESS")]
+        metrics_address: Option<String>,
+    },
+    /// Say why a pod or a PodGroup waits, and which placement comes nearest to fitting:
+    /// `muster explain pod NAME -n NS`, `muster explain podgroup NAME -n NS` (or
+    /// `podgroups.muster.dev`, `podgroups.scheduling.k8s.io`, `podgroups.scheduling.x-k8s.io`).
+    Explain {
+        /// pod, podgroup, or a PodGroup kind by its full name (podgroups.muster.dev, ...).
+        resource: String,
+        name: String,
+        #[arg(short, long, default_value = "default")]
+        namespace: String,
+        /// The scheduler's configuration file, for its scheduler name, nodes and topology.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, or the in-cluster account).
+        #[arg(long, value_name = "FILE")]
+        kubeconfig: Option<PathBuf>,
     },
     /// Print the CustomResourceDefinitions Muster installs, as YAML (manifests/crds/).
     Crds,
@@ -84,8 +117,28 @@ async fn client(kubeconfig: Option<PathBuf>) -> Result<kube::Client, String> {
 
 fn run(command: Command) -> Result<(), String> {
     match command {
-        Command::Scheduler { config, kubeconfig, log_json } => {
-            let config = load_config(config)?;
+        Command::Scheduler {
+            config,
+            kubeconfig,
+            log_json,
+            leader_elect,
+            lease_name,
+            lease_namespace,
+            lease_duration_seconds,
+            metrics_address,
+        } => {
+            let mut config = load_config(config)?;
+            let election = &mut config.leader_election;
+            election.enabled |= leader_elect;
+            election.lease_name = lease_name.unwrap_or(election.lease_name.clone());
+            election.lease_namespace = lease_namespace.unwrap_or(election.lease_namespace.clone());
+            if let Some(seconds) = lease_duration_seconds {
+                // The other timings keep their proportions to the lease duration.
+                election.lease_duration_seconds = seconds.max(3);
+                election.renew_deadline_seconds = (election.lease_duration_seconds * 2 / 3).max(2);
+                election.retry_period_seconds = (election.lease_duration_seconds / 5).max(1);
+            }
+            config.metrics_address = metrics_address.unwrap_or(config.metrics_address);
             let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
             if log_json {
                 tracing_subscriber::fmt().json().with_env_filter(filter).init();
@@ -95,7 +148,18 @@ fn run(command: Command) -> Result<(), String> {
             let runtime = tokio::runtime::Runtime::new().map_err(|e| format!("failed to start the runtime: {e}"))?;
             runtime.block_on(async {
                 let client = client(kubeconfig).await?;
-                muster::k8s::scheduler::run(client, config, Default::default()).await.map_err(|e| e.to_string())
+                muster::k8s::scheduler::run_process(client, config).await
+            })
+        }
+        Command::Explain { resource, name, namespace, config, kubeconfig } => {
+            let config = load_config(config)?;
+            let target = muster::k8s::explain::target(&resource, &namespace, &name).map_err(|e| e.to_string())?;
+            let runtime = tokio::runtime::Runtime::new().map_err(|e| format!("failed to start the runtime: {e}"))?;
+            runtime.block_on(async {
+                let client = client(kubeconfig).await?;
+                let text = muster::k8s::explain::explain(&client, &config, &target).await.map_err(|e| e.to_string())?;
+                print!("{text}");
+                Ok(())
             })
         }
         Command::Crds => {

@@ -46,6 +46,9 @@ pub struct GangBinding {
     pub gang: GangKey,
     /// Pods that must be bound in this transaction (minMember less those already bound).
     pub needed: usize,
+    /// The gang's minMember, and its creation time (Unix seconds), for its waiting time.
+    pub min_member: usize,
+    pub created: i64,
     pub pods: Vec<(PodKey, String)>,
     /// The UID each pod had when it was placed: a pod recreated under the same name (a
     /// StatefulSet's) is neither bound to the old placement nor evicted by mistake.
@@ -65,6 +68,7 @@ pub enum BindOutcome {
 pub struct Binder {
     client: kube::Client,
     hook: Option<Arc<dyn BindHook>>,
+    metrics: Option<Arc<crate::metrics::Metrics>>,
     /// Pods of one gang bound at once.
     concurrency: usize,
     attempts: u32,
@@ -80,13 +84,20 @@ fn is_transient(error: &kube::Error) -> bool {
 
 impl Binder {
     pub fn new(client: kube::Client, hook: Option<Arc<dyn BindHook>>) -> Binder {
-        Binder { client, hook, concurrency: 32, attempts: 5 }
+        Binder { client, hook, metrics: None, concurrency: 32, attempts: 5 }
+    }
+
+    /// Records how long claim writes take in `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Binder {
+        self.metrics = Some(metrics);
+        self
     }
 
     pub async fn bind(&self, binding: &GangBinding) -> BindOutcome {
         let gang = &binding.gang;
         // Every claim first: a gang whose claims cannot be written binds no pod.
         let mut written: Vec<ClaimDone> = Vec::with_capacity(binding.claims.len());
+        let claims_started = std::time::Instant::now();
         for write in &binding.claims {
             let hooked = match self.hook.as_ref().map(|h| h.before_claim(gang, &write.claim)) {
                 Some(HookAction::Fail(message)) => Err(message),
@@ -101,6 +112,9 @@ impl Binder {
                     return BindOutcome::RolledBack { evicted: Vec::new(), errors: vec![(write.pod.clone(), error)] };
                 }
             }
+        }
+        if let Some(metrics) = self.metrics.as_ref().filter(|_| !binding.claims.is_empty()) {
+            metrics.device_allocation_duration.observe(claims_started.elapsed().as_secs_f64());
         }
         let binds: Vec<_> = binding
             .pods

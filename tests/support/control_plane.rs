@@ -158,6 +158,8 @@ impl ControlPlane {
             .arg(format!("--service-account-signing-key-file={}", pki.service_account_private.display()))
             .args(["--service-account-issuer", "https://kubernetes.default.svc"])
             .args(["--authorization-mode", "Node,RBAC"])
+            // As on real clusters: node agents (Muster's DaemonSet) run privileged containers.
+            .arg("--allow-privileged=true")
             .args(["--service-cluster-ip-range", "10.96.0.0/16"])
             // The kubernetes Service's endpoints would name a loopback address, which the
             // reconciler refuses; nothing in the tests uses that Service.

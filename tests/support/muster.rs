@@ -56,9 +56,37 @@ pub fn start(cluster: &TestCluster, config: Config, hook: Option<Arc<dyn BindHoo
     let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter(filter).try_init();
     let client = cluster.client.clone();
     let task = tokio::spawn(async move {
-        if let Err(e) = scheduler::run(client, config, Options { hook }).await {
+        if let Err(e) = scheduler::run(client, config, Options { hook, ..Default::default() }).await {
             panic!("the scheduler stopped: {e}");
         }
     });
     RunningScheduler { task }
+}
+
+/// Starts a scheduler with `options` (its own metrics, identity, ...), running until dropped.
+pub fn start_with(cluster: &TestCluster, config: Config, options: Options) -> RunningScheduler {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "muster=debug".into());
+    let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter(filter).try_init();
+    let client = cluster.client.clone();
+    let task = tokio::spawn(async move {
+        if let Err(e) = scheduler::run(client, config, options).await {
+            panic!("the scheduler stopped: {e}");
+        }
+    });
+    RunningScheduler { task }
+}
+
+/// [`config`] with leader election on a Lease of the test's namespace, with short timings:
+/// a 4 s lease, renewed every second, given up after 2 s without renewal.
+pub fn leader_config(cluster: &TestCluster) -> Config {
+    let mut config = config(cluster);
+    config.leader_election = muster::config::LeaderElection {
+        enabled: true,
+        lease_name: format!("muster-{}", cluster.id),
+        lease_namespace: cluster.namespace.clone(),
+        lease_duration_seconds: 4,
+        renew_deadline_seconds: 2,
+        retry_period_seconds: 1,
+    };
+    config
 }

@@ -1,0 +1,359 @@
+//! `muster explain`: why a pod or a PodGroup waits, in the words its events carry, and the
+//! placement that comes nearest to fitting ("rack r3 has 14 of the 16 GPUs needed").
+//!
+//! The cluster is read once; the snapshot is assembled and scheduled by the very code the
+//! scheduler runs (`assemble` and the engine), so the answer is the scheduler's own.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::resource::v1::{DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::api::scheduling::v1beta1::PodGroup as KubernetesPodGroup;
+use kube::api::{Api, ListParams};
+use thiserror::Error;
+
+use super::assemble::{ClusterObjects, assemble, gang_key};
+use super::crd::PodGroup as MusterPodGroup;
+use super::foreign::PodGroup as PluginPodGroup;
+use crate::config::Config;
+use crate::engine::dra::model::{AllocationMode, AttributeValue, ClaimNeed};
+use crate::engine::model::{Gang, GangKey, GangKind, NodeIdx, Snapshot};
+use crate::engine::schedule;
+
+#[derive(Debug, Error)]
+pub enum Error {
+    #[error(
+        "unknown resource {0:?}: use pod, or podgroup (podgroups.muster.dev, podgroups.scheduling.k8s.io, podgroups.scheduling.x-k8s.io)"
+    )]
+    UnknownResource(String),
+    #[error("{what} not found")]
+    NotFound { what: String },
+    #[error("failed to read {what} from the API server: {source}")]
+    Read { what: String, source: kube::Error },
+    #[error(transparent)]
+    Discovery(#[from] super::scheduler::Error),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What to explain.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    Pod {
+        namespace: String,
+        name: String,
+    },
+    /// A PodGroup; `kind` None: whichever kind has one of that name (Kubernetes', then
+    /// Muster's, then scheduler-plugins', the order gangs are read in).
+    PodGroup {
+        kind: Option<GangKind>,
+        namespace: String,
+        name: String,
+    },
+}
+
+/// Reads a resource name as kubectl does: `pod`/`pods`/`po`; `podgroup`/`podgroups`/`pg`
+/// (any kind), `mpg` or `podgroups.muster.dev` (Muster's), `podgroups.scheduling.k8s.io`,
+/// `podgroups.scheduling.x-k8s.io`.
+pub fn target(resource: &str, namespace: &str, name: &str) -> Result<Target> {
+    let resource = resource.to_ascii_lowercase();
+    let (plural, group) = resource.split_once('.').map_or((resource.as_str(), None), |(p, g)| (p, Some(g)));
+    let (namespace, name) = (namespace.to_string(), name.to_string());
+    match (plural, group) {
+        ("pod" | "pods" | "po", None | Some("")) => Ok(Target::Pod { namespace, name }),
+        ("mpg", None) => Ok(Target::PodGroup { kind: Some(GangKind::Muster), namespace, name }),
+        ("podgroup" | "podgroups" | "pg", group) => {
+            let kind = match group {
+                None => None,
+                Some("muster.dev") | Some("v1alpha1.muster.dev") => Some(GangKind::Muster),
+                Some("scheduling.k8s.io") | Some("v1beta1.scheduling.k8s.io") => Some(GangKind::Kubernetes),
+                Some("scheduling.x-k8s.io") | Some("v1alpha1.scheduling.x-k8s.io") => Some(GangKind::SchedulerPlugins),
+                Some(_) => return Err(Error::UnknownResource(resource.clone())),
+            };
+            Ok(Target::PodGroup { kind, namespace, name })
+        }
+        _ => Err(Error::UnknownResource(resource.clone())),
+    }
+}
+
+async fn list<K>(api: Api<K>, what: &str) -> Result<Vec<K>>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .map_err(|source| Error::Read { what: what.to_string(), source })
+}
+
+/// Reads every object a snapshot is made of, once, from the API server.
+pub async fn read_cluster(client: &kube::Client, config: &Config) -> Result<ClusterObjects> {
+    let sources = super::scheduler::discover(client).await?;
+    let c = || client.clone();
+    let mut objects = ClusterObjects {
+        nodes: list(Api::<Node>::all(c()), "nodes").await?,
+        pods: list(Api::<Pod>::all(c()), "pods").await?,
+        priority_classes: list(Api::<PriorityClass>::all(c()), "priorityclasses").await?,
+        ..Default::default()
+    };
+    if sources.kubernetes {
+        objects.kubernetes_groups = list(Api::<KubernetesPodGroup>::all(c()), "podgroups.scheduling.k8s.io").await?;
+    }
+    if sources.muster {
+        objects.muster_groups = list(Api::<MusterPodGroup>::all(c()), "podgroups.muster.dev").await?;
+    }
+    if sources.scheduler_plugins {
+        objects.plugin_groups = list(Api::<PluginPodGroup>::all(c()), "podgroups.scheduling.x-k8s.io").await?;
+    }
+    if sources.dra {
+        objects.resource_slices = list(Api::<ResourceSlice>::all(c()), "resourceslices").await?;
+        objects.device_classes = list(Api::<DeviceClass>::all(c()), "deviceclasses").await?;
+        objects.resource_claims = list(Api::<ResourceClaim>::all(c()), "resourceclaims").await?;
+    }
+    if sources.device_taint_rules {
+        objects.device_taint_rules = list(Api::<DeviceTaintRule>::all(c()), "devicetaintrules").await?;
+    }
+    // Only the nodes this scheduler manages, as its cache keeps them.
+    objects.nodes.retain(|node| {
+        let labels = node.metadata.labels.as_ref();
+        config.node_selector.iter().all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
+    });
+    Ok(objects)
+}
+
+/// Reads the cluster and explains `target`.
+pub async fn explain(client: &kube::Client, config: &Config, target: &Target) -> Result<String> {
+    let objects = read_cluster(client, config).await?;
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+    explain_objects(&objects, config, target, now)
+}
+
+fn kind_name(kind: GangKind) -> &'static str {
+    match kind {
+        GangKind::Kubernetes => "podgroups.scheduling.k8s.io",
+        GangKind::Muster => "podgroups.muster.dev",
+        GangKind::SchedulerPlugins => "podgroups.scheduling.x-k8s.io",
+        GangKind::Single => "pod",
+    }
+}
+
+/// Explains `target` over objects already read: pure, for tests and the command alike.
+pub fn explain_objects(objects: &ClusterObjects, config: &Config, target: &Target, now: i64) -> Result<String> {
+    let ours = |pod: &Pod| pod.spec.as_ref().and_then(|s| s.scheduler_name.as_deref()) == Some(&config.scheduler_name);
+    let named = |meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta, ns: &str, name: &str| {
+        meta.namespace.as_deref() == Some(ns) && meta.name.as_deref() == Some(name)
+    };
+    let mut out = String::new();
+    let gang = match target {
+        Target::Pod { namespace, name } => {
+            let pod = objects
+                .pods
+                .iter()
+                .find(|p| named(&p.metadata, namespace, name))
+                .ok_or_else(|| Error::NotFound { what: format!("pod {namespace}/{name}") })?;
+            if !ours(pod) {
+                let theirs = pod.spec.as_ref().and_then(|s| s.scheduler_name.as_deref()).unwrap_or("default-scheduler");
+                return Ok(format!(
+                    "pod {namespace}/{name} is not Muster's: its schedulerName is {theirs:?}, not {:?}\n",
+                    config.scheduler_name
+                ));
+            }
+            if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
+                let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("Pending");
+                writeln!(out, "pod {namespace}/{name} is bound to node {node} (phase {phase}).").ok();
+            }
+            gang_key(pod)
+        }
+        Target::PodGroup { kind, namespace, name } => {
+            let found = |k: GangKind| match k {
+                GangKind::Kubernetes => objects.kubernetes_groups.iter().any(|g| named(&g.metadata, namespace, name)),
+                GangKind::Muster => objects.muster_groups.iter().any(|g| named(&g.metadata, namespace, name)),
+                GangKind::SchedulerPlugins => objects.plugin_groups.iter().any(|g| named(&g.metadata, namespace, name)),
+                GangKind::Single => false,
+            };
+            let kinds = [GangKind::Kubernetes, GangKind::Muster, GangKind::SchedulerPlugins];
+            let candidates: Vec<GangKind> = kinds.into_iter().filter(|k| kind.is_none_or(|want| want == *k)).collect();
+            let Some(&chosen) = candidates.iter().find(|k| found(**k)) else {
+                let what = kind.map_or("podgroup", kind_name);
+                return Err(Error::NotFound { what: format!("{what} {namespace}/{name}") });
+            };
+            let others: Vec<&str> =
+                candidates.iter().filter(|k| **k != chosen && found(**k)).map(|k| kind_name(*k)).collect();
+            if !others.is_empty() {
+                writeln!(
+                    out,
+                    "note: {} also exist(s) with this name; showing {} (name the resource to choose)",
+                    others.join(", "),
+                    kind_name(chosen)
+                )
+                .ok();
+            }
+            GangKey { kind: chosen, namespace: namespace.clone(), name: name.clone() }
+        }
+    };
+
+    let assembled = assemble(objects, &config.scheduler_name, now);
+    if let Target::Pod { namespace, name } = target {
+        let key = crate::engine::model::PodKey { namespace: namespace.clone(), name: name.clone() };
+        if let Some(why) = assembled.rejected_pods.get(&key) {
+            writeln!(out, "pod {key} cannot be scheduled: {why}").ok();
+            return Ok(out);
+        }
+    }
+    let group = assembled.groups.iter().find(|g| g.key == gang);
+    if let Some(group) = group {
+        writeln!(
+            out,
+            "{gang} ({}): {} of its {} minMember pods bound.",
+            kind_name(gang.kind),
+            group.bound,
+            group.min_member
+        )
+        .ok();
+    }
+    let Some(pending) = assembled.snapshot.gangs.iter().find(|g| g.key == gang) else {
+        if out.is_empty() || group.is_some() {
+            writeln!(out, "{gang} has no pod waiting for a node.").ok();
+        }
+        return Ok(out);
+    };
+    let outcome = schedule(&assembled.snapshot, &config.cycle());
+    if let Some(placement) = outcome.placements.iter().find(|p| p.gang == gang) {
+        writeln!(
+            out,
+            "{gang} fits now: {} pod(s) would be placed, on {}. The scheduler binds it in its next cycle; if it stays pending, check that a scheduler named {:?} is running and leading.",
+            placement.pods.len(),
+            nodes_of(&assembled.snapshot, placement.pods.iter().map(|(_, n)| *n)),
+            config.scheduler_name
+        )
+        .ok();
+        return Ok(out);
+    }
+    if let Some(waiting) = outcome.waiting.iter().find(|w| w.gang == gang) {
+        writeln!(out, "It waits: {waiting}").ok();
+    }
+    if let Some(nearest) = nearest(&assembled.snapshot, pending) {
+        writeln!(out, "Nearest: {nearest}").ok();
+    }
+    Ok(out)
+}
+
+fn nodes_of(snapshot: &Snapshot, nodes: impl Iterator<Item = NodeIdx>) -> String {
+    let mut names: Vec<&str> = nodes.map(|n| snapshot.nodes[n as usize].name.as_str()).collect();
+    names.sort();
+    names.dedup();
+    names.join(", ")
+}
+
+/// GPUs one pod needs: its `nvidia.com/gpu` and the devices its claims to allocate ask for.
+fn pod_gpus(snapshot: &Snapshot, pod: &crate::engine::model::PendingPod) -> i64 {
+    let extended = snapshot.resources.get(crate::metrics::GPU_RESOURCE).map_or(0, |id| pod.demand.get(id));
+    let claimed: i64 = pod
+        .devices
+        .iter()
+        .flat_map(|d| &d.claims)
+        .filter_map(|c| match &c.need {
+            ClaimNeed::Allocate(spec) => Some(spec),
+            ClaimNeed::Allocated(_) => None,
+        })
+        .flat_map(|spec| &spec.requests)
+        .filter_map(|r| r.alternatives.first())
+        .map(|sub| match sub.mode {
+            AllocationMode::ExactCount(n) => i64::from(n),
+            AllocationMode::All => 1,
+        })
+        .sum();
+    extended + claimed
+}
+
+/// Free GPUs per node: `nvidia.com/gpu` not requested, or GPU devices no claim holds.
+fn free_gpus(snapshot: &Snapshot) -> Vec<i64> {
+    let id = snapshot.resources.get(crate::metrics::GPU_RESOURCE);
+    let mut used = vec![false; snapshot.dra.devices.len()];
+    for u in snapshot.dra.in_use.iter().filter(|u| !u.admin_access) {
+        if let Some(slot) = used.get_mut(u.device as usize) {
+            *slot = true;
+        }
+    }
+    snapshot
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, node)| {
+            let extended = id.map_or(0, |id| node.allocatable.get(id) - node.requested.get(id));
+            if id.is_some_and(|id| node.allocatable.get(id) > 0) {
+                return extended.max(0);
+            }
+            let devices = snapshot.dra.node_devices.get(i).map(Vec::as_slice).unwrap_or_default();
+            devices
+                .iter()
+                .filter(|&&d| !used[d as usize])
+                .filter(|&&d| {
+                    let device = &snapshot.dra.devices[d as usize];
+                    crate::metrics::GPU_DRIVERS.contains(&&*device.driver)
+                        || matches!(
+                            device.attributes.get(&format!("{}/type", device.driver)),
+                            Some(AttributeValue::String(kind)) if kind == "gpu"
+                        )
+                })
+                .count() as i64
+        })
+        .collect()
+}
+
+/// The placement closest to fitting: the domain of the required level (or the cluster) with
+/// the most free GPUs, in the scheduler's terms.
+fn nearest(snapshot: &Snapshot, gang: &Gang) -> Option<String> {
+    let needed_pods = gang.still_needed().max(1).min(gang.pods.len().max(1));
+    let per_pod: Vec<i64> = gang.pods.iter().take(needed_pods).map(|p| pod_gpus(snapshot, p)).collect();
+    let needed: i64 = per_pod.iter().sum();
+    if needed == 0 {
+        return None;
+    }
+    let largest_pod = per_pod.iter().copied().max().unwrap_or(0);
+    let free = free_gpus(snapshot);
+    let pods_fitting = |nodes: &mut dyn Iterator<Item = usize>| -> usize {
+        nodes.map(|n| if largest_pod > 0 { (free[n] / largest_pod).max(0) as usize } else { 0 }).sum()
+    };
+    let level = gang.topology.as_ref().and_then(|t| t.required).and_then(|l| snapshot.topology.levels.get(l));
+    let mut line = match level {
+        Some(level) => {
+            let mut domains: BTreeMap<&str, (i64, usize)> = BTreeMap::new();
+            for domain in &level.domains {
+                let gpus: i64 = domain.nodes.iter().map(|&n| free[n as usize]).sum();
+                let fit = pods_fitting(&mut domain.nodes.iter().map(|&n| n as usize));
+                domains.insert(domain.value.as_str(), (gpus, fit));
+            }
+            let (domain, (gpus, fit)) =
+                domains.into_iter().max_by_key(|(name, (gpus, fit))| (*fit, *gpus, std::cmp::Reverse(*name)))?;
+            format!(
+                "{} {domain} has {gpus} of the {needed} GPUs needed ({} of the {needed_pods} pods fit there)",
+                level.name,
+                fit.min(needed_pods)
+            )
+        }
+        None => {
+            let gpus: i64 = free.iter().sum();
+            let fit = pods_fitting(&mut (0..free.len()));
+            format!(
+                "the cluster has {gpus} of the {needed} GPUs needed free ({} of the {needed_pods} pods fit)",
+                fit.min(needed_pods)
+            )
+        }
+    };
+    // For pods that do not fit a node alone: the node that comes closest.
+    if largest_pod > 0
+        && let Some((best, &gpus)) = free.iter().enumerate().max_by_key(|(i, g)| (**g, std::cmp::Reverse(*i)))
+        && gpus < largest_pod
+    {
+        write!(
+            line,
+            "; the freest node, {}, has {gpus} of the {largest_pod} GPUs one pod needs",
+            snapshot.nodes[best].name
+        )
+        .ok();
+    }
+    Some(line)
+}
