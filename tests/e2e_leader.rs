@@ -110,6 +110,24 @@ async fn only_the_leader_binds_and_the_standby_takes_over_within_the_lease_durat
     assert_eq!(scheduled(&metrics_a), 1, "the leader bound the gang once");
     assert_eq!(scheduled(&metrics_b), 0, "the standby bound nothing");
     assert_eq!((metrics_a.leader.get(), metrics_b.leader.get()), (1, 0));
+    // The leader's metrics saw the gang wait, bind and take its GPUs; the standby's saw nothing.
+    assert_eq!(metrics_a.gang_waiting.with_label_values(&["bound"]).get_sample_count(), 1);
+    assert_eq!(metrics_a.bind_duration.get_sample_count(), 1);
+    assert_eq!(metrics_b.cycle_duration.get_sample_count(), 0, "the standby ran no scheduling cycle");
+    within(10, "the leader's GPU gauges to show the gang's 16 GPUs", async {
+        let allocated = || {
+            let text = metrics_a.render();
+            text.lines()
+                .filter(|l| l.starts_with("muster_node_gpus_allocated{"))
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<i64>().ok())
+                .sum::<i64>()
+        };
+        while allocated() != 16 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    assert!(metrics_a.render().contains("muster_topology_domain_gpus{domain=\"r1\",level=\"rack\"} 32"));
     assert_eq!(holder(&cluster, &lease).await.as_deref(), Some("replica-a"));
 
     // The leader dies without giving the lease back, as a crashed process would.
