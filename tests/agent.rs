@@ -158,9 +158,13 @@ fn sharing_publishes_consumable_memory() {
     let devices = slices::devices(&gpus, &publication(true));
     assert_eq!(devices[0].allow_multiple_allocations, Some(true));
     let policy = devices[0].capacity.as_ref().unwrap()["memory"].request_policy.clone().unwrap();
-    assert_eq!(policy.default.unwrap().0, "81559Mi", "a claim that asks for no memory takes it all");
+    assert_eq!(policy.default.unwrap().0, "79Gi", "a claim that asks for no memory takes all that can be shared");
     let range = policy.valid_range.unwrap();
-    assert_eq!((range.min.0.as_str(), range.step.unwrap().0.as_str()), ("1Gi", "1Gi"));
+    // The API wants the maximum and the default to be multiples of the step.
+    assert_eq!(
+        (range.min.0.as_str(), range.step.unwrap().0.as_str(), range.max.unwrap().0.as_str()),
+        ("1Gi", "1Gi", "79Gi")
+    );
 }
 
 fn fake_gpus(count: u32) -> Vec<Gpu> {
@@ -258,7 +262,7 @@ fn companion_rules_aim_at_the_other_drivers_device_by_uuid() {
     );
     assert!(companion::publishes_for(std::slice::from_ref(&theirs), "gpu.nvidia.com", "node-a"));
     assert!(!companion::publishes_for(std::slice::from_ref(&theirs), "gpu.nvidia.com", "node-b"));
-    let rules = companion::rules(&gpus, &[theirs], "gpu.nvidia.com", "node-a", "gpu.muster.dev");
+    let rules = companion::rules(&gpus, &[theirs], "gpu.nvidia.com", &publication(false), "gpu.muster.dev");
     let summary: Vec<_> = rules
         .iter()
         .map(|r| {
@@ -274,6 +278,8 @@ fn companion_rules_aim_at_the_other_drivers_device_by_uuid() {
         ]
     );
     assert_eq!(rules[1].metadata.name.as_deref(), Some("muster-node-a-gpu-2"));
+    let owner = &rules[1].metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!((owner.kind.as_str(), owner.uid.as_str()), ("Node", "uid-1"), "rules go with their Node");
     // Recovery deletes the rule; an unchanged rule is left alone.
     let plan = companion::plan(&rules, vec![rules[1].clone()]);
     assert_eq!((plan.create.len(), plan.replace.len(), plan.delete), (0, 0, vec!["muster-node-a-gpu-1".to_string()]));
@@ -307,11 +313,26 @@ fn the_inventory_file_names_its_problems() {
 }
 
 #[test]
+fn an_applications_xid_never_hides_a_critical_one() {
+    let mut xids = std::collections::HashMap::new();
+    muster::agent::nvml::record_xid(&mut xids, "GPU-a".into(), 79);
+    muster::agent::nvml::record_xid(&mut xids, "GPU-a".into(), 13);
+    assert_eq!(xids["GPU-a"], 79);
+    muster::agent::nvml::record_xid(&mut xids, "GPU-a".into(), 48);
+    assert_eq!(xids["GPU-a"], 48, "a later critical XID replaces an earlier one");
+    muster::agent::nvml::record_xid(&mut xids, "GPU-b".into(), 43);
+    muster::agent::nvml::record_xid(&mut xids, "GPU-b".into(), 79);
+    assert_eq!(xids["GPU-b"], 79);
+}
+
+#[test]
 fn bus_ids_and_mig_profiles_read_as_nvidia_smi_prints_them() {
     assert_eq!(kernel_bus_id("00000000:3B:00.0"), "0000:3b:00.0");
     assert_eq!(kernel_bus_id("0000:3b:00.0"), "0000:3b:00.0");
     assert_eq!(mig_profile(1, 9_856 << 20), "1g.10gb");
     assert_eq!(mig_profile(7, 81_408 << 20), "7g.80gb");
+    assert_eq!(mig_profile(7, 40_192 << 20), "7g.40gb", "A100 40GB's full-GPU profile");
+    assert_eq!(mig_profile(1, 4_864 << 20), "1g.5gb");
     assert_eq!(slices::semver("580.95.05").as_deref(), Some("580.95.5"));
     assert_eq!(slices::semver("12.4").as_deref(), Some("12.4.0"));
     assert_eq!(slices::semver("r580"), None);

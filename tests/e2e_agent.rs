@@ -73,13 +73,14 @@ fn start_agent(cluster: &TestCluster, args: &[&str]) -> RunningAgent {
     RunningAgent { stop: Some(stop), task }
 }
 
-/// Writes an inventory of `count` H100s for `node`; `failing` GPUs report XID 79.
+/// Writes an inventory of `count` H100s (81559 MiB, as NVML reports them) for `node`;
+/// `failing` GPUs report XID 79.
 fn write_inventory(path: &Path, node: &str, count: u32, failing: &[u32]) {
     let mut text = String::from("gpus:\n");
     for minor in 0..count {
         text.push_str(&format!(
             "- minor: {minor}\n  uuid: GPU-{node}-{minor}\n  productName: NVIDIA H100 80GB HBM3\n  architecture: Hopper\n  \
-             cudaComputeCapability: \"9.0\"\n  driverVersion: 580.95.05\n  memoryBytes: 85899345920\n"
+             cudaComputeCapability: \"9.0\"\n  driverVersion: 580.95.05\n  memoryBytes: 85520809984\n"
         ));
         if failing.contains(&minor) {
             text.push_str("  health: {state: xid, code: 79}\n");
@@ -212,7 +213,7 @@ async fn driver_mode_publishes_gpus_that_the_scheduler_allocates_and_an_unhealth
             let labels = nodes.get(&n1).await.unwrap().metadata.labels.unwrap_or_default();
             if labels.get("nvidia.com/gpu.count").map(String::as_str) == Some("2") {
                 assert_eq!(labels["nvidia.com/gpu.product"], "NVIDIA-H100-80GB-HBM3");
-                assert_eq!(labels["nvidia.com/gpu.memory"], "81920");
+                assert_eq!(labels["nvidia.com/gpu.memory"], "81559");
                 break;
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
@@ -343,56 +344,66 @@ async fn companion_mode_taints_a_failing_gpu_of_nvidias_driver_with_a_device_tai
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn with_sharing_notebooks_each_get_a_quarter_of_one_gpus_memory() {
+async fn with_sharing_notebooks_each_get_a_slice_of_one_gpus_memory() {
     let cluster = TestCluster::new("agent-sharing").await;
     cluster.control_plane.start_controller_manager();
     let driver = format!("{}.gpu.example.com", cluster.id);
+    let dir = temp_dir(&cluster);
     let node = create_node(&cluster, "n1").await;
-    let _agent = start_agent(
-        &cluster,
-        &["--mode", "driver", "--driver-name", &driver, "--node-name", &node, "--fake-gpus", "1", "--sharing"],
-    );
-    wait_for_slices(&cluster, &driver, "the shared GPU published", |s| s.len() == 1).await;
+    // One H100 with the memory NVML really reports (81559 MiB, not a round 80 GiB).
+    let inventory = dir.join("n1.yaml");
+    write_inventory(&inventory, &node, 1, &[]);
+    let inventory_arg = inventory.display().to_string();
+    let args = [
+        "--mode",
+        "driver",
+        "--driver-name",
+        &driver,
+        "--node-name",
+        &node,
+        "--inventory",
+        &inventory_arg,
+        "--sharing",
+    ];
+    let _agent = start_agent(&cluster, &args);
+    let slices = wait_for_slices(&cluster, &driver, "the shared GPU published", |s| s.len() == 1).await;
+    let gpu = &slices[0].spec.devices.as_ref().unwrap()[0];
+    assert_eq!(gpu.allow_multiple_allocations, Some(true), "the API server kept the device shareable");
+    let policy =
+        gpu.capacity.as_ref().unwrap()["memory"].request_policy.clone().expect("the API server kept the policy");
+    assert_eq!(policy.default.unwrap().0, "79Gi");
 
     let class = builders::device_class(&cluster.name("gpu"), &driver);
     cluster.create(&cluster.cluster_api::<DeviceClass>(), &class).await;
-    // The guide's "a quarter of a GPU": 20 GiB of one 80 GiB GPU's memory.
+    // 15 GiB each: five fit in 81559 MiB, a sixth does not.
     let template: ResourceClaimTemplate = typed(json!({
         "metadata": {"name": "one-gpu"},
         "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
             "deviceClassName": cluster.name("gpu"),
-            "capacity": {"requests": {"memory": "20Gi"}},
+            "capacity": {"requests": {"memory": "15Gi"}},
         }}]}}},
     }));
     cluster.create(&cluster.api::<ResourceClaimTemplate>(), &template).await;
-    create_claiming_pods(&cluster, &["nb-0", "nb-1", "nb-2", "nb-3", "nb-4"]).await;
+    create_claiming_pods(&cluster, &["nb-0", "nb-1", "nb-2", "nb-3", "nb-4", "nb-5"]).await;
     let _kubelet = KubeletEmulator::start(cluster.api::<Pod>());
     let _muster = scheduler::start(&cluster, scheduler::config(&cluster), None);
 
-    wait_for_pods(&cluster, 60, "four notebooks bound and the fifth waiting", |p| {
-        p.iter().filter(|p| node_of(p).is_some()).count() == 4
+    wait_for_pods(&cluster, 60, "five notebooks bound and the sixth waiting", |p| {
+        p.iter().filter(|p| node_of(p).is_some()).count() == 5
             && p.iter().any(|p| node_of(p).is_none() && unschedulable_message(p).is_some())
     })
     .await;
-    assert_eq!(allocated_devices(&cluster).await, vec![format!("{node}/gpu-0"); 4], "four shares of one GPU");
+    assert_eq!(allocated_devices(&cluster).await, vec![format!("{node}/gpu-0"); 5], "five shares of one GPU");
     let claims = cluster.api::<ResourceClaim>().list(&ListParams::default()).await.unwrap().items;
+    let mut share_ids = std::collections::BTreeSet::new();
     for claim in claims.iter().filter(|c| c.status.as_ref().is_some_and(|s| s.allocation.is_some())) {
-        let result = &claim
-            .status
-            .as_ref()
-            .unwrap()
-            .allocation
-            .as_ref()
-            .unwrap()
-            .devices
-            .as_ref()
-            .unwrap()
-            .results
-            .as_ref()
-            .unwrap()[0];
+        let allocation = claim.status.as_ref().unwrap().allocation.as_ref().unwrap();
+        let result = &allocation.devices.as_ref().unwrap().results.as_ref().unwrap()[0];
         let consumed = result.consumed_capacity.as_ref().expect("a share records what it consumed");
         let consumed = muster::engine::quantity::Quantity::parse(&consumed["memory"].0).unwrap();
-        assert_eq!(consumed, muster::engine::quantity::Quantity::parse("20Gi").unwrap());
-        assert!(result.share_id.is_some(), "each share has its own ID");
+        assert_eq!(consumed, muster::engine::quantity::Quantity::parse("15Gi").unwrap());
+        share_ids.insert(result.share_id.clone().expect("each share has an ID"));
     }
+    assert_eq!(share_ids.len(), 5, "each share has its own ID");
+    let _ = std::fs::remove_dir_all(dir);
 }

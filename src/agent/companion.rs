@@ -8,7 +8,7 @@ use k8s_openapi::api::resource::v1::{DeviceTaintRule, DeviceTaintRuleSpec, Devic
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::gpu::Gpu;
-use super::slices::{NODE_LABEL, health_taint};
+use super::slices::{self, NODE_LABEL, Publication, health_taint};
 
 /// Whether `driver` publishes devices for `node` (what `--mode auto` looks for).
 pub fn publishes_for(slices: &[ResourceSlice], driver: &str, node: &str) -> bool {
@@ -31,16 +31,19 @@ fn belongs_to(
     })
 }
 
-/// The DeviceTaintRules this node's GPUs call for: one per device of `driver` on `node`
+/// The DeviceTaintRules this node's GPUs call for: one per device of `driver` on the node
 /// whose GPU is not healthy. Taint keys are in `taint_domain` (the agent's own driver name),
-/// so they never collide with the other driver's own taints.
+/// so they never collide with the other driver's own taints. Rules are owned by the Node,
+/// so they go with it.
 pub fn rules(
     gpus: &[Gpu],
     slices: &[ResourceSlice],
     driver: &str,
-    node: &str,
+    publication: &Publication,
     taint_domain: &str,
 ) -> Vec<DeviceTaintRule> {
+    let node = publication.node_name.as_str();
+    let owner = slices::node_owner(publication);
     let mut rules = Vec::new();
     for gpu in gpus {
         let Some(taint) = health_taint(taint_domain, &gpu.health) else { continue };
@@ -53,6 +56,7 @@ pub fn rules(
                     metadata: ObjectMeta {
                         name: Some(rule_name(node, &slice.spec.pool.name, &device.name)),
                         labels: Some(BTreeMap::from([(NODE_LABEL.to_string(), node.to_string())])),
+                        owner_references: owner.clone(),
                         ..Default::default()
                     },
                     spec: DeviceTaintRuleSpec {

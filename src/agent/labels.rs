@@ -5,6 +5,10 @@ use std::collections::BTreeMap;
 
 use super::gpu::Gpu;
 
+/// The label GPU feature discovery keeps on the nodes it labels; where it is, the agent
+/// leaves the GPU labels to it.
+pub const GFD_MARKER: &str = "nvidia.com/gfd.timestamp";
+
 /// Every label the agent manages; the ones a node's GPUs do not call for are removed.
 pub const MANAGED: &[&str] = &[
     "nvidia.com/gpu.product",

@@ -139,10 +139,10 @@ pub fn kernel_bus_id(nvml: &str) -> String {
     }
 }
 
-/// A MIG profile name as nvidia-smi prints it: GPU instance slices and memory rounded to
-/// whole gigabytes ("1g.10gb" for 1 slice and 9.75 GiB).
+/// A MIG profile name as nvidia-smi prints it: GPU instance slices and memory rounded up to
+/// whole gigabytes ("1g.10gb" for 1 slice and 9.6 GiB, "7g.40gb" for 39.25 GiB).
 pub fn mig_profile(slices: u32, memory_bytes: u64) -> String {
-    let gb = (memory_bytes + (512 << 20)) >> 30;
+    let gb = memory_bytes.div_ceil(1 << 30);
     format!("{slices}g.{gb}gb")
 }
 
@@ -191,6 +191,8 @@ pub struct LiveNvml {
     nvml: &'static Nvml,
     events: Option<EventSet<'static>>,
     xids: HashMap<String, u64>,
+    /// Each GPU's last good reading, by NVML index, for reporting it once it is lost.
+    last_good: HashMap<u32, NvmlReading>,
 }
 
 impl LiveNvml {
@@ -202,7 +204,7 @@ impl LiveNvml {
         };
         let nvml = nvml.map_err(|e| Error::NvmlUnavailable(e.to_string()))?;
         let nvml: &'static Nvml = Box::leak(Box::new(nvml));
-        let mut live = LiveNvml { nvml, events: None, xids: HashMap::new() };
+        let mut live = LiveNvml { nvml, events: None, xids: HashMap::new(), last_good: HashMap::new() };
         live.events = live.register_events();
         Ok(live)
     }
@@ -213,8 +215,20 @@ impl LiveNvml {
         let count = self.nvml.device_count().ok()?;
         for index in 0..count {
             let Ok(device) = self.nvml.device_by_index(index) else { continue };
-            // A failed registration consumes the set; health then rests on the queries.
-            set = device.register_events(EventTypes::CRITICAL_XID_ERROR, set).ok()?;
+            // A failed registration releases the whole set, so only GPUs that support XID
+            // events are registered; the others are watched through their queries alone.
+            let supported = device.supported_event_types().is_ok_and(|t| t.contains(EventTypes::CRITICAL_XID_ERROR));
+            if !supported {
+                tracing::warn!(index, "GPU does not report XID events; its health rests on ECC and lost-GPU queries");
+                continue;
+            }
+            set = match device.register_events(EventTypes::CRITICAL_XID_ERROR, set) {
+                Ok(set) => set,
+                Err(e) => {
+                    tracing::warn!(index, error = %e.error, "failed to register for XID events; XIDs are not watched");
+                    return None;
+                }
+            };
         }
         Some(set)
     }
@@ -224,8 +238,20 @@ impl LiveNvml {
         let Some(set) = &self.events else { return };
         while let Ok(event) = set.wait(0) {
             if let (Ok(uuid), Some(XidError::Value(code))) = (event.device.uuid(), event.event_data) {
-                self.xids.insert(uuid, code);
+                record_xid(&mut self.xids, uuid, code);
             }
+        }
+    }
+}
+
+/// Keeps the XID that matters most per GPU: an application's XID never hides a critical
+/// one seen before it, and a later critical XID replaces an earlier one.
+pub fn record_xid(xids: &mut HashMap<String, u64>, uuid: String, code: u64) {
+    let critical = |code: u64| Health::Xid { code }.severity() == super::gpu::Severity::Failing;
+    match xids.get(&uuid) {
+        Some(&seen) if critical(seen) && !critical(code) => {}
+        _ => {
+            xids.insert(uuid, code);
         }
     }
 }
@@ -243,9 +269,24 @@ impl NvmlReader for LiveNvml {
         let cuda_driver_version = nvml.sys_cuda_driver_version().map_err(problem(0))?;
         let mut readings = Vec::with_capacity(count as usize);
         for index in 0..count {
-            let device = nvml.device_by_index(index).map_err(problem(index))?;
-            let uuid = device.uuid().map_err(problem(index))?;
-            let minor = device.minor_number().map_err(problem(index))?;
+            // A GPU that fell off the bus may not even give its UUID any more: it is reported
+            // lost under the identity it had at the last good reading.
+            let device = match nvml.device_by_index(index) {
+                Ok(device) => device,
+                Err(NvmlError::GpuLost) => {
+                    readings.extend(self.lost_reading(index, &driver_version, cuda_driver_version));
+                    continue;
+                }
+                Err(e) => return Err(problem(index)(e)),
+            };
+            let (uuid, minor) = match (device.uuid(), device.minor_number()) {
+                (Ok(uuid), Ok(minor)) => (uuid, minor),
+                (Err(NvmlError::GpuLost), _) | (_, Err(NvmlError::GpuLost)) => {
+                    readings.extend(self.lost_reading(index, &driver_version, cuda_driver_version));
+                    continue;
+                }
+                (Err(e), _) | (_, Err(e)) => return Err(problem(index)(e)),
+            };
             // A GPU that fell off the bus still has a handle; its queries answer GpuLost.
             let memory = device.memory_info();
             let lost = matches!(memory, Err(NvmlError::GpuLost));
@@ -285,8 +326,26 @@ impl NvmlReader for LiveNvml {
                 },
                 uuid,
             });
+            self.last_good.insert(index, readings.last().expect("just pushed").clone());
         }
         Ok(readings)
+    }
+}
+
+impl LiveNvml {
+    /// The last good reading of GPU `index`, marked lost; None if it was never read.
+    fn lost_reading(&self, index: u32, driver_version: &str, cuda_driver_version: i32) -> Option<NvmlReading> {
+        let Some(last) = self.last_good.get(&index) else {
+            tracing::warn!(index, "GPU is lost and was never read; it cannot be published or tainted");
+            return None;
+        };
+        Some(NvmlReading {
+            lost: true,
+            driver_version: driver_version.to_string(),
+            cuda_driver_version,
+            sample: GpuSample::default(),
+            ..last.clone()
+        })
     }
 }
 

@@ -116,6 +116,10 @@ pub async fn apply_rules(client: &kube::Client, node: &str, wanted: Vec<DeviceTa
 pub async fn label_node(client: &kube::Client, node: &Node, gpus: &[Gpu]) -> Result<bool> {
     let name = node.metadata.name.clone().unwrap_or_default();
     let current = node.metadata.labels.clone().unwrap_or_default();
+    // Where GPU feature discovery runs (the GPU Operator), it owns these labels.
+    if current.contains_key(labels::GFD_MARKER) {
+        return Ok(false);
+    }
     let wanted = labels::node_labels(gpus);
     let changes: BTreeMap<&String, &Option<String>> =
         wanted.iter().filter(|(k, v)| current.get(*k) != v.as_ref()).collect();

@@ -42,6 +42,10 @@ pub enum Error {
     Metrics(#[from] crate::metrics::Error),
     #[error(transparent)]
     Kubelet(#[from] super::kubelet::Error),
+    #[error(
+        "NVIDIA's DRA driver ({0}) now publishes this node's GPUs; withdrew this agent's slices, restarting as its companion"
+    )]
+    NvidiaDriverAppeared(String),
     #[error("the GPU reader stopped")]
     ReaderStopped,
 }
@@ -156,16 +160,21 @@ pub async fn run(
 ) -> Result<()> {
     let node_name = options.node_name.clone().ok_or(Error::NoNodeName)?;
     let nodes: Api<Node> = Api::all(client.clone());
-    let node = nodes.get(&node_name).await.map_err(|source| Error::Node { node: node_name.clone(), source })?;
-    let mode = resolve_mode(&client, &options, &node_name).await?;
+    tokio::pin!(shutdown);
+    // The API server may be briefly unreachable when a node boots: wait for it rather than
+    // crash-loop.
+    let (node, mode) = tokio::select! {
+        _ = &mut shutdown => return Ok(()),
+        started = start_point(&client, &nodes, &options, &node_name) => started,
+    };
     info!(node = %node_name, ?mode, driver = %options.driver_name, "node agent starting");
     let publication = publication(&options, &node_name, node.metadata.uid.clone());
     let interval = Duration::from_secs(options.poll_interval_seconds.max(1));
     let (mut readings, _stop) = spawn_reader(options.clone(), node_name.clone(), interval);
 
     let mut published: Option<Vec<Gpu>> = None;
+    let mut ever_read = false;
     let mut polls_since_sync = 0u32;
-    tokio::pin!(shutdown);
     loop {
         tokio::select! {
             _ = &mut shutdown => break,
@@ -178,15 +187,15 @@ pub async fn run(
         let reading = readings.borrow_and_update().clone();
         let reading = match reading {
             None => continue,
-            Some(Err(problem)) if published.is_none() => {
-                return Err(Error::Unreadable(problem));
-            }
+            // The source never worked (NVML missing, an unreadable inventory): nothing to serve.
+            Some(Err(problem)) if !ever_read => return Err(Error::Unreadable(problem)),
             Some(Err(problem)) => {
                 warn!(%problem, "failed to read the GPUs; keeping what is published");
                 continue;
             }
             Some(Ok(reading)) => reading,
         };
+        ever_read = true;
         metrics.update(&node_name, &reading.gpus, &reading.samples);
         gpus_out.send_replace(reading.gpus.clone());
         polls_since_sync += 1;
@@ -194,9 +203,13 @@ pub async fn run(
             continue;
         }
         polls_since_sync = 0;
-        if let Err(e) = sync(&client, &nodes, &node_name, mode, &options, &publication, &reading.gpus).await {
-            warn!(error = %e, "failed to publish; retrying at the next poll");
-            continue;
+        match sync(&client, &nodes, &node_name, mode, &options, &publication, &reading.gpus).await {
+            Ok(()) => {}
+            Err(e @ Error::NvidiaDriverAppeared(_)) => return Err(e),
+            Err(e) => {
+                warn!(error = %e, "failed to publish; retrying at the next poll");
+                continue;
+            }
         }
         published = Some(reading.gpus);
         ready.send_replace(true);
@@ -206,6 +219,29 @@ pub async fn run(
         info!(node = %node_name, "removed this node's ResourceSlices");
     }
     Ok(())
+}
+
+/// The Node and the mode, retried with backoff while the API server does not answer.
+async fn start_point(
+    client: &kube::Client,
+    nodes: &Api<Node>,
+    options: &AgentOptions,
+    node_name: &str,
+) -> (Node, Mode) {
+    let mut delay = Duration::from_secs(1);
+    loop {
+        let attempt = async {
+            let node =
+                nodes.get(node_name).await.map_err(|source| Error::Node { node: node_name.to_string(), source })?;
+            Ok::<_, Error>((node, resolve_mode(client, options, node_name).await?))
+        };
+        match attempt.await {
+            Ok(found) => return found,
+            Err(e) => warn!(error = %e, retry_in = ?delay, "cannot start yet"),
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_secs(30));
+    }
 }
 
 /// One round of writes for one reading.
@@ -221,12 +257,22 @@ async fn sync(
     match mode {
         Mode::Companion => {
             let theirs = publish::node_slices(client, &options.nvidia_driver_name, node_name).await?;
-            let wanted = companion::rules(gpus, &theirs, &options.nvidia_driver_name, node_name, &options.driver_name);
+            let wanted =
+                companion::rules(gpus, &theirs, &options.nvidia_driver_name, publication, &options.driver_name);
             if publish::apply_rules(client, node_name, wanted).await? {
                 info!(node = %node_name, "updated the DeviceTaintRules for this node's GPUs");
             }
         }
         _ => {
+            // Under --mode auto, NVIDIA's driver may start after the agent: two publishers of
+            // one GPU would let it be allocated twice, so the agent withdraws and restarts.
+            if options.mode == Mode::Auto {
+                let theirs = publish::node_slices(client, &options.nvidia_driver_name, node_name).await?;
+                if companion::publishes_for(&theirs, &options.nvidia_driver_name, node_name) {
+                    publish::remove_slices(client, publication).await?;
+                    return Err(Error::NvidiaDriverAppeared(options.nvidia_driver_name.clone()));
+                }
+            }
             if publish::publish_slices(client, publication, gpus).await? {
                 info!(node = %node_name, gpus = gpus.len(), "published this node's ResourceSlices");
             }
@@ -253,9 +299,13 @@ pub async fn terminated() {
 
 /// `muster agent`: the metrics endpoint, the kubelet plugin in driver mode, and the loop,
 /// until the process is told to stop.
-pub async fn serve(client: kube::Client, mut options: AgentOptions) -> Result<()> {
+pub async fn serve(client: kube::Client, options: AgentOptions) -> Result<()> {
     let node_name = options.node_name.clone().ok_or(Error::NoNodeName)?;
-    options.mode = resolve_mode(&client, &options, &node_name).await?;
+    let nodes: Api<Node> = Api::all(client.clone());
+    let (_, mode) = tokio::select! {
+        _ = terminated() => return Ok(()),
+        started = start_point(&client, &nodes, &options, &node_name) => started,
+    };
     let metrics = AgentMetrics::new();
     let (gpus_tx, gpus_rx) = watch::channel(Vec::new());
     let (ready_tx, ready_rx) = watch::channel(false);
@@ -277,7 +327,7 @@ pub async fn serve(client: kube::Client, mut options: AgentOptions) -> Result<()
         let stop = stopped();
         tasks.spawn(async move { crate::metrics::serve(addr, registry, ready_rx, stop).await.map_err(Error::from) });
     }
-    if options.mode == Mode::Driver && options.kubelet_plugin {
+    if mode == Mode::Driver && options.kubelet_plugin {
         let config = super::kubelet::PluginConfig {
             driver_name: options.driver_name.clone(),
             node_name: node_name.clone(),

@@ -150,15 +150,20 @@ pub fn devices(gpus: &[Gpu], publication: &Publication) -> Vec<Device> {
             attributes.insert("minor".into(), int(gpu.minor));
             common_attributes(gpu, &mut attributes);
             let memory = bytes(gpu.memory_bytes);
-            let request_policy = publication.sharing.then(|| CapacityRequestPolicy {
-                // A claim that asks for no memory takes the whole GPU's.
-                default: Some(memory.clone()),
-                valid_range: Some(CapacityRequestPolicyRange {
-                    min: Quantity("1Gi".into()),
-                    max: Some(memory.clone()),
-                    step: Some(Quantity("1Gi".into())),
-                }),
-                valid_values: None,
+            let request_policy = publication.sharing.then(|| {
+                // Shares come in whole GiB, and the API wants the default and the maximum to
+                // be multiples of the step: an H100's 81559 MiB is shared as 79 GiB.
+                let whole = bytes(gpu.memory_bytes >> 30 << 30);
+                CapacityRequestPolicy {
+                    // A claim that asks for no memory takes all that can be shared.
+                    default: Some(whole.clone()),
+                    valid_range: Some(CapacityRequestPolicyRange {
+                        min: Quantity("1Gi".into()),
+                        max: Some(whole),
+                        step: Some(Quantity("1Gi".into())),
+                    }),
+                    valid_values: None,
+                }
             });
             let capacity = BTreeMap::from([("memory".to_string(), DeviceCapacity { value: memory, request_policy })]);
             devices.push(Device {
@@ -198,6 +203,20 @@ pub fn devices(gpus: &[Gpu], publication: &Publication) -> Vec<Device> {
     devices
 }
 
+/// The Node as the owner of what the agent writes for it, so it goes with the Node.
+pub fn node_owner(publication: &Publication) -> Option<Vec<OwnerReference>> {
+    publication.node_uid.as_ref().map(|uid| {
+        vec![OwnerReference {
+            api_version: "v1".into(),
+            kind: "Node".into(),
+            name: publication.node_name.clone(),
+            uid: uid.clone(),
+            controller: Some(true),
+            block_owner_deletion: None,
+        }]
+    })
+}
+
 /// The name of the `index`th slice of a node's pool.
 pub fn slice_name(publication: &Publication, index: usize) -> String {
     format!("{}-{}-{index}", publication.node_name, publication.driver_name.replace('.', "-"))
@@ -224,16 +243,7 @@ pub fn desired(devices: Vec<Device>, publication: &Publication, generation: i64)
             metadata: ObjectMeta {
                 name: Some(slice_name(publication, index)),
                 labels: Some(BTreeMap::from([(NODE_LABEL.to_string(), publication.node_name.clone())])),
-                owner_references: publication.node_uid.as_ref().map(|uid| {
-                    vec![OwnerReference {
-                        api_version: "v1".into(),
-                        kind: "Node".into(),
-                        name: publication.node_name.clone(),
-                        uid: uid.clone(),
-                        controller: Some(true),
-                        block_owner_deletion: None,
-                    }]
-                }),
+                owner_references: node_owner(publication),
                 ..Default::default()
             },
             spec: ResourceSliceSpec {
