@@ -8,11 +8,13 @@
 //! ```
 //!
 //! Crate map (see docs/ARCHITECTURE.md for the invariants):
+//! - [`agent`]: the node agent (GPUs from NVML, ResourceSlices, health, the kubelet plugin).
 //! - [`k8s`]: the shell that talks to the API server, and Muster's own API types
 //!   ([`k8s::crd`]), from which `muster crds` generates `manifests/crds/`.
 //! - [`metrics`]: Prometheus metrics and the `/metrics`, `/healthz`, `/readyz` server.
 #![forbid(unsafe_code)]
 
+pub mod agent;
 pub mod config;
 pub mod engine;
 pub mod k8s;

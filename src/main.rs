@@ -80,6 +80,9 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         kubeconfig: Option<PathBuf>,
     },
+    /// Run the node agent on a GPU node: publish its GPUs as ResourceSlices (driver mode) or
+    /// take NVIDIA's driver's failing devices out of service (companion mode).
+    Agent(muster::agent::options::AgentOptions),
     /// Print the CustomResourceDefinitions Muster installs, as YAML (manifests/crds/).
     Crds,
 }
@@ -115,6 +118,15 @@ async fn client(kubeconfig: Option<PathBuf>) -> Result<kube::Client, String> {
     kube::Client::try_from(config).map_err(|e| format!("failed to build a Kubernetes client: {e}"))
 }
 
+fn init_logging(json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    if json {
+        tracing_subscriber::fmt().json().with_env_filter(filter).init();
+    } else {
+        tracing_subscriber::fmt().with_env_filter(filter).init();
+    }
+}
+
 fn run(command: Command) -> Result<(), String> {
     match command {
         Command::Scheduler {
@@ -139,12 +151,7 @@ fn run(command: Command) -> Result<(), String> {
                 election.retry_period_seconds = (election.lease_duration_seconds / 5).max(1);
             }
             config.metrics_address = metrics_address.unwrap_or(config.metrics_address);
-            let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
-            if log_json {
-                tracing_subscriber::fmt().json().with_env_filter(filter).init();
-            } else {
-                tracing_subscriber::fmt().with_env_filter(filter).init();
-            }
+            init_logging(log_json);
             let runtime = tokio::runtime::Runtime::new().map_err(|e| format!("failed to start the runtime: {e}"))?;
             runtime.block_on(async {
                 let client = client(kubeconfig).await?;
@@ -160,6 +167,18 @@ fn run(command: Command) -> Result<(), String> {
                 let text = muster::k8s::explain::explain(&client, &config, &target).await.map_err(|e| e.to_string())?;
                 print!("{text}");
                 Ok(())
+            })
+        }
+        Command::Agent(options) => {
+            if options.dry_run {
+                print!("{}", muster::agent::run::dry_run(&options).map_err(|e| e.to_string())?);
+                return Ok(());
+            }
+            init_logging(options.log_json);
+            let runtime = tokio::runtime::Runtime::new().map_err(|e| format!("failed to start the runtime: {e}"))?;
+            runtime.block_on(async {
+                let client = client(options.kubeconfig.clone()).await?;
+                muster::agent::serve(client, options).await.map_err(|e| e.to_string())
             })
         }
         Command::Crds => {
