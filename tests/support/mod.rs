@@ -18,6 +18,7 @@ pub mod pki;
 pub mod process;
 pub mod wait;
 
+#[allow(unused_imports)]
 pub use cluster::TestCluster;
 #[allow(unused_imports)]
 pub use kubelet::KubeletEmulator;
