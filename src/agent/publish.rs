@@ -60,11 +60,19 @@ async fn write_slices(client: &kube::Client, plan: SlicePlan) -> Result<()> {
         let name = slice.metadata.name.clone().unwrap_or_default();
         api.create(&pp, &slice).await.map_err(|source| Error::Write { kind: "ResourceSlice", name, source })?;
     }
-    for name in plan.delete {
+    delete_all(&api, "ResourceSlice", plan.delete).await
+}
+
+/// Deletes the named objects; one already gone is no error.
+async fn delete_all<K>(api: &Api<K>, kind: &'static str, names: Vec<String>) -> Result<()>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    for name in names {
         match api.delete(&name, &DeleteParams::default()).await {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(source) => return Err(Error::Write { kind: "ResourceSlice", name, source }),
+            Err(source) => return Err(Error::Write { kind, name, source }),
         }
     }
     Ok(())
@@ -102,13 +110,7 @@ pub async fn apply_rules(client: &kube::Client, node: &str, wanted: Vec<DeviceTa
             source,
         })?;
     }
-    for name in delete {
-        match api.delete(&name, &DeleteParams::default()).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(source) => return Err(Error::Write { kind: "DeviceTaintRule", name, source }),
-        }
-    }
+    delete_all(&api, "DeviceTaintRule", delete).await?;
     Ok(changed)
 }
 
