@@ -113,6 +113,14 @@ pub struct Config {
     pub node_selector: std::collections::BTreeMap<String, String>,
     /// Several replicas: only the holder of the lease schedules, binds and writes status.
     pub leader_election: LeaderElection,
+    /// Deadline of every one-shot request to the API server (binds, claim writes,
+    /// evictions, status, events, lease calls); watches keep their long reads. Under leader
+    /// election it must be shorter than leaseDurationSeconds - renewDeadlineSeconds, so a
+    /// leader's last writes end before another replica may take over.
+    pub request_timeout_seconds: u64,
+    /// `/healthz` fails when the scheduling loop owes a cycle for this long, or, under leader
+    /// election, when the API server has not answered this replica for this long.
+    pub stall_timeout_seconds: u64,
 }
 
 impl Default for Config {
@@ -133,6 +141,8 @@ impl Default for Config {
             metrics_address: "0.0.0.0:10251".into(),
             node_selector: Default::default(),
             leader_election: LeaderElection::default(),
+            request_timeout_seconds: 4,
+            stall_timeout_seconds: 60,
         }
     }
 }
@@ -184,10 +194,27 @@ impl Config {
                 "leaderElection needs 0 < retryPeriodSeconds < renewDeadlineSeconds < leaseDurationSeconds".into()
             );
         }
+        if self.request_timeout_seconds == 0 || self.stall_timeout_seconds == 0 {
+            return Err("requestTimeoutSeconds and stallTimeoutSeconds must be positive".into());
+        }
+        if election.enabled
+            && self.request_timeout_seconds >= election.lease_duration_seconds - election.renew_deadline_seconds
+        {
+            return Err(format!(
+                "requestTimeoutSeconds ({}) must be shorter than leaseDurationSeconds - renewDeadlineSeconds ({}), so a leader's last requests end before another replica may take over",
+                self.request_timeout_seconds,
+                election.lease_duration_seconds - election.renew_deadline_seconds
+            ));
+        }
         if self.metrics_address.parse::<std::net::SocketAddr>().is_err() {
             return Err(format!("metricsAddress {:?} is not an address and port", self.metrics_address));
         }
         Ok(())
+    }
+
+    /// The deadline of one request to the API server.
+    pub fn request_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.request_timeout_seconds)
     }
 
     /// The engine's part of the configuration.
@@ -227,6 +254,8 @@ struct PartialConfig {
     metrics_address: Option<String>,
     node_selector: Option<std::collections::BTreeMap<String, String>>,
     leader_election: Option<PartialLeaderElection>,
+    request_timeout_seconds: Option<u64>,
+    stall_timeout_seconds: Option<u64>,
 }
 
 #[derive(Deserialize, Default)]
@@ -271,6 +300,8 @@ impl PartialConfig {
                 Some(partial) => partial.merge_into(d.leader_election),
                 None => d.leader_election,
             },
+            request_timeout_seconds: self.request_timeout_seconds.unwrap_or(d.request_timeout_seconds),
+            stall_timeout_seconds: self.stall_timeout_seconds.unwrap_or(d.stall_timeout_seconds),
         }
     }
 }

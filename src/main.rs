@@ -149,6 +149,9 @@ fn run(command: Command) -> Result<(), String> {
                 election.lease_duration_seconds = seconds.max(3);
                 election.renew_deadline_seconds = (election.lease_duration_seconds * 2 / 3).max(2);
                 election.retry_period_seconds = (election.lease_duration_seconds / 5).max(1);
+                // Requests must end before a standby may take over.
+                let gap = election.lease_duration_seconds - election.renew_deadline_seconds;
+                config.request_timeout_seconds = config.request_timeout_seconds.min(gap.saturating_sub(1)).max(1);
             }
             config.metrics_address = metrics_address.unwrap_or(config.metrics_address);
             init_logging(log_json);

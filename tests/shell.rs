@@ -111,7 +111,9 @@ fn check(
     now: i64,
 ) -> Vec<(EvictionReason, Vec<String>)> {
     let objects = ClusterObjects { pods, muster_groups: vec![pod_group("train", 2, 0)], ..Default::default() };
-    net.check(&objects.view(), config, busy, now)
+    let view = objects.view();
+    let members = muster::k8s::groups::members(&view, &config.scheduler_name);
+    net.check(&view, &muster::k8s::groups::group_specs(&view), &members, config, busy, now)
         .into_iter()
         .map(|e| (e.reason, e.pods.into_iter().map(|p| p.name).collect()))
         .collect()

@@ -325,7 +325,9 @@ pub async fn serve(client: kube::Client, options: AgentOptions) -> Result<()> {
         })?;
         let registry = metrics.registry.clone();
         let stop = stopped();
-        tasks.spawn(async move { crate::metrics::serve(addr, registry, ready_rx, stop).await.map_err(Error::from) });
+        tasks.spawn(async move {
+            crate::metrics::serve(addr, registry, std::sync::Arc::new(ready_rx), stop).await.map_err(Error::from)
+        });
     }
     if mode == Mode::Driver && options.kubelet_plugin {
         let config = super::kubelet::PluginConfig {

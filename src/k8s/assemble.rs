@@ -17,6 +17,7 @@ use super::convert::{self, ConstraintsInterner};
 use super::convert_dra;
 use super::crd::PodGroup as MusterPodGroup;
 use super::foreign::PodGroup as PluginPodGroup;
+use super::groups::{annotated_topology, created};
 use crate::engine::model::{Gang, GangKey, GangKind, PendingPod, PodKey, Snapshot};
 use crate::engine::model::{Node as EngineNode, NodeConstraints};
 use crate::engine::resources::{Demand, ResourceNames};
@@ -216,10 +217,8 @@ pub struct Assembled {
     pub problems: Vec<String>,
     /// Which gang each of Muster's pending pods belongs to.
     pub gang_of: HashMap<PodKey, GangKey>,
-}
-
-fn created(meta: &ObjectMeta) -> i64 {
-    meta.creation_timestamp.as_ref().map_or(0, |t| t.0.as_second())
+    /// Every PodGroup, read once, for whatever else the cycle decides.
+    pub specs: HashMap<GangKey, super::groups::GroupSpec>,
 }
 
 fn pod_key(meta: &ObjectMeta) -> PodKey {
@@ -247,38 +246,6 @@ pub fn gang_key(pod: &Pod) -> GangKey {
     GangKey { kind, namespace, name }
 }
 
-struct GroupFacts {
-    min_member: usize,
-    priority: Option<i32>,
-    created: i64,
-    /// Required and preferred topology levels, as the PodGroup names them.
-    topology: (Option<String>, Option<String>),
-}
-
-/// The annotations other schedulers' users put topology in, with the level they name:
-/// (required, preferred). KAI Scheduler's, then Kueue's; the values are node label keys.
-const TOPOLOGY_ANNOTATIONS: [(&str, &str); 2] = [
-    ("kai.scheduler/topology-required-placement", "kai.scheduler/topology-preferred-placement"),
-    ("kueue.x-k8s.io/podset-required-topology", "kueue.x-k8s.io/podset-preferred-topology"),
-];
-
-/// Required and preferred levels from KAI Scheduler's or Kueue's annotations.
-fn annotated_topology(meta: &ObjectMeta) -> (Option<String>, Option<String>) {
-    let Some(annotations) = meta.annotations.as_ref() else { return (None, None) };
-    for (required, preferred) in TOPOLOGY_ANNOTATIONS {
-        let found = (annotations.get(required).cloned(), annotations.get(preferred).cloned());
-        if found.0.is_some() || found.1.is_some() {
-            return found;
-        }
-    }
-    (None, None)
-}
-
-/// A PodGroup's own topology fields first, then its annotations.
-fn either(own: (Option<String>, Option<String>), meta: &ObjectMeta) -> (Option<String>, Option<String>) {
-    if own.0.is_some() || own.1.is_some() { own } else { annotated_topology(meta) }
-}
-
 fn is_terminal(pod: &Pod) -> bool {
     matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"))
 }
@@ -302,53 +269,9 @@ pub fn assemble_view(objects: &ClusterView<'_>, scheduler_name: &str, now: i64, 
         objects.priority_classes.iter().find(|c| c.global_default == Some(true)).and_then(|c| c.value).unwrap_or(0);
     let class_priority = |name: Option<&String>| name.and_then(|n| classes.get(n.as_str()).copied());
 
-    let mut facts: HashMap<GangKey, GroupFacts> = HashMap::new();
-    let key = |kind, meta: &ObjectMeta| GangKey {
-        kind,
-        namespace: meta.namespace.clone().unwrap_or_else(|| "default".into()),
-        name: meta.name.clone().unwrap_or_default(),
-    };
-    for g in &objects.muster_groups {
-        let own = g.spec.topology.as_ref().map_or((None, None), |t| (t.required.clone(), t.preferred.clone()));
-        let facts_of = GroupFacts {
-            min_member: g.spec.min_member.max(1) as usize,
-            priority: class_priority(g.spec.priority_class_name.as_ref()),
-            created: created(&g.metadata),
-            topology: either(own, &g.metadata),
-        };
-        facts.insert(key(GangKind::Muster, &g.metadata), facts_of);
-    }
-    for g in &objects.kubernetes_groups {
-        let min = g.spec.scheduling_policy.gang.as_ref().map_or(1, |gang| gang.min_count.max(1));
-        let priority = g.spec.priority.or_else(|| class_priority(g.spec.priority_class_name.as_ref()));
-        let required = g
-            .spec
-            .scheduling_constraints
-            .as_ref()
-            .and_then(|c| c.topology.as_ref())
-            .and_then(|t| t.first())
-            .map(|t| t.key.clone());
-        facts.insert(
-            key(GangKind::Kubernetes, &g.metadata),
-            GroupFacts {
-                min_member: min as usize,
-                priority,
-                created: created(&g.metadata),
-                topology: either((required, None), &g.metadata),
-            },
-        );
-    }
-    for g in &objects.plugin_groups {
-        facts.insert(
-            key(GangKind::SchedulerPlugins, &g.metadata),
-            GroupFacts {
-                min_member: g.spec.min_member.max(1) as usize,
-                priority: class_priority(g.spec.priority_class_name.as_ref()),
-                created: created(&g.metadata),
-                topology: annotated_topology(&g.metadata),
-            },
-        );
-    }
+    let facts = super::groups::group_specs(objects);
+    let group_priority =
+        |g: &super::groups::GroupSpec| g.priority.or_else(|| class_priority(g.priority_class_name.as_ref()));
 
     let mut node_index: HashMap<&str, usize> = HashMap::new();
     for n in &objects.nodes {
@@ -440,7 +363,7 @@ pub fn assemble_view(objects: &ClusterView<'_>, scheduler_name: &str, now: i64, 
                 min_member: group.map_or(1, |g| g.min_member),
                 bound: 0,
                 pods: Vec::new(),
-                priority: group.and_then(|g| g.priority).unwrap_or(i32::MIN),
+                priority: group.and_then(group_priority).unwrap_or(i32::MIN),
                 created: group.map_or(i64::MAX, |g| g.created),
                 blocked,
                 topology: None,
@@ -448,7 +371,7 @@ pub fn assemble_view(objects: &ClusterView<'_>, scheduler_name: &str, now: i64, 
         });
         // Without a priority of its own, a gang takes its highest pod's; without a
         // PodGroup's creation time, its oldest pod's.
-        if facts.get(&gang).and_then(|g| g.priority).is_none() {
+        if facts.get(&gang).and_then(group_priority).is_none() {
             entry.priority = entry.priority.max(priority);
         }
         if !facts.contains_key(&gang) {
@@ -502,15 +425,16 @@ pub fn assemble_view(objects: &ClusterView<'_>, scheduler_name: &str, now: i64, 
     memo.trim(objects);
 
     let mut groups: Vec<GroupSummary> = facts
-        .into_iter()
+        .iter()
         .map(|(key, f)| GroupSummary {
-            bound: bound_per_gang.get(&key).copied().unwrap_or(0),
-            key,
+            bound: bound_per_gang.get(key).copied().unwrap_or(0),
+            key: key.clone(),
             min_member: f.min_member,
         })
         .collect();
     groups
         .sort_by(|a, b| (&a.key.namespace, &a.key.name, a.key.kind).cmp(&(&b.key.namespace, &b.key.name, b.key.kind)));
     out.groups = groups;
+    out.specs = facts;
     out
 }

@@ -9,11 +9,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, EvictParams, PostParams};
 use serde_json::json;
+use thiserror::Error;
 
 use super::claim_bind::{self, ClaimDone, ClaimWrite};
+use super::request::{self, Operation, RequestError, Retry};
 use crate::engine::dra::model::ClaimKey;
 use crate::engine::model::{GangKey, PodKey};
 
@@ -27,6 +30,8 @@ pub enum HookAction {
     FailOnce,
     /// Wait this long before binding (to stop the scheduler mid-gang).
     Pause(Duration),
+    /// Send nothing and never answer: the bind request hangs as on a silent API server.
+    Hang,
 }
 
 /// A test-only hook into the binder; production runs have none.
@@ -57,12 +62,34 @@ pub struct GangBinding {
     pub claims: Vec<ClaimWrite>,
 }
 
+/// Why one step of a gang's transaction failed.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum BindError {
+    #[error("binding pod {pod} to node {node} failed: {reason}")]
+    Bind { pod: PodKey, node: String, reason: String },
+    #[error("{0}")]
+    Claim(String),
+    #[error("{0}")]
+    Injected(String),
+    #[error("evicting pod {pod} failed: {reason}")]
+    Evict { pod: PodKey, reason: String },
+    /// The binding task panicked or was cancelled: what it did is unknown, so it counts as
+    /// rolled back, and the safety net evicts whatever of it the watch shows bound.
+    #[error("the binding of {gang} ended without an outcome: {reason}")]
+    Lost { gang: GangKey, reason: String },
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BindOutcome {
     /// At least `needed` pods are bound; `failed` pods (beyond the minimum) go back to pending.
-    Bound { bound: Vec<PodKey>, failed: Vec<(PodKey, String)> },
+    Bound { bound: Vec<PodKey>, failed: Vec<(PodKey, BindError)> },
     /// Too few pods were bound: those that were have been evicted.
-    RolledBack { evicted: Vec<PodKey>, errors: Vec<(PodKey, String)> },
+    RolledBack { evicted: Vec<PodKey>, errors: Vec<(PodKey, BindError)> },
+}
+
+/// Binds gangs: the real [`Binder`], or a test's fake.
+pub trait Bind: Send + Sync + 'static {
+    fn bind(self: Arc<Self>, binding: GangBinding) -> BoxFuture<'static, BindOutcome>;
 }
 
 pub struct Binder {
@@ -71,20 +98,19 @@ pub struct Binder {
     metrics: Option<Arc<crate::metrics::Metrics>>,
     /// Pods of one gang bound at once.
     concurrency: usize,
-    attempts: u32,
+    retry: Retry,
 }
 
-fn is_transient(error: &kube::Error) -> bool {
-    match error {
-        kube::Error::Api(status) => status.code == 429 || status.code == 409 || status.code >= 500,
-        kube::Error::HyperError(_) | kube::Error::Service(_) => true,
-        _ => false,
+impl Bind for Binder {
+    fn bind(self: Arc<Self>, binding: GangBinding) -> BoxFuture<'static, BindOutcome> {
+        Box::pin(async move { self.bind_gang(&binding).await })
     }
 }
 
 impl Binder {
-    pub fn new(client: kube::Client, hook: Option<Arc<dyn BindHook>>) -> Binder {
-        Binder { client, hook, metrics: None, concurrency: 32, attempts: 5 }
+    /// A binder whose every request answers within `deadline` or counts as failed.
+    pub fn new(client: kube::Client, hook: Option<Arc<dyn BindHook>>, deadline: Duration) -> Binder {
+        Binder { client, hook, metrics: None, concurrency: 32, retry: Retry::new(deadline) }
     }
 
     /// Records how long claim writes take in `metrics`.
@@ -93,7 +119,7 @@ impl Binder {
         self
     }
 
-    pub async fn bind(&self, binding: &GangBinding) -> BindOutcome {
+    pub async fn bind_gang(&self, binding: &GangBinding) -> BindOutcome {
         let gang = &binding.gang;
         // Every claim first: a gang whose claims cannot be written binds no pod.
         let mut written: Vec<ClaimDone> = Vec::with_capacity(binding.claims.len());
@@ -101,14 +127,15 @@ impl Binder {
         for write in &binding.claims {
             let hooked = match self.hook.as_ref().map(|h| h.before_claim(gang, &write.claim)) {
                 Some(HookAction::Fail(message)) => Err(message),
-                _ => claim_bind::write(&self.client, write).await,
+                _ => claim_bind::write(&self.client, self.retry, write).await,
             };
             match hooked {
                 Ok(done) => written.push(done),
                 Err(error) => {
                     for done in written.iter().rev() {
-                        claim_bind::undo(&self.client, done, &Default::default()).await;
+                        claim_bind::undo(&self.client, self.retry, done, &Default::default()).await;
                     }
+                    let error = BindError::Claim(error);
                     return BindOutcome::RolledBack { evicted: Vec::new(), errors: vec![(write.pod.clone(), error)] };
                 }
             }
@@ -127,7 +154,7 @@ impl Binder {
                 (pod, result)
             })
             .collect();
-        let results: Vec<(PodKey, Result<(), String>)> =
+        let results: Vec<(PodKey, Result<(), BindError>)> =
             futures::stream::iter(binds).buffer_unordered(self.concurrency).collect().await;
         let mut bound = Vec::new();
         let mut errors = Vec::new();
@@ -143,7 +170,7 @@ impl Binder {
             bound.iter().filter_map(|p| binding.uids.get(p).cloned()).collect();
         if !errors.is_empty() {
             for done in written.iter().rev() {
-                claim_bind::undo(&self.client, done, &keep).await;
+                claim_bind::undo(&self.client, self.retry, done, &keep).await;
             }
         }
         if bound.len() >= binding.needed {
@@ -151,9 +178,9 @@ impl Binder {
         }
         let mut evicted = Vec::new();
         for pod in bound {
-            match self.evict(&pod, binding.uids.get(&pod).map(String::as_str)).await {
+            match evict(&self.client, self.retry, &pod, binding.uids.get(&pod).map(String::as_str)).await {
                 Ok(()) => evicted.push(pod),
-                Err(e) => errors.push((pod, format!("eviction failed: {e}"))),
+                Err(e) => errors.push((pod.clone(), BindError::Evict { pod, reason: e.to_string() })),
             }
         }
         BindOutcome::RolledBack { evicted, errors }
@@ -166,15 +193,17 @@ impl Binder {
         pod: &PodKey,
         node: &str,
         uid: Option<&str>,
-    ) -> Result<(), String> {
+    ) -> Result<(), BindError> {
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
         let mut injected_transient = false;
+        let mut hang = false;
         if let Some(hook) = &self.hook {
             match hook.before_bind(gang, index, pod) {
                 HookAction::Proceed => {}
-                HookAction::Fail(message) => return Err(message),
+                HookAction::Fail(message) => return Err(BindError::Injected(message)),
                 HookAction::FailOnce => injected_transient = true,
                 HookAction::Pause(duration) => tokio::time::sleep(duration).await,
+                HookAction::Hang => hang = true,
             }
         }
         let body = json!({
@@ -183,51 +212,50 @@ impl Binder {
             "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": uid},
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         });
-        let mut delay = Duration::from_millis(100);
-        for attempt in 1..=self.attempts {
+        let params = PostParams::default();
+        let failed =
+            |e: RequestError| BindError::Bind { pod: pod.clone(), node: node.to_string(), reason: e.to_string() };
+        let mut delay = self.retry.first_delay;
+        for attempt in 1..=self.retry.attempts {
             let result = if injected_transient && attempt == 1 {
-                Err(kube::Error::Api(
-                    kube::core::Status::failure("injected transient error", "InternalError").with_code(500).boxed(),
-                ))
+                Err(RequestError::Injected("injected transient error".into()))
+            } else if hang && attempt == 1 {
+                request::within(self.retry.deadline, std::future::pending::<Result<(), kube::Error>>()).await
             } else {
-                pods.create_subresource::<_, serde_json::Value>("binding", &pod.name, &PostParams::default(), &body)
-                    .await
-                    .map(|_| ())
+                let post = pods.create_subresource::<_, serde_json::Value>("binding", &pod.name, &params, &body);
+                request::within(self.retry.deadline, post).await.map(|_| ())
             };
-            match result {
-                Ok(()) => return Ok(()),
-                Err(e) => {
-                    // A lost response can leave the pod bound already: that is success.
-                    if let Ok(current) = pods.get(&pod.name).await
-                        && current.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node)
-                    {
-                        return Ok(());
-                    }
-                    if !is_transient(&e) || attempt == self.attempts {
-                        return Err(format!("binding pod {pod} to node {node} failed: {e}"));
-                    }
-                    tracing::debug!(%pod, node, attempt, error = %e, "retrying bind");
-                }
+            let Err(e) = result else { return Ok(()) };
+            // A lost response can leave the pod bound already: that is success.
+            if let Ok(current) = request::within(self.retry.deadline, pods.get(&pod.name)).await
+                && current.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node)
+            {
+                return Ok(());
             }
+            if !e.is_transient(Operation::Create) || attempt == self.retry.attempts {
+                return Err(failed(e));
+            }
+            tracing::debug!(%pod, node, attempt, error = %e, "retrying bind");
             tokio::time::sleep(delay).await;
             delay *= 2;
         }
         unreachable!("the last attempt returns")
     }
+}
 
-    /// Evicts one pod through the Eviction API, only if it still has `uid` (when known); a
-    /// pod already gone, or replaced by another of the same name, is no error.
-    pub async fn evict(&self, pod: &PodKey, uid: Option<&str>) -> Result<(), kube::Error> {
-        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
-        let preconditions = kube::api::Preconditions { uid: uid.map(str::to_string), resource_version: None };
-        let params = EvictParams {
-            delete_options: Some(kube::api::DeleteParams { preconditions: Some(preconditions), ..Default::default() }),
-            ..Default::default()
-        };
-        match pods.evict(&pod.name, &params).await {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(()),
-            Err(e) => Err(e),
-        }
+/// Evicts one pod through the Eviction API, only if it still has `uid` (when known); a pod
+/// already gone, or replaced by another of the same name, is no error. Retried under the
+/// deadline: with the UID precondition, a repeated eviction does no harm.
+pub async fn evict(client: &kube::Client, retry: Retry, pod: &PodKey, uid: Option<&str>) -> Result<(), RequestError> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace);
+    let preconditions = kube::api::Preconditions { uid: uid.map(str::to_string), resource_version: None };
+    let params = EvictParams {
+        delete_options: Some(kube::api::DeleteParams { preconditions: Some(preconditions), ..Default::default() }),
+        ..Default::default()
+    };
+    match request::retry(retry, Operation::Idempotent, || pods.evict(&pod.name, &params)).await {
+        Ok(_) => Ok(()),
+        Err(e) if e.is_not_found() || e.is_conflict() => Ok(()),
+        Err(e) => Err(e),
     }
 }

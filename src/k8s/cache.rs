@@ -203,6 +203,13 @@ impl Cache {
         self.assumed.remove(pod);
     }
 
+    /// Drops every assumption: a new term as leader starts from what the watches show.
+    pub fn forget_assumptions(&mut self) {
+        self.assumed.clear();
+        self.assumed_claims.clear();
+        self.assumed_extended.clear();
+    }
+
     /// The UID of the pod the cache holds under this name.
     pub fn uid(&self, pod: &PodKey) -> Option<String> {
         self.pods.get(&pod.namespace, &pod.name).and_then(|p| p.metadata.uid.clone())

@@ -17,6 +17,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use super::allocation::FINALIZER;
+use super::request::{Operation, RequestError, Retry, within};
 use crate::engine::dra::model::ClaimKey;
 use crate::engine::model::PodKey;
 
@@ -48,20 +49,14 @@ pub struct ClaimDone {
 
 const ATTEMPTS: usize = 5;
 
-fn conflict(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 409)
-}
-
-fn transient(e: &kube::Error) -> bool {
-    match e {
-        kube::Error::Api(s) => s.code == 429 || s.code >= 500,
-        kube::Error::HyperError(_) | kube::Error::Service(_) => true,
-        _ => false,
-    }
+/// A read-modify-write worth repeating: someone wrote the claim meanwhile, or the server
+/// failed in a way the classifier calls transient (replaces carry a resourceVersion).
+fn again(e: &RequestError) -> bool {
+    e.is_conflict() || e.is_transient(Operation::Idempotent)
 }
 
 /// Writes `write`; on error nothing of it stays (what it did is undone before returning).
-pub async fn write(client: &kube::Client, write: &ClaimWrite) -> Result<ClaimDone, String> {
+pub async fn write(client: &kube::Client, retry: Retry, write: &ClaimWrite) -> Result<ClaimDone, String> {
     let api: Api<ResourceClaim> = Api::namespaced(client.clone(), &write.claim.namespace);
     let mut done = ClaimDone {
         namespace: write.claim.namespace.clone(),
@@ -71,9 +66,9 @@ pub async fn write(client: &kube::Client, write: &ClaimWrite) -> Result<ClaimDon
         created: false,
         reserved: Vec::new(),
     };
-    let result = write_steps(client, &api, write, &mut done).await;
+    let result = write_steps(client, retry.deadline, &api, write, &mut done).await;
     if let Err(e) = result {
-        undo(client, &done, &HashSet::new()).await;
+        undo(client, retry, &done, &HashSet::new()).await;
         return Err(e);
     }
     Ok(done)
@@ -81,13 +76,13 @@ pub async fn write(client: &kube::Client, write: &ClaimWrite) -> Result<ClaimDon
 
 async fn write_steps(
     client: &kube::Client,
+    deadline: Duration,
     api: &Api<ResourceClaim>,
     write: &ClaimWrite,
     done: &mut ClaimDone,
 ) -> Result<(), String> {
     if let Some((claim, _)) = &write.create {
-        let created = api
-            .create(&PostParams::default(), claim)
+        let created = within(deadline, api.create(&PostParams::default(), claim))
             .await
             .map_err(|e| format!("creating the claim for the extended resources of pod {}: {e}", write.pod))?;
         done.name = created.metadata.name.clone().unwrap_or_default();
@@ -96,7 +91,8 @@ async fn write_steps(
     let name = done.name.clone();
     let shown = format!("{}/{name}", done.namespace);
     for attempt in 1..=ATTEMPTS {
-        let mut claim = api.get(&name).await.map_err(|e| format!("reading ResourceClaim {shown}: {e}"))?;
+        let mut claim =
+            within(deadline, api.get(&name)).await.map_err(|e| format!("reading ResourceClaim {shown}: {e}"))?;
         if claim.metadata.deletion_timestamp.is_some() {
             return Err(format!("ResourceClaim {shown} is being deleted"));
         }
@@ -108,12 +104,12 @@ async fn write_steps(
         }
         if write.allocation.is_some() && !claim.metadata.finalizers.iter().flatten().any(|f| f == FINALIZER) {
             claim.metadata.finalizers.get_or_insert_default().push(FINALIZER.to_string());
-            match api.replace(&name, &PostParams::default(), &claim).await {
+            match within(deadline, api.replace(&name, &PostParams::default(), &claim)).await {
                 Ok(updated) => {
                     done.added_finalizer = true;
                     claim = updated;
                 }
-                Err(e) if (conflict(&e) || transient(&e)) && attempt < ATTEMPTS => {
+                Err(e) if again(&e) && attempt < ATTEMPTS => {
                     tokio::time::sleep(Duration::from_millis(50 * attempt as u64)).await;
                     continue;
                 }
@@ -132,13 +128,13 @@ async fn write_steps(
                 added.push(consumer.uid.clone());
             }
         }
-        match api.replace_status(&name, &PostParams::default(), &claim).await {
+        match within(deadline, api.replace_status(&name, &PostParams::default(), &claim)).await {
             Ok(_) => {
                 done.allocated = write.allocation.is_some();
                 done.reserved = added;
                 break;
             }
-            Err(e) if (conflict(&e) || transient(&e)) && attempt < ATTEMPTS => {
+            Err(e) if again(&e) && attempt < ATTEMPTS => {
                 tokio::time::sleep(Duration::from_millis(50 * attempt as u64)).await;
             }
             Err(e) => return Err(format!("writing the allocation and reservation of ResourceClaim {shown}: {e}")),
@@ -149,7 +145,7 @@ async fn write_steps(
         let mut status = status.clone();
         status.resource_claim_name = name.clone();
         let patch = Patch::Merge(json!({"status": {"extendedResourceClaimStatus": status}}));
-        pods.patch_status(&write.pod.name, &PatchParams::default(), &patch)
+        within(deadline, pods.patch_status(&write.pod.name, &PatchParams::default(), &patch))
             .await
             .map_err(|e| format!("recording ResourceClaim {shown} in pod {}: {e}", write.pod))?;
     }
@@ -159,7 +155,7 @@ async fn write_steps(
 /// Removes what the transaction added to one claim; reservations of the pods in `keep`
 /// (bound pods, which hold the claim now) stay. A claim left with no reservation loses the
 /// allocation and finalizer this transaction gave it; a claim it created is deleted.
-pub async fn undo(client: &kube::Client, done: &ClaimDone, keep: &HashSet<String>) {
+pub async fn undo(client: &kube::Client, retry: Retry, done: &ClaimDone, keep: &HashSet<String>) {
     if done.name.is_empty() {
         return;
     }
@@ -170,7 +166,9 @@ pub async fn undo(client: &kube::Client, done: &ClaimDone, keep: &HashSet<String
         deallocate: done.allocated,
         delete: done.created,
     };
-    apply_release(client, &release).await;
+    if let Err(e) = apply_release(client, retry, &release).await {
+        tracing::warn!(claim = %release.claim, error = %e, "failed to undo the claim's allocation; released later");
+    }
 }
 
 /// Reservations to drop from a claim, and what to do when none is left.
@@ -186,18 +184,18 @@ pub struct Release {
 }
 
 /// Drops the reservations of `release` and, if none is left, deallocates (and deletes) the
-/// claim as it says. Failures are logged; the next cycle decides again.
-pub async fn apply_release(client: &kube::Client, release: &Release) {
+/// claim as it says. Every request runs under the deadline; a failure is returned, and the
+/// next cycle decides again.
+pub async fn apply_release(client: &kube::Client, retry: Retry, release: &Release) -> Result<(), RequestError> {
     let api: Api<ResourceClaim> = Api::namespaced(client.clone(), &release.claim.namespace);
     let name = &release.claim.name;
+    let deadline = retry.deadline;
     for attempt in 1..=ATTEMPTS {
-        let mut claim = match api.get(name).await {
+        let mut claim = match within(deadline, api.get(name)).await {
             Ok(claim) => claim,
-            Err(kube::Error::Api(s)) if s.code == 404 => return,
-            Err(e) => {
-                tracing::warn!(claim = %release.claim, error = %e, "cannot read the claim to release it");
-                return;
-            }
+            Err(e) if e.is_not_found() => return Ok(()),
+            Err(e) if again(&e) && attempt < ATTEMPTS => continue,
+            Err(e) => return Err(e),
         };
         let status = claim.status.get_or_insert_default();
         let reserved = status.reserved_for.get_or_insert_default();
@@ -212,43 +210,48 @@ pub async fn apply_release(client: &kube::Client, release: &Release) {
             status.reserved_for = None;
         }
         if before != status.reserved_for.as_ref().map_or(0, Vec::len) || deallocate {
-            match api.replace_status(name, &PostParams::default(), &claim).await {
+            match within(deadline, api.replace_status(name, &PostParams::default(), &claim)).await {
                 Ok(_) => {}
-                Err(e) if (conflict(&e) || transient(&e)) && attempt < ATTEMPTS => continue,
-                Err(e) => {
-                    tracing::warn!(claim = %release.claim, error = %e, "failed to release the claim");
-                    return;
-                }
+                Err(e) if again(&e) && attempt < ATTEMPTS => continue,
+                Err(e) => return Err(e),
             }
         }
         if now_unused && release.deallocate {
-            remove_finalizer(&api, name).await;
+            remove_finalizer(&api, deadline, name).await?;
         }
         if now_unused && release.delete {
-            let _ = api.delete(name, &DeleteParams::default()).await;
+            match within(deadline, api.delete(name, &DeleteParams::default())).await {
+                Ok(_) => {}
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(e),
+            }
         }
-        return;
+        return Ok(());
     }
+    Ok(())
 }
 
 /// Removes Muster's (and kube-scheduler's) finalizer from a claim that holds nothing.
-pub async fn remove_finalizer(api: &Api<ResourceClaim>, name: &str) {
-    for _ in 0..ATTEMPTS {
-        let Ok(mut claim) = api.get(name).await else { return };
+pub async fn remove_finalizer(api: &Api<ResourceClaim>, deadline: Duration, name: &str) -> Result<(), RequestError> {
+    for attempt in 1..=ATTEMPTS {
+        let mut claim = match within(deadline, api.get(name)).await {
+            Ok(claim) => claim,
+            Err(e) if e.is_not_found() => return Ok(()),
+            Err(e) if again(&e) && attempt < ATTEMPTS => continue,
+            Err(e) => return Err(e),
+        };
         let before = claim.metadata.finalizers.as_ref().map_or(0, Vec::len);
         claim.metadata.finalizers.get_or_insert_default().retain(|f| f != FINALIZER);
         if claim.metadata.finalizers.as_ref().map_or(0, Vec::len) == before {
-            return;
+            return Ok(());
         }
-        match api.replace(name, &PostParams::default(), &claim).await {
-            Ok(_) => return,
-            Err(e) if conflict(&e) || transient(&e) => continue,
-            Err(e) => {
-                tracing::warn!(claim = name, error = %e, "failed to remove the claim's finalizer");
-                return;
-            }
+        match within(deadline, api.replace(name, &PostParams::default(), &claim)).await {
+            Ok(_) => return Ok(()),
+            Err(e) if again(&e) && attempt < ATTEMPTS => continue,
+            Err(e) => return Err(e),
         }
     }
+    Ok(())
 }
 
 /// The claim writes of a placed gang, and the claims to assume in the cache meanwhile:

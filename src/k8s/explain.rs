@@ -33,7 +33,7 @@ pub enum Error {
     #[error("failed to read {what} from the API server: {source}")]
     Read { what: String, source: kube::Error },
     #[error(transparent)]
-    Discovery(#[from] super::scheduler::Error),
+    Discovery(#[from] super::discovery::Error),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -90,7 +90,8 @@ where
 
 /// Reads every object a snapshot is made of, once, from the API server.
 pub async fn read_cluster(client: &kube::Client, config: &Config) -> Result<ClusterObjects> {
-    let sources = super::scheduler::discover(client).await?;
+    let retry = super::request::Retry::new(std::time::Duration::from_secs(config.request_timeout_seconds));
+    let sources = super::discovery::discover(client, retry).await?;
     let c = || client.clone();
     let mut objects = ClusterObjects {
         nodes: list(Api::<Node>::all(c()), "nodes").await?,
@@ -249,7 +250,7 @@ fn nodes_of(snapshot: &Snapshot, nodes: impl Iterator<Item = NodeIdx>) -> String
 
 /// GPUs one pod needs: its `nvidia.com/gpu` and the devices its claims to allocate ask for.
 fn pod_gpus(snapshot: &Snapshot, pod: &crate::engine::model::PendingPod) -> i64 {
-    let extended = snapshot.resources.get(crate::metrics::GPU_RESOURCE).map_or(0, |id| pod.demand.get(id));
+    let extended = snapshot.resources.get(super::gpus::GPU_RESOURCE).map_or(0, |id| pod.demand.get(id));
     let claimed: i64 = pod
         .devices
         .iter()
@@ -270,7 +271,7 @@ fn pod_gpus(snapshot: &Snapshot, pod: &crate::engine::model::PendingPod) -> i64 
 
 /// Free GPUs per node: `nvidia.com/gpu` not requested, or GPU devices no claim holds.
 fn free_gpus(snapshot: &Snapshot) -> Vec<i64> {
-    let id = snapshot.resources.get(crate::metrics::GPU_RESOURCE);
+    let id = snapshot.resources.get(super::gpus::GPU_RESOURCE);
     let mut used = vec![false; snapshot.dra.devices.len()];
     for u in snapshot.dra.in_use.iter().filter(|u| !u.admin_access) {
         if let Some(slot) = used.get_mut(u.device as usize) {
@@ -292,11 +293,11 @@ fn free_gpus(snapshot: &Snapshot) -> Vec<i64> {
                 .filter(|&&d| !used[d as usize])
                 .filter(|&&d| {
                     let device = &snapshot.dra.devices[d as usize];
-                    crate::metrics::GPU_DRIVERS.contains(&&*device.driver)
-                        || matches!(
-                            device.attributes.get(&format!("{}/type", device.driver)),
-                            Some(AttributeValue::String(kind)) if kind == "gpu"
-                        )
+                    let kind = match device.attributes.get(&format!("{}/type", device.driver)) {
+                        Some(AttributeValue::String(kind)) => Some(kind.as_str()),
+                        _ => None,
+                    };
+                    super::gpus::is_gpu(&device.driver, kind)
                 })
                 .count() as i64
         })

@@ -16,6 +16,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, PostParams};
 use tokio::sync::watch;
 
+use super::request::{RequestError, within};
+
 /// How the lease is named and timed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LeaseSettings {
@@ -29,11 +31,16 @@ pub struct LeaseSettings {
     pub renew_deadline: Duration,
     /// How often the holder renews and the others try to take over.
     pub retry_period: Duration,
+    /// Deadline of each request to the API server.
+    pub request_timeout: Duration,
 }
 
 impl LeaseSettings {
-    pub fn from_config(config: &crate::config::LeaderElection, identity: String) -> LeaseSettings {
+    pub fn from_config(config: &crate::config::Config, identity: String) -> LeaseSettings {
+        let request_timeout = config.request_timeout();
+        let config = &config.leader_election;
         LeaseSettings {
+            request_timeout,
             name: config.lease_name.clone(),
             namespace: config.lease_namespace.clone(),
             identity,
@@ -86,8 +93,9 @@ impl Elector {
     }
 
     /// One attempt to take or renew the lease.
-    pub async fn round(&mut self) -> Result<Round, kube::Error> {
-        let Some(lease) = self.api.get_opt(&self.settings.name).await? else {
+    pub async fn round(&mut self) -> Result<Round, RequestError> {
+        let deadline = self.settings.request_timeout;
+        let Some(lease) = within(deadline, self.api.get_opt(&self.settings.name)).await? else {
             let lease = Lease {
                 metadata: ObjectMeta {
                     name: Some(self.settings.name.clone()),
@@ -96,9 +104,9 @@ impl Elector {
                 },
                 spec: Some(self.record(&LeaseSpec::default())),
             };
-            return match self.api.create(&PostParams::default(), &lease).await {
+            return match within(deadline, self.api.create(&PostParams::default(), &lease)).await {
                 Ok(_) => Ok(Round::Leading),
-                Err(kube::Error::Api(status)) if status.code == 409 => Ok(Round::Following(None)),
+                Err(e) if e.is_conflict() => Ok(Round::Following(None)),
                 Err(e) => Err(e),
             };
         };
@@ -122,10 +130,10 @@ impl Elector {
             tracing::info!(lease = %self.settings.name, previous = %other, "the lease expired; taking it over");
         }
         let updated = Lease { metadata: lease.metadata.clone(), spec: Some(self.record(&spec)) };
-        match self.api.replace(&self.settings.name, &PostParams::default(), &updated).await {
+        match within(deadline, self.api.replace(&self.settings.name, &PostParams::default(), &updated)).await {
             Ok(_) => Ok(Round::Leading),
             // Someone else wrote it since we read it: they lead, or renewed.
-            Err(kube::Error::Api(status)) if status.code == 409 => Ok(Round::Following(holder.filter(|_| !mine))),
+            Err(e) if e.is_conflict() => Ok(Round::Following(holder.filter(|_| !mine))),
             Err(e) => Err(e),
         }
     }
@@ -146,8 +154,9 @@ impl Elector {
     }
 
     /// Gives the lease up, if held, so that another replica takes over at once.
-    pub async fn release(&mut self) -> Result<(), kube::Error> {
-        let Some(lease) = self.api.get_opt(&self.settings.name).await? else { return Ok(()) };
+    pub async fn release(&mut self) -> Result<(), RequestError> {
+        let deadline = self.settings.request_timeout;
+        let Some(lease) = within(deadline, self.api.get_opt(&self.settings.name)).await? else { return Ok(()) };
         let mut spec = lease.spec.clone().unwrap_or_default();
         if spec.holder_identity.as_deref() != Some(self.settings.identity.as_str()) {
             return Ok(());
@@ -155,21 +164,19 @@ impl Elector {
         spec.holder_identity = None;
         spec.renew_time = Some(now());
         spec.lease_duration_seconds = Some(1);
-        self.api
-            .replace(&self.settings.name, &PostParams::default(), &Lease { metadata: lease.metadata, spec: Some(spec) })
-            .await
-            .map(|_| ())
+        let released = Lease { metadata: lease.metadata, spec: Some(spec) };
+        within(deadline, self.api.replace(&self.settings.name, &PostParams::default(), &released)).await.map(|_| ())
     }
 }
 
 /// Runs the election until `shutdown` completes, publishing on `leading` whether this
-/// replica leads. `reached` turns true after the first round that reached the API server.
-/// On shutdown a held lease is released.
+/// replica leads, and telling `health` of every round that reached the API server. On
+/// shutdown a held lease is released.
 pub async fn elect(
     client: kube::Client,
     settings: LeaseSettings,
     leading: watch::Sender<bool>,
-    reached: Option<std::sync::Arc<watch::Sender<bool>>>,
+    health: std::sync::Arc<super::health::Health>,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
     let retry = settings.retry_period.max(Duration::from_millis(100));
@@ -182,8 +189,8 @@ pub async fn elect(
         // A round that hangs must not keep a holder leading past its deadline.
         let budget = renewed.map_or(retry, |at| deadline.saturating_sub(at.elapsed()).max(Duration::from_millis(1)));
         let round = tokio::time::timeout(budget, elector.round()).await;
-        if let (Ok(Ok(_)), Some(reached)) = (&round, &reached) {
-            reached.send_replace(true);
+        if let Ok(Ok(_)) = &round {
+            health.contact();
         }
         match round {
             Ok(Ok(Round::Leading)) => {

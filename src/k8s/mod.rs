@@ -3,6 +3,7 @@
 
 pub mod allocation;
 pub mod assemble;
+pub mod backoff;
 pub mod bind;
 pub mod cache;
 pub mod claim_bind;
@@ -10,11 +11,18 @@ pub mod claim_release;
 pub mod convert;
 pub mod convert_dra;
 pub mod crd;
+pub mod discovery;
 pub mod explain;
 pub mod foreign;
+pub mod gpus;
+pub mod groups;
+pub mod health;
 pub mod leader;
 pub mod quantity;
+pub mod request;
 pub mod safety;
 pub mod scheduler;
+pub mod scheduling;
 pub mod status;
 pub mod watch;
+pub mod writer;

@@ -15,7 +15,8 @@ use std::collections::{HashMap, HashSet};
 
 use k8s_openapi::api::core::v1::Pod;
 
-use super::assemble::{ClusterView, gang_key};
+use super::assemble::ClusterView;
+use super::groups::GroupSpec;
 use crate::config::Config;
 use crate::engine::model::{GangKey, GangKind, PodKey};
 
@@ -79,27 +80,23 @@ fn condition_true(pod: &Pod, kind: &str) -> Option<i64> {
 }
 
 impl SafetyNet {
-    /// Gangs to evict now. `busy` gangs (being bound, or placed in this very cycle) are left
-    /// alone; `now` is in seconds.
+    /// Gangs to evict now, from the PodGroups (`groups`) and Muster's pods by gang
+    /// (`members`, from `groups::members`). `busy` gangs (being bound, placed in this very
+    /// cycle, or being evicted) are left alone; `now` is in seconds.
     pub fn check(
         &mut self,
         objects: &ClusterView<'_>,
+        groups: &HashMap<GangKey, GroupSpec>,
+        members: &HashMap<GangKey, Vec<&Pod>>,
         config: &Config,
         busy: &HashSet<GangKey>,
         now: i64,
     ) -> Vec<Eviction> {
-        let rules = group_rules(objects, config);
+        let rules = group_rules(groups, config);
         let mut gangs: HashMap<GangKey, GangPods> = HashMap::new();
-        for pod in &objects.pods {
-            let spec = pod.spec.as_ref();
-            if spec.and_then(|s| s.scheduler_name.as_deref()) != Some(config.scheduler_name.as_str()) {
-                continue;
-            }
-            let key = gang_key(pod);
-            if key.kind == GangKind::Single || !rules.contains_key(&key) {
-                continue;
-            }
-            let entry = gangs.entry(key).or_default();
+        let groups_pods = members.iter().filter(|(key, _)| key.kind != GangKind::Single && rules.contains_key(*key));
+        for (pod, key) in groups_pods.flat_map(|(key, pods)| pods.iter().map(move |pod| (*pod, key))) {
+            let entry = gangs.entry(key.clone()).or_default();
             let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("Pending");
             let bound = objects.node_of(pod).is_some();
             match phase {
@@ -206,35 +203,16 @@ impl SafetyNet {
     }
 }
 
-fn group_rules(objects: &ClusterView<'_>, config: &Config) -> HashMap<GangKey, GroupRules> {
+fn group_rules(groups: &HashMap<GangKey, GroupSpec>, config: &Config) -> HashMap<GangKey, GroupRules> {
     let default_timeout = config.pods_ready_timeout_seconds as i64;
-    let key = |kind, meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| GangKey {
-        kind,
-        namespace: meta.namespace.clone().unwrap_or_default(),
-        name: meta.name.clone().unwrap_or_default(),
-    };
-    let mut rules = HashMap::new();
-    for g in &objects.muster_groups {
-        rules.insert(
-            key(GangKind::Muster, &g.metadata),
-            GroupRules {
-                min_member: g.spec.min_member.max(1) as usize,
-                pods_ready_timeout: g.spec.pods_ready_timeout_seconds.unwrap_or(default_timeout),
-            },
-        );
-    }
-    for g in &objects.kubernetes_groups {
-        let min = g.spec.scheduling_policy.gang.as_ref().map_or(1, |gang| gang.min_count.max(1));
-        rules.insert(
-            key(GangKind::Kubernetes, &g.metadata),
-            GroupRules { min_member: min as usize, pods_ready_timeout: default_timeout },
-        );
-    }
-    for g in &objects.plugin_groups {
-        rules.insert(
-            key(GangKind::SchedulerPlugins, &g.metadata),
-            GroupRules { min_member: g.spec.min_member.max(1) as usize, pods_ready_timeout: default_timeout },
-        );
-    }
-    rules
+    groups
+        .iter()
+        .map(|(key, spec)| {
+            let rules = GroupRules {
+                min_member: spec.min_member,
+                pods_ready_timeout: spec.pods_ready_timeout_seconds.unwrap_or(default_timeout),
+            };
+            (key.clone(), rules)
+        })
+        .collect()
 }

@@ -1,11 +1,12 @@
 //! What Muster tells people: pod conditions, events and PodGroup status.
 //!
-//! Computing a status is separate from writing it: the functions here build patches from
-//! data, and `StatusWriter` sends them, only when they differ from what was last written.
+//! Computing a status is separate from writing it: the functions here build statuses from
+//! data, and [`ApiSink`] is how the background writer (`k8s::writer`) sends them.
 
-use std::collections::HashMap;
+use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use serde_json::{Value, json};
@@ -14,6 +15,8 @@ use k8s_openapi::api::scheduling::v1beta1::PodGroup as KubernetesPodGroup;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use super::crd::{PodGroup as MusterPodGroup, PodGroupPhase, PodGroupStatus};
+use super::request::{self, Operation, RequestError, Retry};
+use super::writer::{PodRef, Sink, Write, truncate_note};
 use crate::engine::model::PodKey;
 
 /// The pod condition kube-scheduler sets on a pod it cannot place; cluster autoscalers
@@ -25,90 +28,6 @@ pub fn unschedulable_condition(message: &str) -> Value {
         "reason": "Unschedulable",
         "message": message,
     }]}})
-}
-
-fn reference(pod: &PodKey) -> ObjectReference {
-    ObjectReference {
-        api_version: Some("v1".into()),
-        kind: Some("Pod".into()),
-        namespace: Some(pod.namespace.clone()),
-        name: Some(pod.name.clone()),
-        ..Default::default()
-    }
-}
-
-pub struct StatusWriter {
-    client: kube::Client,
-    recorder: Recorder,
-    /// The last unschedulable message written per pod, so an unchanged reason is not
-    /// written again every cycle.
-    written: HashMap<PodKey, String>,
-}
-
-impl StatusWriter {
-    pub fn new(client: kube::Client, scheduler_name: &str) -> StatusWriter {
-        let reporter = Reporter { controller: scheduler_name.to_string(), instance: std::env::var("HOSTNAME").ok() };
-        StatusWriter { recorder: Recorder::new(client.clone(), reporter), client, written: HashMap::new() }
-    }
-
-    /// Marks a pending pod unschedulable, with a FailedScheduling event, when its reason changed.
-    pub async fn unschedulable(&mut self, pod: &PodKey, message: &str) {
-        if self.written.get(pod).is_some_and(|m| m == message) {
-            return;
-        }
-        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
-        let patch = Patch::Strategic(unschedulable_condition(message));
-        if let Err(e) = pods.patch_status(&pod.name, &PatchParams::default(), &patch).await {
-            tracing::debug!(%pod, error = %e, "failed to set PodScheduled=False");
-            return;
-        }
-        let event = Event {
-            type_: EventType::Warning,
-            reason: "FailedScheduling".into(),
-            note: Some(message.to_string()),
-            action: "Scheduling".into(),
-            secondary: None,
-        };
-        if let Err(e) = self.recorder.publish(&event, &reference(pod)).await {
-            tracing::debug!(%pod, error = %e, "failed to publish FailedScheduling");
-        }
-        self.written.insert(pod.clone(), message.to_string());
-    }
-
-    /// Records that a pod was bound, and forgets its last unschedulable message.
-    pub async fn scheduled(&mut self, pod: &PodKey, node: &str, gang: &str) {
-        self.written.remove(pod);
-        let event = Event {
-            type_: EventType::Normal,
-            reason: "Scheduled".into(),
-            note: Some(format!("Successfully assigned {pod} to {node} ({gang})")),
-            action: "Binding".into(),
-            secondary: None,
-        };
-        if let Err(e) = self.recorder.publish(&event, &reference(pod)).await {
-            tracing::debug!(%pod, error = %e, "failed to publish Scheduled");
-        }
-    }
-
-    /// Records why a gang's pod was evicted.
-    pub async fn evicted(&mut self, pod: &PodKey, reason: &str, message: &str) {
-        self.written.remove(pod);
-        let event = Event {
-            type_: EventType::Warning,
-            reason: reason.into(),
-            note: Some(message.to_string()),
-            action: "Evicting".into(),
-            secondary: None,
-        };
-        if let Err(e) = self.recorder.publish(&event, &reference(pod)).await {
-            tracing::debug!(%pod, error = %e, "failed to publish {reason}");
-        }
-    }
-
-    /// Forgets pods that no longer exist.
-    pub fn retain(&mut self, keep: impl Fn(&PodKey) -> bool) {
-        self.written.retain(|k, _| keep(k));
-    }
 }
 
 /// What the scheduler knows of a Muster PodGroup beyond its pods.
@@ -205,59 +124,101 @@ pub fn podgroup_status(group: &MusterPodGroup, pods: &[&Pod], facts: &GroupFacts
     PodGroupStatus { phase: Some(phase), min_member: min, scheduled, running, succeeded, failed, conditions }
 }
 
-/// PodGroup statuses to write: Muster's with their new status, Kubernetes' to mark
-/// PodGroupInitiallyScheduled.
-#[derive(Default)]
-pub struct GroupUpdates {
-    pub muster: Vec<(MusterPodGroup, PodGroupStatus)>,
-    pub kubernetes: Vec<KubernetesPodGroup>,
+/// `PodGroupInitiallyScheduled` added to a Kubernetes PodGroup's conditions, or None when it
+/// has it already.
+pub fn initially_scheduled(group: &KubernetesPodGroup, now: &Time) -> Option<Vec<Condition>> {
+    let conditions = group.status.as_ref().and_then(|s| s.conditions.as_ref());
+    if conditions.is_some_and(|cs| cs.iter().any(|c| c.type_ == "PodGroupInitiallyScheduled")) {
+        return None;
+    }
+    let mut all = conditions.cloned().unwrap_or_default();
+    all.push(Condition {
+        type_: "PodGroupInitiallyScheduled".into(),
+        status: "True".into(),
+        reason: "Scheduled".into(),
+        message: "the gang's pods were bound together".into(),
+        last_transition_time: now.clone(),
+        observed_generation: group.metadata.generation,
+    });
+    Some(all)
 }
 
-impl StatusWriter {
-    pub async fn write_groups(&self, updates: GroupUpdates, now: &Time) {
-        for (group, status) in updates.muster {
-            self.podgroup(&group, status).await;
-        }
-        for group in updates.kubernetes {
-            self.initially_scheduled(&group, now).await;
+/// The writer's sink on a real API server: each write is one or two requests, each under
+/// the deadline.
+pub struct ApiSink {
+    client: kube::Client,
+    recorder: Recorder,
+    retry: Retry,
+}
+
+impl ApiSink {
+    pub fn new(client: kube::Client, scheduler_name: &str, deadline: Duration) -> ApiSink {
+        let reporter = Reporter { controller: scheduler_name.to_string(), instance: std::env::var("HOSTNAME").ok() };
+        ApiSink { recorder: Recorder::new(client.clone(), reporter), client, retry: Retry::new(deadline) }
+    }
+
+    async fn event(
+        &self,
+        pod: &PodRef,
+        warning: bool,
+        reason: &str,
+        note: &str,
+        action: &str,
+    ) -> Result<(), RequestError> {
+        let event = Event {
+            type_: if warning { EventType::Warning } else { EventType::Normal },
+            reason: reason.into(),
+            note: Some(truncate_note(note)),
+            action: action.into(),
+            secondary: None,
+        };
+        match tokio::time::timeout(self.retry.deadline, self.recorder.publish(&event, &pod.reference())).await {
+            Ok(result) => result.map_err(RequestError::Api),
+            Err(_) => Err(RequestError::TimedOut(self.retry.deadline)),
         }
     }
 
-    /// Writes a Muster PodGroup's status when it differs from the one it has.
-    pub async fn podgroup(&self, group: &MusterPodGroup, status: PodGroupStatus) {
-        if group.status.as_ref() == Some(&status) {
-            return;
-        }
-        let namespace = group.metadata.namespace.clone().unwrap_or_default();
-        let name = group.metadata.name.clone().unwrap_or_default();
-        let api: Api<MusterPodGroup> = Api::namespaced(self.client.clone(), &namespace);
-        let patch = Patch::Merge(json!({"status": status}));
-        if let Err(e) = api.patch_status(&name, &PatchParams::default(), &patch).await {
-            tracing::debug!(podgroup = %format!("{namespace}/{name}"), error = %e, "failed to write PodGroup status");
+    async fn apply(&self, write: &Write) -> Result<(), RequestError> {
+        let params = PatchParams::default();
+        match write {
+            Write::Unschedulable { pod, message } => {
+                let pods: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
+                let patch = Patch::Strategic(unschedulable_condition(message));
+                request::retry(self.retry, Operation::Idempotent, || pods.patch_status(&pod.name, &params, &patch))
+                    .await?;
+                self.event(pod, true, "FailedScheduling", message, "Scheduling").await
+            }
+            Write::PodEvent { pod, warning, reason, note, action } => {
+                self.event(pod, *warning, reason, note, action).await
+            }
+            Write::MusterGroup { namespace, name, status } => {
+                let api: Api<MusterPodGroup> = Api::namespaced(self.client.clone(), namespace);
+                let patch = Patch::Merge(json!({"status": status}));
+                request::retry(self.retry, Operation::Idempotent, || api.patch_status(name, &params, &patch))
+                    .await
+                    .map(|_| ())
+            }
+            Write::KubernetesGroup { namespace, name, conditions } => {
+                let api: Api<KubernetesPodGroup> = Api::namespaced(self.client.clone(), namespace);
+                let patch = Patch::Merge(json!({"status": {"conditions": conditions}}));
+                request::retry(self.retry, Operation::Idempotent, || api.patch_status(name, &params, &patch))
+                    .await
+                    .map(|_| ())
+            }
+            Write::Evict { pod } => {
+                let key = PodKey { namespace: pod.namespace.clone(), name: pod.name.clone() };
+                super::bind::evict(&self.client, self.retry, &key, pod.uid.as_deref()).await
+            }
+            Write::ReleaseClaim(release) => {
+                tracing::info!(claim = %release.claim, consumers = release.remove.len(), "releasing a claim whose pods are gone");
+                super::claim_bind::apply_release(&self.client, self.retry, release).await
+            }
         }
     }
+}
 
-    /// Sets `PodGroupInitiallyScheduled` on a Kubernetes PodGroup the first time it is placed.
-    pub async fn initially_scheduled(&self, group: &KubernetesPodGroup, now: &Time) {
-        let conditions = group.status.as_ref().and_then(|s| s.conditions.as_ref());
-        if conditions.is_some_and(|cs| cs.iter().any(|c| c.type_ == "PodGroupInitiallyScheduled")) {
-            return;
-        }
-        let namespace = group.metadata.namespace.clone().unwrap_or_default();
-        let name = group.metadata.name.clone().unwrap_or_default();
-        let mut all = conditions.cloned().unwrap_or_default();
-        all.push(Condition {
-            type_: "PodGroupInitiallyScheduled".into(),
-            status: "True".into(),
-            reason: "Scheduled".into(),
-            message: "the gang's pods were bound together".into(),
-            last_transition_time: now.clone(),
-            observed_generation: group.metadata.generation,
-        });
-        let api: Api<KubernetesPodGroup> = Api::namespaced(self.client.clone(), &namespace);
-        let patch = Patch::Merge(json!({"status": {"conditions": all}}));
-        if let Err(e) = api.patch_status(&name, &PatchParams::default(), &patch).await {
-            tracing::debug!(podgroup = %format!("{namespace}/{name}"), error = %e, "failed to set PodGroupInitiallyScheduled");
-        }
+impl Sink for ApiSink {
+    fn write<'a>(&'a self, write: &'a Write) -> BoxFuture<'a, Result<(), RequestError>> {
+        Box::pin(self.apply(write))
     }
 }

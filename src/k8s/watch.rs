@@ -1,4 +1,5 @@
-//! Wires the API server's watches to the cache: the one place watch events are applied.
+//! Wires the API server's watches to the cache: the one place watch events are applied,
+//! and the one place the watches are started.
 
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
@@ -16,7 +17,9 @@ use tokio::sync::{Notify, oneshot};
 
 use super::cache::{Cache, Store};
 use super::crd::PodGroup as MusterPodGroup;
+use super::discovery::Sources;
 use super::foreign::PodGroup as PluginPodGroup;
+use super::health::Health;
 
 /// How a kind of object is kept in the cache.
 pub trait Cached: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static {
@@ -94,28 +97,99 @@ pub fn apply_event<K: Cached>(cache: &mut Cache, event: Event<K>) {
     }
 }
 
+/// Wakes the scheduling loop, and tells health that a cycle is owed, so that a loop that
+/// stops answering is noticed by whoever wakes it.
+pub struct Wake {
+    notify: Notify,
+    health: Arc<Health>,
+}
+
+impl Wake {
+    pub fn new(health: Arc<Health>) -> Wake {
+        Wake { notify: Notify::new(), health }
+    }
+
+    pub fn wake(&self) {
+        self.health.work();
+        self.notify.notify_one();
+    }
+
+    /// Completes at the next wake (at once if one came since the last).
+    pub async fn woken(&self) {
+        self.notify.notified().await
+    }
+}
+
 /// Watches every object of `api` into the cache, waking the scheduling loop on each change.
-/// `synced` fires after the first complete list.
-pub async fn watch<K>(api: Api<K>, cache: Arc<Mutex<Cache>>, wake: Arc<Notify>, synced: oneshot::Sender<()>)
+/// `synced` fires after the first complete list; until then, a failing list is reported to
+/// health, so readiness says what keeps the caches empty.
+pub async fn watch<K>(api: Api<K>, cache: Arc<Mutex<Cache>>, wake: Arc<Wake>, synced: oneshot::Sender<()>)
 where
     K: Cached,
     K::DynamicType: Default,
 {
-    {
-        let mut synced = Some(synced);
-        let mut events = watcher::watcher(api, watcher::Config::default()).default_backoff().boxed();
-        while let Some(event) = events.next().await {
-            match event {
-                Ok(event) => {
-                    let done = matches!(event, Event::InitDone);
-                    apply_event(&mut cache.lock().unwrap_or_else(|e| e.into_inner()), event);
-                    if done && let Some(tx) = synced.take() {
-                        let _ = tx.send(());
-                    }
-                    wake.notify_one();
+    let kind = K::plural(&Default::default()).to_string();
+    let mut synced = Some(synced);
+    let mut events = watcher::watcher(api, watcher::Config::default()).default_backoff().boxed();
+    while let Some(event) = events.next().await {
+        match event {
+            Ok(event) => {
+                let done = matches!(event, Event::InitDone);
+                apply_event(&mut cache.lock().unwrap_or_else(|e| e.into_inner()), event);
+                if done && let Some(tx) = synced.take() {
+                    let _ = tx.send(());
                 }
-                Err(e) => tracing::warn!(kind = %K::kind(&Default::default()), error = %e, "watch failed; retrying"),
+                wake.wake();
+            }
+            Err(e) => {
+                if synced.is_some() {
+                    wake.health.sync_problem(format!("the first list of {kind} failed: {e}"));
+                }
+                tracing::warn!(%kind, error = %e, "watch failed; retrying");
             }
         }
     }
+}
+
+/// Starts one watch per kind the cluster serves, into `cache`. Returns the tasks and, per
+/// kind, a receiver that fires when its first list is in.
+pub fn start(
+    client: &kube::Client,
+    sources: &Sources,
+    cache: &Arc<Mutex<Cache>>,
+    wake: &Arc<Wake>,
+) -> (tokio::task::JoinSet<()>, Vec<oneshot::Receiver<()>>) {
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut synced = Vec::new();
+    let mut add = |spawn: &dyn Fn(oneshot::Sender<()>) -> futures::future::BoxFuture<'static, ()>| {
+        let (tx, rx) = oneshot::channel();
+        tasks.spawn(spawn(tx));
+        synced.push(rx);
+    };
+    macro_rules! watch_all {
+        ($kind:ty) => {
+            add(&|tx| Box::pin(watch(Api::<$kind>::all(client.clone()), cache.clone(), wake.clone(), tx)))
+        };
+    }
+    watch_all!(Pod);
+    watch_all!(Node);
+    watch_all!(PriorityClass);
+    if sources.kubernetes {
+        watch_all!(KubernetesPodGroup);
+    }
+    if sources.muster {
+        watch_all!(MusterPodGroup);
+    }
+    if sources.scheduler_plugins {
+        watch_all!(PluginPodGroup);
+    }
+    if sources.dra {
+        watch_all!(ResourceSlice);
+        watch_all!(DeviceClass);
+        watch_all!(ResourceClaim);
+    }
+    if sources.device_taint_rules {
+        watch_all!(DeviceTaintRule);
+    }
+    (tasks, synced)
 }

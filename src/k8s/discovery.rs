@@ -1,0 +1,58 @@
+//! Which APIs the cluster serves: the three PodGroup kinds and DRA. Sources that are not
+//! served are switched off, with one log line each.
+
+use thiserror::Error;
+
+use super::request::{self, Operation, RequestError, Retry};
+
+#[derive(Debug, Error)]
+#[error("failed to ask the API server which PodGroup and DRA APIs it serves: {0}")]
+pub struct Error(#[source] pub RequestError);
+
+/// Which PodGroup APIs the cluster serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sources {
+    pub kubernetes: bool,
+    pub muster: bool,
+    pub scheduler_plugins: bool,
+    /// resource.k8s.io/v1: ResourceSlices, DeviceClasses, ResourceClaims (Kubernetes 1.34+).
+    pub dra: bool,
+    pub device_taint_rules: bool,
+}
+
+async fn serves(client: &kube::Client, retry: Retry, group_version: &str, plural: &str) -> Result<bool, Error> {
+    match request::retry(retry, Operation::Idempotent, || client.list_api_group_resources(group_version)).await {
+        Ok(list) => Ok(list.resources.iter().any(|r| r.name == plural)),
+        Err(e) if e.is_not_found() => Ok(false),
+        Err(e) => Err(Error(e)),
+    }
+}
+
+/// Asks the API server which sources exist; logs one line for each that is off.
+pub async fn discover(client: &kube::Client, retry: Retry) -> Result<Sources, Error> {
+    let sources = Sources {
+        kubernetes: serves(client, retry, "scheduling.k8s.io/v1beta1", "podgroups").await?,
+        muster: serves(client, retry, "muster.dev/v1alpha1", "podgroups").await?,
+        scheduler_plugins: serves(client, retry, "scheduling.x-k8s.io/v1alpha1", "podgroups").await?,
+        dra: serves(client, retry, "resource.k8s.io/v1", "resourceslices").await?,
+        device_taint_rules: serves(client, retry, "resource.k8s.io/v1", "devicetaintrules").await?,
+    };
+    let off = |on: bool, what: &str, why: &str| {
+        if !on {
+            tracing::info!("PodGroup source {what} is off: {why}");
+        }
+    };
+    off(
+        sources.kubernetes,
+        "scheduling.k8s.io/v1beta1",
+        "the API server does not serve it (Kubernetes before 1.37, or the GenericWorkload feature off)",
+    );
+    off(sources.muster, "muster.dev/v1alpha1", "its CRD is not installed (muster crds | kubectl apply -f -)");
+    off(sources.scheduler_plugins, "scheduling.x-k8s.io/v1alpha1", "the scheduler-plugins CRD is not installed");
+    if !sources.dra {
+        tracing::info!("DRA is off: the API server does not serve resource.k8s.io/v1 (Kubernetes before 1.34)");
+    } else if !sources.device_taint_rules {
+        tracing::info!("DeviceTaintRules are off: the API server does not serve them");
+    }
+    Ok(sources)
+}

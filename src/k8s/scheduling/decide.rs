@@ -1,0 +1,123 @@
+//! What a cycle decides besides placements, computed from the cache and the engine's
+//! outcome without I/O: PodGroup statuses, waiting times of gangs now Running, and the
+//! CEL selector results the engine will need.
+
+use std::collections::{HashMap, HashSet};
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use crate::engine::dra::model::ClaimNeed;
+use crate::engine::dra::selectors::SelectorCache;
+use crate::engine::model::{GangKey, GangKind, Snapshot};
+use crate::k8s::assemble::ClusterView;
+use crate::k8s::groups::GroupSpec;
+use crate::k8s::status::{GroupFacts, initially_scheduled, podgroup_status};
+use crate::k8s::writer::Write;
+
+pub fn k8s_time(seconds: i64) -> Time {
+    Time(k8s_openapi::jiff::Timestamp::from_second(seconds).unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH))
+}
+
+/// PodGroup statuses to write: Muster's PodGroups get phase, counts and conditions;
+/// Kubernetes' PodGroups get PodGroupInitiallyScheduled once placed. Only changed ones.
+pub fn group_statuses(
+    view: &ClusterView<'_>,
+    specs: &HashMap<GangKey, GroupSpec>,
+    members: &HashMap<GangKey, Vec<&Pod>>,
+    waiting: &HashMap<&GangKey, String>,
+    last_eviction: &HashMap<GangKey, (&'static str, String)>,
+    now: i64,
+) -> Vec<Write> {
+    let time = k8s_time(now);
+    let key = |kind, meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| GangKey {
+        kind,
+        namespace: meta.namespace.clone().unwrap_or_else(|| "default".into()),
+        name: meta.name.clone().unwrap_or_default(),
+    };
+    let mut writes = Vec::new();
+    for group in &view.muster_groups {
+        let gang = key(GangKind::Muster, &group.metadata);
+        let pods = members.get(&gang).map(Vec::as_slice).unwrap_or_default();
+        let facts = GroupFacts {
+            waiting: waiting.get(&gang).map(String::as_str),
+            evicted: last_eviction.get(&gang).map(|(r, m)| (*r, m.as_str())),
+        };
+        let status = podgroup_status(group, pods, &facts, &time);
+        if group.status.as_ref() != Some(&status) {
+            writes.push(Write::MusterGroup { namespace: gang.namespace, name: gang.name, status });
+        }
+    }
+    for group in &view.kubernetes_groups {
+        let gang = key(GangKind::Kubernetes, &group.metadata);
+        let min = specs.get(&gang).map_or(1, |spec| spec.min_member);
+        // Only pods the API server shows bound, not assumed or terminating ones.
+        let really_bound = |p: &&&Pod| {
+            p.metadata.deletion_timestamp.is_none() && p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some()
+        };
+        let bound = members.get(&gang).map_or(0, |pods| pods.iter().filter(really_bound).count());
+        if bound >= min
+            && let Some(conditions) = initially_scheduled(group, &time)
+        {
+            writes.push(Write::KubernetesGroup { namespace: gang.namespace, name: gang.name, conditions });
+        }
+    }
+    writes
+}
+
+/// Of the gangs awaited (bound, not yet Running), those that now have `minMember` pods
+/// Running, with their creation time; the others stay awaited, and gangs gone are dropped.
+pub fn now_running(members: &HashMap<GangKey, Vec<&Pod>>, awaiting: &mut HashMap<GangKey, (i64, usize)>) -> Vec<i64> {
+    let mut running = Vec::new();
+    awaiting.retain(|gang, (created, min_member)| {
+        let Some(pods) = members.get(gang) else { return false };
+        let up = pods
+            .iter()
+            .filter(|p| {
+                p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+                    && p.metadata.deletion_timestamp.is_none()
+            })
+            .count();
+        if up >= *min_member {
+            running.push(*created);
+            false
+        } else {
+            true
+        }
+    });
+    running
+}
+
+/// Evaluates, through the engine's selector cache, the CEL selectors that pending pods'
+/// claims need on every device, so that their cost is measured here, in the shell, and the
+/// engine's cycle finds every result cached. Results are kept per device revision, so a
+/// cycle evaluates only devices and selectors it has not seen.
+pub fn warm_selectors(snapshot: &Snapshot, selectors: &mut SelectorCache) {
+    if snapshot.dra.devices.is_empty() {
+        return;
+    }
+    let mut seen: HashSet<(String, &[String])> = HashSet::new();
+    for gang in &snapshot.gangs {
+        for pod in &gang.pods {
+            let Some(devices) = pod.devices.as_ref() else { continue };
+            for claim in &devices.claims {
+                let ClaimNeed::Allocate(spec) = &claim.need else { continue };
+                for sub in spec.requests.iter().flat_map(|r| &r.alternatives) {
+                    if !seen.insert((sub.class.clone(), sub.selectors.as_slice())) {
+                        continue;
+                    }
+                    let Some(class) = snapshot.dra.classes.get(&sub.class) else { continue };
+                    let ids: Vec<_> = class.selectors.iter().chain(&sub.selectors).map(|e| selectors.id(e)).collect();
+                    for device in &snapshot.dra.devices {
+                        // As the allocator does: stop at the first selector that rejects.
+                        for &id in &ids {
+                            if selectors.matches(id, device) != Ok(true) {
+                                break;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,507 @@
+//! The scheduling loop of the replica that leads, as one [`Scheduler`] holding its state:
+//! the backoff, the gangs being bound, the safety net, claim releases and the next wake-up.
+//!
+//! A cycle reads the cache, asks the engine, and returns its decisions as data: gangs to
+//! bind (assumed in the cache at once), and writes for the background writer (conditions,
+//! events, PodGroup status, evictions, claim releases). Binding runs in tasks whose outcome
+//! comes back through [`Scheduler::on_bind_outcome`]; a task that panics or is cancelled
+//! comes back as a rollback. Nothing in a cycle waits on the API server, so a request that
+//! never answers holds up only its own gang, and only until its deadline.
+
+mod decide;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::task::{Id, JoinError, JoinSet};
+use tracing::Instrument;
+
+use super::assemble::{Memo, assemble_view};
+use super::backoff::Backoff;
+use super::bind::{Bind, BindError, BindOutcome, GangBinding};
+use super::cache::Cache;
+use super::claim_bind;
+use super::claim_release::ReleaseTracker;
+use super::health::Health;
+use super::safety::SafetyNet;
+use super::watch::Wake;
+use super::writer::{PodRef, Write, WriteKey, Writer};
+use crate::config::{Config, QueueingStrategy};
+use crate::engine::CycleConfig;
+use crate::engine::dra::selectors::SelectorCache;
+use crate::engine::model::{GangKey, PodKey};
+use crate::engine::reason::WaitReason;
+use crate::engine::schedule_with;
+use crate::metrics::Metrics;
+
+pub use decide::k8s_time;
+
+/// Changes arriving within this long of each other share one cycle.
+const DEBOUNCE: Duration = Duration::from_millis(20);
+
+/// How long a gang whose eviction was sent is left alone by the safety net, at most, while
+/// the watch has not shown its pods going.
+const EVICTING_FOR: Duration = Duration::from_secs(30);
+
+/// What one cycle did, for logs and tests.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CycleReport {
+    /// Gangs placed and handed to the binder.
+    pub placed: Vec<GangKey>,
+    /// Gangs that wait, with why.
+    pub waiting: Vec<(GangKey, String)>,
+    /// Gangs the safety net evicts whole.
+    pub evicted: Vec<GangKey>,
+}
+
+pub struct Scheduler {
+    config: Config,
+    cycle_config: CycleConfig,
+    cache: Arc<Mutex<Cache>>,
+    metrics: Arc<Metrics>,
+    health: Arc<Health>,
+    writer: Writer,
+    binder: Arc<dyn Bind>,
+    /// Binding tasks, and the binding each runs, so a task that dies still reports.
+    binds: JoinSet<(GangBinding, BindOutcome)>,
+    bind_tasks: HashMap<Id, GangBinding>,
+    in_flight: HashSet<GangKey>,
+    backoff: Backoff,
+    safety: SafetyNet,
+    releases: ReleaseTracker,
+    /// Gangs whose eviction was sent, and when: left alone until the watch shows it.
+    evicting: HashMap<GangKey, (Instant, Vec<PodKey>)>,
+    last_eviction: HashMap<GangKey, (&'static str, String)>,
+    memo: Memo,
+    selectors: SelectorCache,
+    /// Gangs bound whose pods are not all Running yet: (created, minMember).
+    awaiting_running: HashMap<GangKey, (i64, usize)>,
+    next_wake: Option<Instant>,
+}
+
+fn unix_now() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
+}
+
+/// Seconds from `created` (Unix seconds) until now, with the sub-second part of now.
+fn seconds_since(created: i64) -> f64 {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+    (now - created as f64).max(0.0)
+}
+
+impl Scheduler {
+    pub fn new(
+        config: Config,
+        cache: Arc<Mutex<Cache>>,
+        metrics: Arc<Metrics>,
+        health: Arc<Health>,
+        writer: Writer,
+        binder: Arc<dyn Bind>,
+    ) -> Scheduler {
+        Scheduler {
+            cycle_config: config.cycle(),
+            backoff: Backoff::new(&config.backoff),
+            memo: Memo::new(&config.topology),
+            config,
+            cache,
+            metrics,
+            health,
+            writer,
+            binder,
+            binds: JoinSet::new(),
+            bind_tasks: HashMap::new(),
+            in_flight: HashSet::new(),
+            safety: SafetyNet::default(),
+            releases: ReleaseTracker::default(),
+            evicting: HashMap::new(),
+            last_eviction: HashMap::new(),
+            selectors: SelectorCache::default(),
+            awaiting_running: HashMap::new(),
+            next_wake: None,
+        }
+    }
+
+    fn cache(&self) -> std::sync::MutexGuard<'_, Cache> {
+        self.cache.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// When the loop must run a cycle even if nothing changes: the earliest backoff,
+    /// timeout, release or reservation that falls due.
+    pub fn next_wake(&self) -> Option<Instant> {
+        self.next_wake
+    }
+
+    fn wake_at(&mut self, at: Instant) {
+        self.next_wake = Some(self.next_wake.map_or(at, |w| w.min(at)));
+    }
+
+    /// Gangs being bound now.
+    pub fn in_flight(&self) -> &HashSet<GangKey> {
+        &self.in_flight
+    }
+
+    /// Whether `gang` waits out a backoff at `now`.
+    pub fn backing_off(&self, gang: &GangKey, now: Instant) -> bool {
+        self.backoff.waiting(gang, now)
+    }
+
+    /// The loop: a cycle after every change (debounced), every timer that falls due and
+    /// every binding that ends; runs until dropped.
+    pub async fn run(mut self, wake: Arc<Wake>) {
+        wake.wake();
+        loop {
+            let timer = tokio::time::sleep_until(
+                self.next_wake.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600)).into(),
+            );
+            tokio::select! {
+                _ = wake.woken() => {}
+                _ = timer => {}
+                Some(joined) = self.binds.join_next_with_id(), if !self.binds.is_empty() => self.on_joined(joined),
+            }
+            tokio::time::sleep(DEBOUNCE).await;
+            while let Some(joined) = self.binds.try_join_next_with_id() {
+                self.on_joined(joined);
+            }
+            self.cycle(Instant::now(), unix_now());
+        }
+    }
+
+    /// Waits for the next binding to end and takes its outcome; false when none is running.
+    pub async fn next_outcome(&mut self) -> bool {
+        match self.binds.join_next_with_id().await {
+            Some(joined) => {
+                self.on_joined(joined);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn on_joined(&mut self, joined: Result<(Id, (GangBinding, BindOutcome)), JoinError>) {
+        match joined {
+            Ok((id, (binding, outcome))) => {
+                self.bind_tasks.remove(&id);
+                self.on_bind_outcome(binding, outcome);
+            }
+            Err(e) => {
+                let Some(binding) = self.bind_tasks.remove(&e.id()) else { return };
+                let reason =
+                    if e.is_panic() { "its task panicked".to_string() } else { "its task was cancelled".into() };
+                tracing::error!(gang = %binding.gang, %reason, "a binding ended without an outcome; rolled back");
+                let first = binding.pods.first().map(|(p, _)| p.clone()).unwrap_or_else(|| PodKey {
+                    namespace: binding.gang.namespace.clone(),
+                    name: binding.gang.name.clone(),
+                });
+                let error = BindError::Lost { gang: binding.gang.clone(), reason };
+                self.on_bind_outcome(
+                    binding,
+                    BindOutcome::RolledBack { evicted: Vec::new(), errors: vec![(first, error)] },
+                );
+            }
+        }
+    }
+
+    fn pod_ref(cache: &Cache, pod: &PodKey) -> PodRef {
+        PodRef { namespace: pod.namespace.clone(), name: pod.name.clone(), uid: cache.uid(pod) }
+    }
+
+    /// A gang's binding ended: count it, tell its pods, and undo the assumptions of what
+    /// did not bind; a rolled-back gang waits out its backoff.
+    pub fn on_bind_outcome(&mut self, binding: GangBinding, outcome: BindOutcome) {
+        self.in_flight.remove(&binding.gang);
+        let span = tracing::info_span!("gang", gang = %binding.gang);
+        let _entered = span.enter();
+        let node_of: HashMap<&PodKey, &String> = binding.pods.iter().map(|(p, n)| (p, n)).collect();
+        let now = Instant::now();
+        match outcome {
+            BindOutcome::Bound { bound, failed } => {
+                tracing::info!(pods = bound.len(), "bound");
+                self.metrics.gang_attempts.with_label_values(&["scheduled"]).inc();
+                if binding.needed > 0 {
+                    self.metrics.gang_waiting.with_label_values(&["bound"]).observe(seconds_since(binding.created));
+                    self.awaiting_running.insert(binding.gang.clone(), (binding.created, binding.min_member));
+                }
+                if failed.is_empty() {
+                    self.backoff.succeed(&binding.gang);
+                } else {
+                    // The gang stands; its extra pods that failed wait out a backoff before
+                    // they are tried again, so a permanent error does not spin.
+                    let delay = self.backoff.fail(&binding.gang, now);
+                    self.wake_at(now + delay);
+                }
+                let cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+                for pod in &bound {
+                    let note = format!("Successfully assigned {pod} to {} ({})", node_of[pod], binding.gang);
+                    self.writer.submit(Write::PodEvent {
+                        pod: Self::pod_ref(&cache, pod),
+                        warning: false,
+                        reason: "Scheduled".into(),
+                        note,
+                        action: "Binding".into(),
+                    });
+                }
+                drop(cache);
+                let mut cache = self.cache();
+                for (pod, error) in &failed {
+                    tracing::warn!(%pod, %error, "pod beyond the minimum not bound; it stays pending");
+                    cache.forget(pod);
+                }
+            }
+            BindOutcome::RolledBack { evicted, errors } => {
+                self.metrics.gang_attempts.with_label_values(&["bind_failed"]).inc();
+                self.metrics.bind_rollbacks.inc();
+                if !evicted.is_empty() {
+                    self.metrics.evictions.with_label_values(&["BindFailed"]).inc();
+                }
+                let delay = self.backoff.fail(&binding.gang, now);
+                self.wake_at(now + delay);
+                let delay = delay.as_secs();
+                let first_error = errors.first().map(|(_, e)| e.to_string()).unwrap_or_default();
+                tracing::warn!(evicted = evicted.len(), error = %first_error, retry_in_s = delay, "binding failed; gang rolled back");
+                let message = format!(
+                    "{} was rolled back: {} of the {} pods it needs could be bound ({first_error}); its bound pods are evicted and it is retried in {delay}s",
+                    binding.gang,
+                    evicted.len(),
+                    binding.needed
+                );
+                let mut cache = self.cache();
+                for pod in &evicted {
+                    self.writer.submit(Write::PodEvent {
+                        pod: Self::pod_ref(&cache, pod),
+                        warning: true,
+                        reason: "BindFailed".into(),
+                        note: message.clone(),
+                        action: "Evicting".into(),
+                    });
+                }
+                // Pods that were bound keep their assumption (and their node's capacity)
+                // until the watch shows them bound and then gone; the others are pending.
+                for (pod, _) in &binding.pods {
+                    if !evicted.contains(pod) {
+                        cache.forget(pod);
+                    }
+                }
+                // The claims were undone (or stay with the evicted pods, as the watch shows).
+                for write in &binding.claims {
+                    cache.forget_claim(&write.pod, &write.claim);
+                }
+            }
+        }
+    }
+
+    /// One cycle at `now` (`unix`: the same in Unix seconds): place what fits, start its
+    /// binding, tell waiting pods why, and run the safety net and claim releases.
+    pub fn cycle(&mut self, now: Instant, unix: i64) -> CycleReport {
+        let metrics = self.metrics.clone();
+        let phase = |name: &str, since: Instant| {
+            metrics.cycle_phase_duration.with_label_values(&[name]).observe(since.elapsed().as_secs_f64())
+        };
+        let started = Instant::now();
+        let mut report = CycleReport::default();
+        let cache_handle = self.cache.clone();
+        let mut assembled = {
+            let cache = cache_handle.lock().unwrap_or_else(|e| e.into_inner());
+            assemble_view(&cache.view(), &self.config.scheduler_name, unix, &mut self.memo)
+        };
+        phase("assemble", started);
+        self.metrics.pending_gangs.set(assembled.snapshot.gangs.len() as i64);
+        self.metrics.pending_pods.set(
+            (assembled.snapshot.gangs.iter().map(|g| g.pods.len()).sum::<usize>() + assembled.rejected_pods.len())
+                as i64,
+        );
+        let pending: HashSet<&GangKey> = assembled.snapshot.gangs.iter().map(|g| &g.key).collect();
+        self.backoff.retain(now, |g| pending.contains(g));
+        drop(pending);
+        let (backoff, in_flight) = (&self.backoff, &self.in_flight);
+        assembled.snapshot.gangs.retain(|g| !backoff.waiting(&g.key, now) && !in_flight.contains(&g.key));
+
+        let cel_started = Instant::now();
+        let evaluations_before = self.selectors.evaluations;
+        decide::warm_selectors(&assembled.snapshot, &mut self.selectors);
+        if self.selectors.evaluations > evaluations_before {
+            self.metrics.cel_evaluation_duration.observe(cel_started.elapsed().as_secs_f64());
+            self.metrics.cel_evaluations.inc_by(self.selectors.evaluations - evaluations_before);
+        }
+        phase("cel", cel_started);
+        let engine_started = Instant::now();
+        let evaluations_before = self.selectors.evaluations;
+        let outcome = schedule_with(&assembled.snapshot, &self.cycle_config, &mut self.selectors);
+        self.metrics.cel_evaluations.inc_by(self.selectors.evaluations - evaluations_before);
+        phase("engine", engine_started);
+        tracing::debug!(placed = outcome.placements.len(), waiting = outcome.waiting.len(), elapsed = ?started.elapsed(), "cycle");
+
+        let plan_started = Instant::now();
+        // The rest reads the cache again (the engine ran without holding it).
+        let cache = cache_handle.lock().unwrap_or_else(|e| e.into_inner());
+        let view = cache.view();
+        // Gangs by key, so placements and waits find theirs without scanning every gang.
+        let gang_index: HashMap<&GangKey, &crate::engine::model::Gang> =
+            assembled.snapshot.gangs.iter().map(|g| (&g.key, g)).collect();
+        let mut bindings = Vec::with_capacity(outcome.placements.len());
+        for placement in &outcome.placements {
+            let gang = gang_index[&placement.gang];
+            let pods: Vec<(PodKey, String)> = placement
+                .pods
+                .iter()
+                .map(|(pod, node)| (pod.clone(), assembled.snapshot.nodes[*node as usize].name.clone()))
+                .collect();
+            let uids = pods.iter().filter_map(|(pod, _)| Some((pod.clone(), cache.uid(pod)?))).collect();
+            let (claims, assumed) = claim_bind::plan(&assembled.snapshot.dra, &placement.claims, &uids, |key| {
+                cache.resource_claims.get(&key.namespace, &key.name).cloned()
+            });
+            bindings.push((
+                GangBinding {
+                    gang: placement.gang.clone(),
+                    needed: gang.still_needed(),
+                    min_member: gang.min_member,
+                    created: gang.created,
+                    pods,
+                    uids,
+                    claims,
+                },
+                assumed,
+            ));
+        }
+
+        // What waiting pods are told, and what wakes the loop for a gang that will be old
+        // enough for a reservation.
+        self.next_wake = self.backoff.next_due(now);
+        let mut writes = Vec::new();
+        let mut waiting_messages: HashMap<&GangKey, String> = HashMap::new();
+        for waiting in &outcome.waiting {
+            let message = waiting.to_string();
+            let result = match waiting.reason {
+                WaitReason::DeviceError { .. } | WaitReason::Blocked(_) => "error",
+                _ => "unschedulable",
+            };
+            self.metrics.gang_attempts.with_label_values(&[result]).inc();
+            tracing::debug!(gang = %waiting.gang, reason = %message, "waiting");
+            if let Some(&gang) = gang_index.get(&waiting.gang) {
+                for pod in &gang.pods {
+                    writes
+                        .push(Write::Unschedulable { pod: Self::pod_ref(&cache, &pod.key), message: message.clone() });
+                }
+                if matches!(waiting.reason, WaitReason::DoesNotFit { .. })
+                    && self.config.queueing == QueueingStrategy::Backfill
+                {
+                    let due = gang.created + self.cycle_config.reserve_after_seconds;
+                    if due > unix {
+                        let at = now + Duration::from_secs((due - unix) as u64);
+                        self.next_wake = Some(self.next_wake.map_or(at, |w| w.min(at)));
+                    }
+                }
+            }
+            report.waiting.push((waiting.gang.clone(), message.clone()));
+            waiting_messages.insert(&waiting.gang, message);
+        }
+        for (pod, why) in &assembled.rejected_pods {
+            writes.push(Write::Unschedulable { pod: Self::pod_ref(&cache, pod), message: why.clone() });
+        }
+
+        // The safety net, claim releases, PodGroup statuses and GPU figures, over the cache.
+        let members = super::groups::members(&view, &self.config.scheduler_name);
+        self.evicting.retain(|gang, (since, pods)| {
+            since.elapsed() < EVICTING_FOR
+                && pods.iter().any(|p| {
+                    cache.pods.get(&p.namespace, &p.name).is_some_and(|pod| pod.metadata.deletion_timestamp.is_none())
+                })
+                && members.contains_key(gang)
+        });
+        let placed: HashSet<GangKey> = outcome.placements.iter().map(|p| p.gang.clone()).collect();
+        let busy: HashSet<GangKey> =
+            self.in_flight.iter().chain(placed.iter()).chain(self.evicting.keys()).cloned().collect();
+        let evictions = self.safety.check(&view, &assembled.specs, &members, &self.config, &busy, unix);
+        for eviction in &evictions {
+            self.last_eviction.insert(eviction.gang.clone(), (eviction.reason.as_str(), eviction.message.clone()));
+            self.metrics.evictions.with_label_values(&[eviction.reason.as_str()]).inc();
+            self.awaiting_running.remove(&eviction.gang);
+            tracing::warn!(gang = %eviction.gang, reason = eviction.reason.as_str(), pods = eviction.pods.len(), "{}", eviction.message);
+            for pod in &eviction.pods {
+                let pod = Self::pod_ref(&cache, pod);
+                writes.push(Write::Evict { pod: pod.clone() });
+                writes.push(Write::PodEvent {
+                    pod,
+                    warning: true,
+                    reason: eviction.reason.as_str().into(),
+                    note: eviction.message.clone(),
+                    action: "Evicting".into(),
+                });
+            }
+            self.evicting.insert(eviction.gang.clone(), (now, eviction.pods.clone()));
+            self.backoff.fail(&eviction.gang, now);
+            report.evicted.push(eviction.gang.clone());
+        }
+        for release in self.releases.check(&view, unix) {
+            writes.push(Write::ReleaseClaim(release));
+        }
+        writes.extend(decide::group_statuses(
+            &view,
+            &assembled.specs,
+            &members,
+            &waiting_messages,
+            &self.last_eviction,
+            unix,
+        ));
+        super::gpus::gpu_usage(&view, &assembled.groups, &self.config.topology).export(&self.metrics);
+        for created in decide::now_running(&members, &mut self.awaiting_running) {
+            self.metrics.gang_waiting.with_label_values(&["running"]).observe(seconds_since(created));
+        }
+        for due in [self.releases.next_due(), self.safety.next_due()].into_iter().flatten() {
+            self.wake_at(now + Duration::from_secs((due - unix).max(0) as u64 + 1));
+        }
+        // What was written for pods that are gone is forgotten.
+        self.writer.retain(|key| match key {
+            WriteKey::PodCondition(pod) | WriteKey::PodEvent(pod, _) | WriteKey::Evict(pod) => {
+                cache.pods.get(&pod.namespace, &pod.name).is_some_and(|p| p.metadata.uid == pod.uid)
+            }
+            _ => true,
+        });
+        drop(members);
+        drop(view);
+
+        // Decisions applied: placed gangs assumed and bound, the rest written in the background.
+        let mut cache = cache;
+        for (binding, assumed) in &bindings {
+            for (pod, node) in &binding.pods {
+                cache.assume(pod.clone(), node.clone());
+            }
+            for (pod, claim) in assumed {
+                cache.assume_claim(pod, claim.clone());
+            }
+        }
+        drop(cache);
+        for (binding, _) in bindings {
+            report.placed.push(binding.gang.clone());
+            self.start_binding(binding);
+        }
+        for write in writes {
+            self.writer.submit(write);
+        }
+        phase("plan", plan_started);
+        self.metrics.cycle_duration.observe(started.elapsed().as_secs_f64());
+        self.metrics.last_cycle.set(unix_now() as f64);
+        self.health.cycled(started);
+        report
+    }
+
+    fn start_binding(&mut self, binding: GangBinding) {
+        self.in_flight.insert(binding.gang.clone());
+        let (binder, metrics) = (self.binder.clone(), self.metrics.clone());
+        let span =
+            tracing::info_span!("gang", gang = %binding.gang, pods = binding.pods.len(), needed = binding.needed);
+        let kept = binding.clone();
+        let task = self.binds.spawn(
+            async move {
+                let bind_started = Instant::now();
+                let outcome = binder.bind(binding.clone()).await;
+                metrics.bind_duration.observe(bind_started.elapsed().as_secs_f64());
+                (binding, outcome)
+            }
+            .instrument(span),
+        );
+        self.bind_tasks.insert(task.id(), kept);
+    }
+}

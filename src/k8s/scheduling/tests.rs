@@ -1,0 +1,199 @@
+//! The loop without a cluster: a cache filled with literal objects, a fake binder and the
+//! real writer on a sink that records what would be written.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::Pod;
+
+use super::*;
+use crate::engine::model::GangKind;
+use crate::k8s::request::RequestError;
+use crate::k8s::writer::Sink;
+use crate::sim::objects::{gpu_node, training_pod};
+
+#[derive(Default)]
+struct Record(Mutex<Vec<Write>>);
+
+impl Sink for Record {
+    fn write<'a>(&'a self, write: &'a Write) -> BoxFuture<'a, Result<(), RequestError>> {
+        self.0.lock().unwrap().push(write.clone());
+        Box::pin(async { Ok(()) })
+    }
+}
+
+impl Record {
+    fn conditions(&self) -> Vec<(String, String)> {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|w| match w {
+                Write::Unschedulable { pod, message } => Some((pod.name.clone(), message.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// What the fake binder does with each gang, in turn; the last answer repeats.
+enum Answer {
+    Bind,
+    RollBack,
+    Panic,
+}
+
+struct FakeBinder {
+    answers: Vec<Answer>,
+    calls: AtomicUsize,
+}
+
+impl Bind for FakeBinder {
+    fn bind(self: Arc<Self>, binding: GangBinding) -> BoxFuture<'static, BindOutcome> {
+        let call = self.calls.fetch_add(1, Ordering::SeqCst);
+        Box::pin(async move {
+            let pods: Vec<PodKey> = binding.pods.iter().map(|(p, _)| p.clone()).collect();
+            match &self.answers[call.min(self.answers.len() - 1)] {
+                Answer::Bind => BindOutcome::Bound { bound: pods, failed: Vec::new() },
+                Answer::RollBack => BindOutcome::RolledBack {
+                    evicted: Vec::new(),
+                    errors: vec![(pods[0].clone(), BindError::Injected("refused".into()))],
+                },
+                Answer::Panic => panic!("the binder broke"),
+            }
+        })
+    }
+}
+
+fn pod(name: &str, gpus: u32) -> Pod {
+    let mut pod = training_pod(name, gpus, 0, "muster", None);
+    pod.metadata.uid = Some(format!("uid-{name}"));
+    pod
+}
+
+struct Harness {
+    scheduler: Scheduler,
+    cache: Arc<Mutex<Cache>>,
+    record: Arc<Record>,
+    writer: Writer,
+    metrics: Arc<Metrics>,
+}
+
+fn harness(answers: Vec<Answer>) -> Harness {
+    let cache = Arc::new(Mutex::new(Cache::default()));
+    let metrics = Arc::new(Metrics::new());
+    let record = Arc::new(Record::default());
+    let writer = Writer::new(record.clone(), Duration::from_secs(1), metrics.clone());
+    writer.set_leading(true);
+    let config = Config { backoff: crate::config::Backoff { initial_seconds: 1, max_seconds: 4 }, ..Config::default() };
+    let binder = Arc::new(FakeBinder { answers, calls: AtomicUsize::new(0) });
+    let scheduler =
+        Scheduler::new(config, cache.clone(), metrics.clone(), Arc::new(Health::default()), writer.clone(), binder);
+    Harness { scheduler, cache, record, writer, metrics }
+}
+
+impl Harness {
+    fn add_node(&self, name: &str, gpus: u32) {
+        self.cache.lock().unwrap().nodes.apply(gpu_node(name, "r1", gpus));
+    }
+
+    fn add_pod(&self, name: &str, gpus: u32) {
+        self.cache.lock().unwrap().apply_pod(pod(name, gpus));
+    }
+
+    async fn flush(&self) {
+        while self.writer.write_one().await {}
+    }
+
+    fn gang(name: &str) -> GangKey {
+        GangKey { kind: GangKind::Single, namespace: "default".into(), name: name.into() }
+    }
+}
+
+fn unix() -> i64 {
+    super::unix_now()
+}
+
+#[tokio::test]
+async fn ten_changes_of_a_pods_reason_between_two_flushes_make_one_write() {
+    let mut h = harness(vec![Answer::Bind]);
+    h.add_pod("big", 16);
+    for i in 0..10 {
+        h.add_node(&format!("n{i}"), 8);
+        let report = h.scheduler.cycle(Instant::now(), unix());
+        assert_eq!(report.waiting.len(), 1);
+    }
+    h.flush().await;
+    let conditions = h.record.conditions();
+    assert_eq!(conditions.len(), 1, "{conditions:?}");
+    assert!(conditions[0].1.contains("0/10 nodes"), "the newest reason wins: {conditions:?}");
+    // The same reason again is not written again.
+    h.scheduler.cycle(Instant::now(), unix());
+    h.flush().await;
+    assert_eq!(h.record.conditions().len(), 1);
+}
+
+#[tokio::test]
+async fn nothing_is_written_once_the_lead_is_lost() {
+    let mut h = harness(vec![Answer::Bind]);
+    h.add_node("n0", 8);
+    h.add_pod("big", 16);
+    h.scheduler.cycle(Instant::now(), unix());
+    h.writer.set_leading(false);
+    h.flush().await;
+    h.scheduler.cycle(Instant::now(), unix());
+    h.flush().await;
+    assert!(h.record.0.lock().unwrap().is_empty(), "{:?}", h.record.0.lock().unwrap());
+}
+
+#[tokio::test]
+async fn a_binding_that_panics_comes_back_as_a_rollback() {
+    let mut h = harness(vec![Answer::Panic, Answer::Bind]);
+    h.add_node("n0", 8);
+    h.add_pod("job", 4);
+    let report = h.scheduler.cycle(Instant::now(), unix());
+    assert_eq!(report.placed, vec![Harness::gang("job")]);
+    assert!(h.scheduler.in_flight().contains(&Harness::gang("job")));
+    let job = PodKey { namespace: "default".into(), name: "job".into() };
+    assert!(h.cache.lock().unwrap().is_assumed(&job));
+
+    assert!(h.scheduler.next_outcome().await);
+    assert!(h.scheduler.in_flight().is_empty(), "never stuck in flight");
+    assert!(!h.cache.lock().unwrap().is_assumed(&job), "its pod is pending again");
+    assert_eq!(h.metrics.bind_rollbacks.get(), 1);
+    assert!(h.scheduler.backing_off(&Harness::gang("job"), Instant::now()));
+    // After its backoff it is placed again, and binds.
+    let later = Instant::now() + Duration::from_secs(2);
+    assert_eq!(h.scheduler.cycle(later, unix()).placed, vec![Harness::gang("job")]);
+    assert!(h.scheduler.next_outcome().await);
+    assert_eq!(h.metrics.gang_attempts.with_label_values(&["scheduled"]).get(), 1);
+}
+
+#[tokio::test]
+async fn backoff_grows_with_each_rollback_and_resets_when_the_gang_binds() {
+    let mut h = harness(vec![Answer::RollBack, Answer::RollBack, Answer::Bind, Answer::RollBack]);
+    h.add_node("n0", 8);
+    h.add_pod("job", 4);
+    let gang = Harness::gang("job");
+    let mut now = Instant::now();
+    let mut waits = Vec::new();
+    for _ in 0..2 {
+        assert_eq!(h.scheduler.cycle(now, unix()).placed, vec![gang.clone()]);
+        assert!(h.scheduler.next_outcome().await);
+        // The outcome is taken at the real time; the cycles may run at a later `now`.
+        let until = h.scheduler.next_wake().expect("a wake-up for the backoff");
+        waits.push(until.saturating_duration_since(Instant::now()).as_secs_f64().round() as u64);
+        assert!(h.scheduler.cycle(now, unix()).placed.is_empty(), "waits out its backoff");
+        now = until;
+    }
+    assert_eq!(waits, [1, 2], "the wait doubles");
+    assert_eq!(h.scheduler.cycle(now, unix()).placed, vec![gang.clone()]);
+    assert!(h.scheduler.next_outcome().await);
+    assert!(!h.scheduler.backing_off(&gang, now));
+    // Bound, the gang's pod left pending again (as if deleted and recreated) starts afresh.
+    h.cache.lock().unwrap().forget(&PodKey { namespace: "default".into(), name: "job".into() });
+    assert_eq!(h.scheduler.cycle(now, unix()).placed, vec![gang.clone()]);
+    assert!(h.scheduler.next_outcome().await);
+    let until = h.scheduler.next_wake().expect("backoff");
+    assert_eq!(until.saturating_duration_since(Instant::now()).as_secs_f64().round() as u64, 1, "reset by the success");
+}

@@ -1,0 +1,300 @@
+//! Prometheus metrics of the scheduler: one registry with every metric in it.
+//!
+//! Names follow Prometheus' conventions: a `muster_` prefix, base units (`_seconds`), and
+//! `_total` on counters only. docs/metrics.md lists every metric with its meaning.
+//! Nothing here is measured inside the engine: the shell times its calls into it, and the
+//! GPU figures are computed from the cluster's objects in `k8s::gpus`. The HTTP server for
+//! `/metrics`, `/healthz` and `/readyz`, shared with the node agent, is [`server`].
+
+pub mod server;
+
+pub use server::{Error, Probes, Result, serve, serve_listener};
+
+use prometheus::{
+    Gauge, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    TextEncoder,
+};
+
+/// Buckets for durations from a millisecond to a minute.
+fn latency_buckets() -> Vec<f64> {
+    vec![0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0]
+}
+
+/// Buckets for how long gangs wait: a second to a day.
+fn waiting_buckets() -> Vec<f64> {
+    vec![1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0, 21600.0, 86400.0]
+}
+
+/// The kinds of background write, and their results, as the `muster_api_writes_total` labels.
+pub const WRITE_KINDS: &[&str] = &["pod_condition", "event", "podgroup_status", "eviction", "claim_release"];
+pub const WRITE_RESULTS: &[&str] = &["written", "failed", "timed_out"];
+
+/// A metric's type, as Prometheus knows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MetricKind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+/// Every metric the scheduler exports, registered in one [`Registry`].
+#[derive(Clone)]
+pub struct Metrics {
+    pub registry: Registry,
+    catalog: Vec<(String, MetricKind)>,
+    /// One cycle: snapshot, engine, placing the decisions (not the binds, which run apart).
+    pub cycle_duration: Histogram,
+    /// The cycle's parts: `assemble`, `cel`, `engine`, `plan`.
+    pub cycle_phase_duration: HistogramVec,
+    /// Gang attempts by result: `scheduled`, `unschedulable`, `error`, `bind_failed`.
+    pub gang_attempts: IntCounterVec,
+    /// Creation until `minMember` pods are bound (`until="bound"`) or Running (`until="running"`).
+    pub gang_waiting: HistogramVec,
+    pub pending_pods: IntGauge,
+    pub pending_gangs: IntGauge,
+    /// One gang's transaction: claim writes and every pod's binding.
+    pub bind_duration: Histogram,
+    pub bind_rollbacks: IntCounter,
+    pub evictions: IntCounterVec,
+    pub node_gpus: IntGaugeVec,
+    pub node_gpus_allocated: IntGaugeVec,
+    pub node_gpus_stranded: IntGaugeVec,
+    pub domain_gpus: IntGaugeVec,
+    pub domain_gpus_allocated: IntGaugeVec,
+    pub domain_gpus_stranded: IntGaugeVec,
+    /// Time spent evaluating CEL selectors on devices not seen before, per cycle.
+    pub cel_evaluation_duration: Histogram,
+    pub cel_evaluations: IntCounter,
+    /// Writing one gang's claim allocations to the API server.
+    pub device_allocation_duration: Histogram,
+    /// 1 while this replica holds the leader lease (or runs without leader election).
+    pub leader: IntGauge,
+    /// When the scheduling loop last completed a cycle (Unix seconds).
+    pub last_cycle: Gauge,
+    /// Background writes (conditions, events, statuses, evictions, releases) by kind and result.
+    pub writes: IntCounterVec,
+    /// Background writes queued and not yet taken by a worker.
+    pub write_queue_depth: IntGauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Metrics {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    /// A fresh registry with every metric in it, all at zero.
+    pub fn new() -> Metrics {
+        let registry = Registry::new();
+        let catalog = std::cell::RefCell::new(Vec::new());
+        let histogram = |name: &str, help: &str, buckets: Vec<f64>| {
+            catalog.borrow_mut().push((name.to_string(), MetricKind::Histogram));
+            let h = Histogram::with_opts(HistogramOpts::new(name, help).buckets(buckets)).expect("valid histogram");
+            registry.register(Box::new(h.clone())).expect("unique metric name");
+            h
+        };
+        let histogram_vec = |name: &str, help: &str, labels: &[&str], buckets: Vec<f64>| {
+            catalog.borrow_mut().push((name.to_string(), MetricKind::Histogram));
+            let h =
+                HistogramVec::new(HistogramOpts::new(name, help).buckets(buckets), labels).expect("valid histogram");
+            registry.register(Box::new(h.clone())).expect("unique metric name");
+            h
+        };
+        let counter = |name: &str, help: &str| {
+            catalog.borrow_mut().push((name.to_string(), MetricKind::Counter));
+            let c = IntCounter::new(name, help).expect("valid counter");
+            registry.register(Box::new(c.clone())).expect("unique metric name");
+            c
+        };
+        let counter_vec = |name: &str, help: &str, labels: &[&str]| {
+            catalog.borrow_mut().push((name.to_string(), MetricKind::Counter));
+            let c = IntCounterVec::new(Opts::new(name, help), labels).expect("valid counter");
+            registry.register(Box::new(c.clone())).expect("unique metric name");
+            c
+        };
+        let gauge = |name: &str, help: &str| {
+            catalog.borrow_mut().push((name.to_string(), MetricKind::Gauge));
+            let g = IntGauge::new(name, help).expect("valid gauge");
+            registry.register(Box::new(g.clone())).expect("unique metric name");
+            g
+        };
+        let gauge_vec = |name: &str, help: &str, labels: &[&str]| {
+            catalog.borrow_mut().push((name.to_string(), MetricKind::Gauge));
+            let g = IntGaugeVec::new(Opts::new(name, help), labels).expect("valid gauge");
+            registry.register(Box::new(g.clone())).expect("unique metric name");
+            g
+        };
+        let mut metrics = Metrics {
+            catalog: Vec::new(),
+            cycle_duration: histogram(
+                "muster_scheduling_cycle_duration_seconds",
+                "Duration of one scheduling cycle: snapshot, engine and assuming its placements.",
+                latency_buckets(),
+            ),
+            cycle_phase_duration: histogram_vec(
+                "muster_scheduling_cycle_phase_duration_seconds",
+                "Duration of each part of a scheduling cycle (assemble, cel, engine, plan).",
+                &["phase"],
+                latency_buckets(),
+            ),
+            gang_attempts: counter_vec(
+                "muster_gang_scheduling_attempts_total",
+                "Gang scheduling attempts by result (scheduled, unschedulable, error, bind_failed).",
+                &["result"],
+            ),
+            gang_waiting: histogram_vec(
+                "muster_gang_waiting_seconds",
+                "Time from a gang's creation until minMember of its pods are bound (until=bound) or Running (until=running).",
+                &["until"],
+                waiting_buckets(),
+            ),
+            pending_pods: gauge("muster_pending_pods", "Muster's pods waiting for a node."),
+            pending_gangs: gauge("muster_pending_gangs", "Gangs (gangs of one included) with pods waiting for a node."),
+            bind_duration: histogram(
+                "muster_gang_bind_duration_seconds",
+                "Duration of one gang's binding transaction: claim writes and all of its pods' bindings.",
+                latency_buckets(),
+            ),
+            bind_rollbacks: counter(
+                "muster_gang_bind_rollbacks_total",
+                "Gang bindings rolled back because fewer than minMember pods could be bound.",
+            ),
+            evictions: counter_vec(
+                "muster_gang_evictions_total",
+                "Gangs evicted whole, by reason (BindFailed, PodsReadyTimeout, GangBroken).",
+                &["reason"],
+            ),
+            node_gpus: gauge_vec(
+                "muster_node_gpus",
+                "GPUs a node offers (extended resource or DRA devices).",
+                &["node"],
+            ),
+            node_gpus_allocated: gauge_vec(
+                "muster_node_gpus_allocated",
+                "GPUs of a node held by bound pods or allocated claims.",
+                &["node"],
+            ),
+            node_gpus_stranded: gauge_vec(
+                "muster_node_gpus_stranded",
+                "GPUs of a node held by pods of gangs with fewer than minMember pods bound.",
+                &["node"],
+            ),
+            domain_gpus: gauge_vec(
+                "muster_topology_domain_gpus",
+                "GPUs in a topology domain (a configured level's node label value).",
+                &["level", "domain"],
+            ),
+            domain_gpus_allocated: gauge_vec(
+                "muster_topology_domain_gpus_allocated",
+                "GPUs of a topology domain held by bound pods or allocated claims.",
+                &["level", "domain"],
+            ),
+            domain_gpus_stranded: gauge_vec(
+                "muster_topology_domain_gpus_stranded",
+                "GPUs of a topology domain held by pods of gangs with fewer than minMember pods bound.",
+                &["level", "domain"],
+            ),
+            cel_evaluation_duration: histogram(
+                "muster_cel_evaluation_duration_seconds",
+                "Time per cycle spent evaluating CEL device selectors on devices whose result was not cached.",
+                latency_buckets(),
+            ),
+            cel_evaluations: counter(
+                "muster_cel_evaluations_total",
+                "CEL device selector evaluations (results cached per device revision are not counted again).",
+            ),
+            device_allocation_duration: histogram(
+                "muster_device_allocation_duration_seconds",
+                "Duration of writing one gang's ResourceClaim allocations to the API server.",
+                latency_buckets(),
+            ),
+            leader: gauge("muster_leader", "1 while this replica is the leader and schedules, else 0."),
+            last_cycle: {
+                let name = "muster_last_cycle_timestamp_seconds";
+                catalog.borrow_mut().push((name.to_string(), MetricKind::Gauge));
+                let g = Gauge::new(name, "When the scheduling loop last completed a cycle, in Unix seconds.")
+                    .expect("valid gauge");
+                registry.register(Box::new(g.clone())).expect("unique metric name");
+                g
+            },
+            writes: counter_vec(
+                "muster_api_writes_total",
+                "Background writes to the API server (pod conditions, events, PodGroup status, evictions, claim releases) by kind and result (written, failed, timed_out).",
+                &["kind", "result"],
+            ),
+            write_queue_depth: gauge(
+                "muster_api_write_queue_depth",
+                "Background writes queued (newest state per object) and not yet taken by a writer.",
+            ),
+            registry,
+        };
+        for result in ["scheduled", "unschedulable", "error", "bind_failed"] {
+            metrics.gang_attempts.with_label_values(&[result]);
+        }
+        for reason in ["BindFailed", "PodsReadyTimeout", "GangBroken"] {
+            metrics.evictions.with_label_values(&[reason]);
+        }
+        metrics.catalog = catalog.into_inner();
+        for phase in ["assemble", "cel", "engine", "plan"] {
+            metrics.cycle_phase_duration.with_label_values(&[phase]);
+        }
+        for until in ["bound", "running"] {
+            metrics.gang_waiting.with_label_values(&[until]);
+        }
+        for kind in WRITE_KINDS {
+            for result in WRITE_RESULTS {
+                metrics.writes.with_label_values(&[kind, result]);
+            }
+        }
+        metrics
+    }
+
+    /// Every metric's name (a histogram by its base name), whether or not it has a series yet.
+    pub fn names(&self) -> Vec<String> {
+        self.catalog.iter().map(|(name, _)| name.clone()).collect()
+    }
+
+    /// Every metric with its type.
+    pub fn catalog(&self) -> &[(String, MetricKind)] {
+        &self.catalog
+    }
+
+    /// The series names a scrape can show: counters and gauges by their names, histograms
+    /// as their `_bucket`, `_sum` and `_count` series.
+    pub fn series_names(&self) -> Vec<String> {
+        self.catalog
+            .iter()
+            .flat_map(|(name, kind)| match kind {
+                MetricKind::Histogram => ["_bucket", "_sum", "_count"].iter().map(|s| format!("{name}{s}")).collect(),
+                _ => vec![name.clone()],
+            })
+            .collect()
+    }
+
+    /// The registry in Prometheus' text format.
+    pub fn render(&self) -> String {
+        render(&self.registry)
+    }
+}
+
+/// A registry in Prometheus' text format.
+pub fn render(registry: &Registry) -> String {
+    TextEncoder::new().encode_to_string(&registry.gather()).unwrap_or_else(|e| format!("# encoding failed: {e}\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_metric_is_named_by_the_conventions() {
+        for (name, kind) in Metrics::new().catalog() {
+            assert!(name.starts_with("muster_"), "{name}");
+            assert_eq!(name.ends_with("_total"), *kind == MetricKind::Counter, "{name}: _total is for counters only");
+            if *kind == MetricKind::Histogram {
+                assert!(name.ends_with("_seconds"), "{name}: histograms here measure time, in seconds");
+            }
+        }
+    }
+}
