@@ -49,9 +49,13 @@ impl Health {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Something changed that the loop must look at.
+    /// Something changed that the loop must look at. A standby runs no loop, so it owes
+    /// nothing.
     pub fn work(&self) {
-        self.state().work_since.get_or_insert_with(Instant::now);
+        let mut state = self.state();
+        if state.leading {
+            state.work_since.get_or_insert_with(Instant::now);
+        }
     }
 
     /// The loop completed a cycle: whatever it owed before starting it is done.
@@ -147,6 +151,10 @@ mod tests {
     #[test]
     fn owed_work_past_the_stall_time_is_unhealthy_and_a_cycle_clears_it() {
         let health = Health::new(Duration::from_millis(20), false);
+        health.work();
+        std::thread::sleep(Duration::from_millis(30));
+        assert!(health.check_healthy().is_ok(), "a replica that does not lead owes no cycle");
+        health.leading(true);
         assert!(health.check_healthy().is_ok(), "no work, no stall");
         health.work();
         std::thread::sleep(Duration::from_millis(30));

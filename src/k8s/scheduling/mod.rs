@@ -124,10 +124,6 @@ impl Scheduler {
         }
     }
 
-    fn cache(&self) -> std::sync::MutexGuard<'_, Cache> {
-        self.cache.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// When the loop must run a cycle even if nothing changes: the earliest backoff,
     /// timeout, release or reservation that falls due.
     pub fn next_wake(&self) -> Option<Instant> {
@@ -232,7 +228,7 @@ impl Scheduler {
                     let delay = self.backoff.fail(&binding.gang, now);
                     self.wake_at(now + delay);
                 }
-                let cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+                let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
                 for pod in &bound {
                     let note = format!("Successfully assigned {pod} to {} ({})", node_of[pod], binding.gang);
                     self.writer.submit(Write::PodEvent {
@@ -243,8 +239,6 @@ impl Scheduler {
                         action: "Binding".into(),
                     });
                 }
-                drop(cache);
-                let mut cache = self.cache();
                 for (pod, error) in &failed {
                     tracing::warn!(%pod, %error, "pod beyond the minimum not bound; it stays pending");
                     cache.forget(pod);
@@ -267,7 +261,7 @@ impl Scheduler {
                     evicted.len(),
                     binding.needed
                 );
-                let mut cache = self.cache();
+                let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
                 for pod in &evicted {
                     self.writer.submit(Write::PodEvent {
                         pod: Self::pod_ref(&cache, pod),
