@@ -3,8 +3,6 @@
 //! the scheduler, running with exactly its service account's permissions, schedules and
 //! binds a gang with DRA claims.
 
-mod support;
-
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -15,9 +13,10 @@ use muster::k8s::crd::{PodGroup, PodGroupPhase, PodGroupSpec};
 use muster::k8s::scheduler::Options;
 use muster::metrics::Metrics;
 use serde_json::{Value, json};
-use support::cluster::TEST_LABEL;
-use support::wait::{node_of, wait_for_pods};
-use support::{KubeletEmulator, TestCluster, builders, muster as scheduler};
+
+use crate::support::cluster::TEST_LABEL;
+use crate::support::wait::{node_of, wait_for_pods};
+use crate::support::{KubeletEmulator, TestCluster, builders, muster as scheduler};
 
 /// The user the scheduler's pods run as.
 const SCHEDULER_ACCOUNT: &str = "system:serviceaccount:muster-system:muster-scheduler";
@@ -202,7 +201,7 @@ async fn the_scheduler_with_only_its_service_accounts_rbac_binds_a_gang_with_dra
         assert!(results.iter().all(|r| Some(r.pool.as_str()) == node_of(pod)), "devices on the pod's node");
     }
     // Status writes went through too (PodGroup status is its own subresource).
-    support::cluster::within(30, "the PodGroup status to say Running", async {
+    crate::support::cluster::within(30, "the PodGroup status to say Running", async {
         loop {
             let group = cluster.api::<PodGroup>().get("train").await.expect("PodGroup");
             if group.status.as_ref().and_then(|s| s.phase.as_ref()) == Some(&PodGroupPhase::Running) {

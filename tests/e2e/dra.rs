@@ -1,8 +1,6 @@
 //! DRA end to end, against the real API server: Muster allocates ResourceClaims itself,
 //! inside the gang transaction, with kube-controller-manager creating claims from templates.
 
-mod support;
-
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,10 +13,11 @@ use muster::engine::model::{GangKey, PodKey};
 use muster::k8s::bind::{BindHook, HookAction};
 use muster::k8s::crd::{PodGroup, PodGroupSpec};
 use serde_json::{Value, json};
-use support::builders;
-use support::cluster::{TEST_LABEL, within};
-use support::wait::{node_of, unschedulable_message, wait_for_events, wait_for_pods};
-use support::{KubeletEmulator, TestCluster, muster as scheduler};
+
+use crate::support::builders;
+use crate::support::cluster::{TEST_LABEL, within};
+use crate::support::wait::{node_of, unschedulable_message, wait_for_events, wait_for_pods};
+use crate::support::{KubeletEmulator, TestCluster, muster as scheduler};
 
 fn typed<T: serde::de::DeserializeOwned>(value: Value) -> T {
     serde_json::from_value(value).expect("a test object that parses")
