@@ -8,7 +8,7 @@
 //! `BENCH_QPS`/`BENCH_BURST` (kube-scheduler's client limits for the equal-QPS row).
 
 #[path = "../tests/e2e/support/mod.rs"]
-#[allow(dead_code)] // The benchmark uses the control plane and the builders, not the rest.
+#[allow(dead_code, unused_imports)] // The benchmark uses the control plane and the builders, not the rest.
 mod support;
 
 use std::collections::BTreeMap;

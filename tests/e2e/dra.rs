@@ -456,7 +456,7 @@ async fn a_plain_extended_resource_request_is_served_by_dra_through_a_claim_must
     assert_eq!((mapping.container_name.as_str(), mapping.resource_name.as_str()), ("main", resource.as_str()));
     // Named by the resource's place among the container's sorted requests (cpu, memory, and
     // the GPU, whose name sorts by this test's id), as kube-scheduler names it.
-    let mut names = vec!["cpu", "memory", resource.as_str()];
+    let mut names = ["cpu", "memory", resource.as_str()];
     names.sort();
     let index = names.iter().position(|n| *n == resource).unwrap();
     assert_eq!(mapping.request_name, format!("container-0-request-{index}"));
