@@ -7,7 +7,8 @@
 //! (1.0 = the sizes: 500 nodes, 5,000 pods, 500 gangs of 8, 1,000 DRA pods),
 //! `BENCH_QPS`/`BENCH_BURST` (kube-scheduler's client limits for the equal-QPS row).
 
-#[path = "../tests/support/mod.rs"]
+#[path = "../tests/e2e/support/mod.rs"]
+#[allow(dead_code, unused_imports)] // The benchmark uses the control plane and the builders, not the rest.
 mod support;
 
 use std::collections::BTreeMap;

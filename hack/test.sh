@@ -17,6 +17,14 @@ else
   echo "test: rustfmt is not installed; formatting not checked (rustup component add rustfmt)" >&2
 fi
 
+# Lints next, over every target (library, binaries, tests, benches, examples): any warning
+# fails the run, before the control plane is built.
+if cargo clippy --version >/dev/null 2>&1; then
+  cargo clippy --locked --all-targets -- -D warnings || { echo "test: fix clippy's findings above" >&2; exit 1; }
+else
+  echo "test: clippy is not installed; lints not checked (rustup component add clippy)" >&2
+fi
+
 start=$(date +%s)
 MUSTER_KUBE_BIN="$(bash hack/build-kube.sh)"
 export MUSTER_KUBE_BIN

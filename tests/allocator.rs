@@ -140,14 +140,17 @@ fn cluster(case: &Value) -> String {
     docs.iter().map(yaml).collect::<Vec<_>>().join("---\n")
 }
 
+/// What the shares of a case consumed: per device, capacity name to quantity.
+type Consumed = BTreeMap<String, BTreeMap<String, String>>;
+
 /// The case's outcome, in the table's words: Ok(node, devices) or Err(reason).
-fn outcome(case: &Value) -> (Result<(String, Vec<String>), String>, BTreeMap<String, BTreeMap<String, String>>) {
+fn outcome(case: &Value) -> (Result<(String, Vec<String>), String>, Consumed) {
     let text = cluster(case);
     let mut loaded = load::load_str(&text, "case.yaml").unwrap_or_else(|e| panic!("case does not load: {e}\n{text}"));
     let report = run::run(&mut loaded.objects, &Config::default());
     let pod = report.pods.iter().find(|p| p.name == "test").expect("the pod is reported");
     // What shares consumed, per device, from the claims the pod got.
-    let mut consumed: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+    let mut consumed = Consumed::new();
     for claim in &loaded.objects.resource_claims {
         if !claim.metadata.name.as_deref().unwrap_or("").starts_with("test-") {
             continue;

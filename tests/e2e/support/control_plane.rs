@@ -1,8 +1,9 @@
 //! A real Kubernetes control plane on loopback: etcd, kube-apiserver and, when a test asks
 //! for it, kube-controller-manager, built at the pinned versions by `hack/build-kube.sh`.
 //!
-//! One control plane is started per test binary, on first use, and shared by its tests;
-//! tests keep apart through their own namespace, node names and labels (see `cluster`).
+//! One control plane is started per run of the e2e test binary, on first use, and shared by
+//! all its tests, which run at the same time and keep apart through their own namespace,
+//! scheduler name, node names and labels (see `cluster`).
 //! There is no fallback: when the binaries cannot be built or a process does not come up,
 //! the test panics with the process's log, so nothing ever passes without a real server.
 

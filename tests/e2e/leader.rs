@@ -2,8 +2,6 @@
 //! lease holder binds; when it dies the other takes over within the lease duration; a
 //! replica that loses its lease stops binding at once; no gang is bound twice.
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,9 +14,10 @@ use muster::k8s::crd::{PodGroup, PodGroupSpec};
 use muster::k8s::scheduler::Options;
 use muster::metrics::Metrics;
 use serde_json::json;
-use support::cluster::within;
-use support::wait::{events_for, node_of, pods, wait_for_events, wait_for_pods};
-use support::{TestCluster, builders, muster as scheduler};
+
+use crate::support::cluster::within;
+use crate::support::wait::{events_for, node_of, pods, wait_for_events, wait_for_pods};
+use crate::support::{TestCluster, builders, muster as scheduler};
 
 const GROUP_LABEL: &str = "muster.dev/pod-group";
 

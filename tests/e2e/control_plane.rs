@@ -2,8 +2,6 @@
 //! Muster reads and writes round-trip through it, pods bound through pods/binding run on the
 //! kubelet emulator, and kube-controller-manager makes claims from templates and runs Jobs.
 
-mod support;
-
 use std::collections::BTreeSet;
 
 use futures::{StreamExt, TryStreamExt};
@@ -14,9 +12,10 @@ use kube::api::{Api, DeleteParams, ListParams, PropagationPolicy};
 use kube::runtime::wait::await_condition;
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
-use support::builders;
-use support::cluster::{TEST_LABEL, within};
-use support::{KubeletEmulator, TestCluster};
+
+use crate::support::builders;
+use crate::support::cluster::{TEST_LABEL, within};
+use crate::support::{KubeletEmulator, TestCluster};
 
 fn phase(pod: &Pod) -> &str {
     pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("")
@@ -225,7 +224,7 @@ async fn the_podgroup_crd_installs_and_the_api_server_enforces_its_schema() {
     use muster::k8s::crd::{PodGroup, PodGroupSpec};
 
     let cluster = TestCluster::new("crds").await;
-    support::muster::install_crds(&cluster).await;
+    crate::support::muster::install_crds(&cluster).await;
 
     let groups: Api<PodGroup> = cluster.api();
     let train = PodGroup::new("train", PodGroupSpec { min_member: 8, ..Default::default() });

@@ -2,14 +2,13 @@
 //! the rack with room for all of it, waits holding nothing when no rack has room, and a
 //! gang that requires a block and prefers a rack spans the fewest racks of one block.
 
-mod support;
-
 use k8s_openapi::api::core::v1::Pod;
 use muster::k8s::crd::{PodGroup, PodGroupSpec, PodGroupTopology};
-use support::builders;
-use support::cluster::TEST_LABEL;
-use support::wait::{node_of, unschedulable_message, wait_for_pods};
-use support::{KubeletEmulator, TestCluster, muster as scheduler};
+
+use crate::support::builders;
+use crate::support::cluster::TEST_LABEL;
+use crate::support::wait::{node_of, unschedulable_message, wait_for_pods};
+use crate::support::{KubeletEmulator, TestCluster, muster as scheduler};
 
 /// 4 racks × 2 nodes × 8 GPUs, two racks per block; `used[i]` GPUs on node i are held by
 /// a pod of another scheduler, bound there. Returns the node names.

@@ -90,17 +90,17 @@ fn registry() -> std::sync::MutexGuard<'static, Registry> {
 
 extern "C" fn stop_everything() {
     let mut registry = registry();
-    // Stop in reverse start order: the API server before etcd.
-    for child in registry.children.iter().rev() {
+    // Stop in reverse start order, each child once those started after it are gone: the API
+    // server's clients, then the API server, then etcd. Stopped together, the API server
+    // waits on an etcd that is closing, and the last of them is only killed at the deadline.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for child in registry.children.iter_mut().rev() {
         // SAFETY: sending a signal to our own child has no memory-safety preconditions.
         unsafe {
             libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
         }
-    }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    for child in registry.children.iter_mut() {
         while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(50));
+            std::thread::sleep(Duration::from_millis(20));
         }
         if matches!(child.try_wait(), Ok(None)) {
             let _ = child.kill();

@@ -1,8 +1,6 @@
 //! The node agent's kubelet plugin, driven as the kubelet drives it: over its Unix sockets,
 //! with claims read from a real API server and CDI specs written to a folder of the test.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -20,11 +18,12 @@ use muster::agent::kubelet::proto::registration::registration_client::Registrati
 use muster::agent::kubelet::proto::registration::{InfoRequest, RegistrationStatus};
 use muster::agent::kubelet::{PluginConfig, serve};
 use serde_json::{Value, json};
-use support::TestCluster;
-use support::cluster::within;
 use tokio::net::UnixStream;
 use tonic::codegen::Service;
 use tonic::transport::{Channel, Endpoint, Uri};
+
+use crate::support::TestCluster;
+use crate::support::cluster::within;
 
 const DRIVER: &str = "gpu.muster.dev";
 

@@ -3,8 +3,6 @@
 //! the scheduler, running with exactly its service account's permissions, schedules and
 //! binds a gang with DRA claims.
 
-mod support;
-
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -15,9 +13,10 @@ use muster::k8s::crd::{PodGroup, PodGroupPhase, PodGroupSpec};
 use muster::k8s::scheduler::Options;
 use muster::metrics::Metrics;
 use serde_json::{Value, json};
-use support::cluster::TEST_LABEL;
-use support::wait::{node_of, wait_for_pods};
-use support::{KubeletEmulator, TestCluster, builders, muster as scheduler};
+
+use crate::support::cluster::TEST_LABEL;
+use crate::support::wait::{node_of, wait_for_pods};
+use crate::support::{KubeletEmulator, TestCluster, builders, muster as scheduler};
 
 /// The user the scheduler's pods run as.
 const SCHEDULER_ACCOUNT: &str = "system:serviceaccount:muster-system:muster-scheduler";
@@ -34,6 +33,11 @@ fn kubectl(cluster: &TestCluster, args: &[&str]) -> String {
     cluster.control_plane.kubectl(args).unwrap_or_else(|e| panic!("kubectl {} failed:\n{e}", args.join(" ")))
 }
 
+/// Held by the tests that apply the manifests: they install into one namespace and under
+/// cluster-wide names, so two at once could race, one `kubectl apply` finding an object
+/// missing and then failing to create it (AlreadyExists) because the other just did.
+static MANIFESTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// The namespace the manifests install into, created for real (a server-side dry run of
 /// namespaced objects needs their namespace to exist, as it would after the first apply).
 fn ensure_namespace(cluster: &TestCluster) {
@@ -43,6 +47,7 @@ fn ensure_namespace(cluster: &TestCluster) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_apply_k_manifests_passes_a_server_side_dry_run() {
     let cluster = TestCluster::new("install").await;
+    let _turn = MANIFESTS.lock().await;
     ensure_namespace(&cluster);
     let out = kubectl(&cluster, &["apply", "-k", &manifests().to_string_lossy(), "--dry-run=server"]);
     for object in [
@@ -120,10 +125,12 @@ async fn the_scheduler_with_only_its_service_accounts_rbac_binds_a_gang_with_dra
     cluster.control_plane.start_controller_manager();
     scheduler::install_crds(&cluster).await;
     // The scheduler's account and roles, as installed.
+    let turn = MANIFESTS.lock().await;
     ensure_namespace(&cluster);
     for file in ["serviceaccount.yaml", "clusterrole.yaml", "clusterrolebinding.yaml", "lease-role.yaml"] {
         kubectl(&cluster, &["apply", "-f", &manifests().join("scheduler").join(file).to_string_lossy()]);
     }
+    drop(turn);
     let client = scheduler_client(&cluster).await;
     let denied =
         kube::Api::<k8s_openapi::api::core::v1::Secret>::all(client.clone()).list(&ListParams::default()).await;
@@ -202,7 +209,7 @@ async fn the_scheduler_with_only_its_service_accounts_rbac_binds_a_gang_with_dra
         assert!(results.iter().all(|r| Some(r.pool.as_str()) == node_of(pod)), "devices on the pod's node");
     }
     // Status writes went through too (PodGroup status is its own subresource).
-    support::cluster::within(30, "the PodGroup status to say Running", async {
+    crate::support::cluster::within(30, "the PodGroup status to say Running", async {
         loop {
             let group = cluster.api::<PodGroup>().get("train").await.expect("PodGroup");
             if group.status.as_ref().and_then(|s| s.phase.as_ref()) == Some(&PodGroupPhase::Running) {

@@ -1,8 +1,6 @@
 //! Gang scheduling end to end, against the real API server: all or nothing, bound
 //! together, rolled back whole, and side by side with the real kube-scheduler.
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -15,10 +13,11 @@ use muster::engine::model::{GangKey, PodKey};
 use muster::k8s::bind::{BindHook, HookAction};
 use muster::k8s::crd::{PodGroup, PodGroupPhase, PodGroupSpec, PodGroupStatus};
 use serde_json::json;
-use support::builders;
-use support::cluster::{TEST_LABEL, within};
-use support::wait::{events_for, node_of, phase, pods, unschedulable_message, wait_for_events, wait_for_pods};
-use support::{KubeletEmulator, TestCluster, muster as scheduler};
+
+use crate::support::builders;
+use crate::support::cluster::{TEST_LABEL, within};
+use crate::support::wait::{events_for, node_of, phase, pods, unschedulable_message, wait_for_events, wait_for_pods};
+use crate::support::{KubeletEmulator, TestCluster, muster as scheduler};
 
 const GROUP_LABEL: &str = "muster.dev/pod-group";
 
@@ -304,7 +303,7 @@ async fn a_gang_whose_pods_never_all_become_ready_is_evicted_whole_at_the_timeou
     let api = cluster.api::<Pod>();
     let mut pods: Vec<Pod> = (0..2).map(|i| gang_pod(&cluster, &format!("stuck-{i}"), "stuck", 1)).collect();
     // The kubelet emulator never starts this one: the gang is bound but never Ready.
-    pods[1].metadata.labels.as_mut().unwrap().insert(support::kubelet::HOLD_LABEL.into(), "true".into());
+    pods[1].metadata.labels.as_mut().unwrap().insert(crate::support::kubelet::HOLD_LABEL.into(), "true".into());
     for pod in &pods {
         cluster.create(&api, pod).await;
     }

@@ -2,12 +2,11 @@
 //!
 //! ```text
 //!  hack/build-kube.sh ──► control_plane (etcd, kube-apiserver, kube-controller-manager)
-//!                               │ one per test binary, stopped when it exits
+//!                               │ one per run of the e2e binary, stopped when it exits
 //!  TestCluster ◄────────────────┘ one per test: namespace, scheduler name, node label
 //!      ├── builders: Nodes, DeviceClasses, ResourceSlices, Pods
 //!      └── KubeletEmulator: bound pods → Running/Ready; fail or complete on request
 //! ```
-#![allow(dead_code)] // Each test binary uses a different part of the support code.
 
 pub mod builders;
 pub mod cluster;
@@ -18,7 +17,5 @@ pub mod pki;
 pub mod process;
 pub mod wait;
 
-#[allow(unused_imports)]
 pub use cluster::TestCluster;
-#[allow(unused_imports)]
 pub use kubelet::KubeletEmulator;

@@ -39,18 +39,31 @@ pub async fn wait_for_pods(
     .await
 }
 
+/// Why the scheduler left the pod Unschedulable, once that is about the pod itself: not while
+/// it only waits for kube-controller-manager to make its claims from their templates, or for
+/// a claim just made to reach the scheduler's cache. That passes on its own, but with many
+/// tests at once on a loaded machine it can last long enough to be seen, and a test waiting
+/// for "marked Unschedulable" would then read the wrong reason.
 pub fn unschedulable_message(pod: &Pod) -> Option<String> {
     let condition = pod.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == "PodScheduled")?;
-    (condition.status == "False" && condition.reason.as_deref() == Some("Unschedulable"))
-        .then(|| condition.message.clone().unwrap_or_default())
+    let message = condition.message.clone().unwrap_or_default();
+    (condition.status == "False" && condition.reason.as_deref() == Some("Unschedulable") && !waits_for_claims(&message))
+        .then_some(message)
 }
 
-/// Waits up to 10 s for at least one `reason` event on `pod`; returns their notes.
+/// Whether a scheduling message only says the pod's claims are not made or not seen yet.
+fn waits_for_claims(message: &str) -> bool {
+    (message.contains("(from ResourceClaimTemplate ") && message.contains(") to be created"))
+        || (message.contains("ResourceClaim ") && message.contains(" does not exist"))
+}
+
+/// Waits up to 10 s for at least one `reason` event on `pod` (one that is more than a wait for
+/// the pod's claims, as [`unschedulable_message`] reads it); returns all their notes.
 pub async fn wait_for_events(cluster: &TestCluster, pod: &str, reason: &str) -> Vec<String> {
     within(10, &format!("a {reason} event on {pod}"), async {
         loop {
             let events = events_for(cluster, pod, reason).await;
-            if !events.is_empty() {
+            if events.iter().any(|note| !waits_for_claims(note)) {
                 return events;
             }
             tokio::time::sleep(Duration::from_millis(200)).await;

@@ -4,8 +4,6 @@
 //! and every allocation either makes must satisfy every selector, count and constraint, as
 //! an independent checker here, which shares no code with the allocator, verifies.
 
-mod support;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -13,10 +11,11 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
-use support::builders;
-use support::cluster::{TEST_LABEL, within};
-use support::wait::{node_of, unschedulable_message};
-use support::{TestCluster, muster as scheduler};
+
+use crate::support::builders;
+use crate::support::cluster::{TEST_LABEL, within};
+use crate::support::wait::{node_of, unschedulable_message};
+use crate::support::{TestCluster, muster as scheduler};
 
 const PRODUCTS: [&str; 3] = ["NVIDIA A100-SXM4-40GB", "NVIDIA H100 80GB HBM3", "NVIDIA L4"];
 const ROOTS: [&str; 2] = ["pci-a", "pci-b"];

@@ -3,8 +3,6 @@
 //! avoided while the node's other GPUs keep serving; in companion mode a failing GPU of
 //! NVIDIA's driver gets a DeviceTaintRule.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -17,10 +15,11 @@ use kube::api::ListParams;
 use muster::agent::metrics::AgentMetrics;
 use muster::agent::options::AgentOptions;
 use serde_json::{Value, json};
-use support::builders;
-use support::cluster::{TEST_LABEL, within};
-use support::wait::{node_of, unschedulable_message, wait_for_pods};
-use support::{KubeletEmulator, TestCluster, muster as scheduler};
+
+use crate::support::builders;
+use crate::support::cluster::{TEST_LABEL, within};
+use crate::support::wait::{node_of, unschedulable_message, wait_for_pods};
+use crate::support::{KubeletEmulator, TestCluster, muster as scheduler};
 
 fn typed<T: serde::de::DeserializeOwned>(value: Value) -> T {
     serde_json::from_value(value).expect("a test object that parses")

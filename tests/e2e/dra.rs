@@ -1,8 +1,6 @@
 //! DRA end to end, against the real API server: Muster allocates ResourceClaims itself,
 //! inside the gang transaction, with kube-controller-manager creating claims from templates.
 
-mod support;
-
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,10 +13,11 @@ use muster::engine::model::{GangKey, PodKey};
 use muster::k8s::bind::{BindHook, HookAction};
 use muster::k8s::crd::{PodGroup, PodGroupSpec};
 use serde_json::{Value, json};
-use support::builders;
-use support::cluster::{TEST_LABEL, within};
-use support::wait::{node_of, unschedulable_message, wait_for_events, wait_for_pods};
-use support::{KubeletEmulator, TestCluster, muster as scheduler};
+
+use crate::support::builders;
+use crate::support::cluster::{TEST_LABEL, within};
+use crate::support::wait::{node_of, unschedulable_message, wait_for_events, wait_for_pods};
+use crate::support::{KubeletEmulator, TestCluster, muster as scheduler};
 
 fn typed<T: serde::de::DeserializeOwned>(value: Value) -> T {
     serde_json::from_value(value).expect("a test object that parses")
@@ -457,7 +456,7 @@ async fn a_plain_extended_resource_request_is_served_by_dra_through_a_claim_must
     assert_eq!((mapping.container_name.as_str(), mapping.resource_name.as_str()), ("main", resource.as_str()));
     // Named by the resource's place among the container's sorted requests (cpu, memory, and
     // the GPU, whose name sorts by this test's id), as kube-scheduler names it.
-    let mut names = vec!["cpu", "memory", resource.as_str()];
+    let mut names = ["cpu", "memory", resource.as_str()];
     names.sort();
     let index = names.iter().position(|n| *n == resource).unwrap();
     assert_eq!(mapping.request_name, format!("container-0-request-{index}"));

@@ -1,14 +1,13 @@
 //! `muster explain` against a live cluster: the same reason the scheduler's events give,
 //! and the nearest placement, for a pod and for its PodGroup, named any way kubectl would.
 
-mod support;
-
 use std::process::Command;
 
 use k8s_openapi::api::core::v1::Pod;
 use muster::k8s::crd::{PodGroup, PodGroupSpec, PodGroupTopology};
-use support::wait::{unschedulable_message, wait_for_pods};
-use support::{TestCluster, builders, muster as scheduler};
+
+use crate::support::wait::{unschedulable_message, wait_for_pods};
+use crate::support::{TestCluster, builders, muster as scheduler};
 
 /// Runs the `muster` binary's `explain` with the test's kubeconfig and configuration.
 fn explain(cluster: &TestCluster, config: &std::path::Path, args: &[&str]) -> (bool, String, String) {

@@ -1,0 +1,37 @@
+//! The end-to-end tests: one test binary (`cargo test --test e2e`), one module per area, all
+//! against one real control plane on loopback.
+//!
+//! ```text
+//!  tests/e2e/main.rs ── one binary: the crate, kube and k8s-openapi are linked once
+//!   ├── agent            the node agent publishing, tainting and healing GPUs
+//!   ├── control_plane    the harness itself: round trips, kubelet emulator, Jobs, claims
+//!   ├── dra              Muster's own DRA allocation inside the gang transaction
+//!   ├── dra_vs_kube      the allocator beside the real kube-scheduler, with a checker
+//!   ├── explain          `muster explain` against a live cluster
+//!   ├── gang             all or nothing, rollback, side by side with kube-scheduler
+//!   ├── install          the manifests, applied and run with their own permissions
+//!   ├── kubelet_plugin   the agent's kubelet plugin over its Unix sockets
+//!   ├── leader           leader election between two replicas
+//!   ├── topology         rack and block constraints
+//!   └── support          control plane, TestCluster, builders, kubelet emulator, waits
+//! ```
+//!
+//! One control plane per run: etcd and kube-apiserver start on first use (and
+//! kube-controller-manager once, when a test first asks for it) and stop when the binary
+//! exits. The tests run as threads of this binary, at the same time, so each keeps apart
+//! through its `TestCluster`: its own namespace, scheduler name, node and class names and
+//! node label. Every Muster scheduler and every kube-scheduler a test starts schedules only
+//! pods with that test's scheduler name, and Muster only onto nodes with that test's label.
+//! Run one area with `cargo test --test e2e gang::`, one test by its name.
+
+mod agent;
+mod control_plane;
+mod dra;
+mod dra_vs_kube;
+mod explain;
+mod gang;
+mod install;
+mod kubelet_plugin;
+mod leader;
+mod support;
+mod topology;
