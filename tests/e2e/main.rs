@@ -8,6 +8,7 @@
 //!   ├── dra              Muster's own DRA allocation inside the gang transaction
 //!   ├── dra_vs_kube      the allocator beside the real kube-scheduler, with a checker
 //!   ├── explain          `muster explain` against a live cluster
+//!   ├── faults           a bind that hangs, a leader cut off, a replica denied a list
 //!   ├── gang             all or nothing, rollback, side by side with kube-scheduler
 //!   ├── install          the manifests, applied and run with their own permissions
 //!   ├── kubelet_plugin   the agent's kubelet plugin over its Unix sockets
@@ -29,6 +30,7 @@ mod control_plane;
 mod dra;
 mod dra_vs_kube;
 mod explain;
+mod faults;
 mod gang;
 mod install;
 mod kubelet_plugin;

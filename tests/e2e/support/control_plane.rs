@@ -235,10 +235,30 @@ impl ControlPlane {
 
     /// A kube client for this control plane, bound to the calling test's runtime.
     pub async fn client(&self) -> kube::Client {
+        kube::Client::try_from(self.kube_config().await).expect("failed to build a kube client")
+    }
+
+    async fn kube_config(&self) -> kube::Config {
         let kubeconfig = kube::config::Kubeconfig::read_from(&self.kubeconfig).expect("failed to read the kubeconfig");
-        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
             .await
-            .expect("failed to load the kubeconfig");
+            .expect("failed to load the kubeconfig")
+    }
+
+    /// A client with the admin credentials that reaches the API server at `url` (a proxy in
+    /// front of it, on loopback).
+    pub async fn client_via(&self, url: &str) -> kube::Client {
+        let mut config = self.kube_config().await;
+        config.cluster_url = url.parse().expect("a URL");
+        kube::Client::try_from(config).expect("failed to build a kube client")
+    }
+
+    /// A client that acts as `user` alone (impersonated by the admin identity), so its
+    /// requests are authorized by that user's RBAC.
+    pub async fn client_as(&self, user: &str) -> kube::Client {
+        let mut config = self.kube_config().await;
+        config.auth_info.impersonate = Some(user.into());
+        config.auth_info.impersonate_groups = Some(vec!["system:authenticated".into()]);
         kube::Client::try_from(config).expect("failed to build a kube client")
     }
 

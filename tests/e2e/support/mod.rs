@@ -15,6 +15,7 @@ pub mod kubelet;
 pub mod muster;
 pub mod pki;
 pub mod process;
+pub mod proxy;
 pub mod wait;
 
 pub use cluster::TestCluster;

@@ -51,23 +51,20 @@ impl Drop for RunningScheduler {
 }
 
 pub fn start(cluster: &TestCluster, config: Config, hook: Option<Arc<dyn BindHook>>) -> RunningScheduler {
-    // The scheduler's logs go to the test's output (shown when it fails); RUST_LOG tunes them.
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "muster=debug".into());
-    let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter(filter).try_init();
-    let client = cluster.client.clone();
-    let task = tokio::spawn(async move {
-        if let Err(e) = scheduler::run(client, config, Options { hook, ..Default::default() }).await {
-            panic!("the scheduler stopped: {e}");
-        }
-    });
-    RunningScheduler { task }
+    start_with(cluster, config, Options { hook, ..Default::default() })
 }
 
 /// Starts a scheduler with `options` (its own metrics, identity, ...), running until dropped.
 pub fn start_with(cluster: &TestCluster, config: Config, options: Options) -> RunningScheduler {
+    start_client(cluster.client.clone(), config, options)
+}
+
+/// Starts a scheduler that reaches the API server through `client` (a proxy, another
+/// identity), running until dropped.
+pub fn start_client(client: kube::Client, config: Config, options: Options) -> RunningScheduler {
+    // The scheduler's logs go to the test's output (shown when it fails); RUST_LOG tunes them.
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "muster=debug".into());
     let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter(filter).try_init();
-    let client = cluster.client.clone();
     let task = tokio::spawn(async move {
         if let Err(e) = scheduler::run(client, config, options).await {
             panic!("the scheduler stopped: {e}");
@@ -77,16 +74,19 @@ pub fn start_with(cluster: &TestCluster, config: Config, options: Options) -> Ru
 }
 
 /// [`config`] with leader election on a Lease of the test's namespace, with short timings:
-/// a 4 s lease, renewed every second, given up after 2 s without renewal.
+/// a 5 s lease, renewed every second, given up after 2 s without renewal, and requests
+/// that end within 2 s (shorter than the lease less the renew deadline, as the
+/// configuration requires).
 pub fn leader_config(cluster: &TestCluster) -> Config {
     let mut config = config(cluster);
     config.leader_election = muster::config::LeaderElection {
         enabled: true,
         lease_name: format!("muster-{}", cluster.id),
         lease_namespace: cluster.namespace.clone(),
-        lease_duration_seconds: 4,
+        lease_duration_seconds: 5,
         renew_deadline_seconds: 2,
         retry_period_seconds: 1,
     };
+    config.request_timeout_seconds = 2;
     config
 }
