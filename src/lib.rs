@@ -19,4 +19,5 @@ pub mod config;
 pub mod engine;
 pub mod k8s;
 pub mod metrics;
+pub mod quantity;
 pub mod sim;

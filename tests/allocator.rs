@@ -171,8 +171,8 @@ fn outcome(case: &Value) -> (Result<(String, Vec<String>), String>, BTreeMap<Str
     (result, consumed)
 }
 
-fn quantity(text: &str) -> muster::engine::quantity::Quantity {
-    muster::engine::quantity::Quantity::parse(text).expect("a quantity")
+fn quantity(text: &str) -> muster::quantity::Quantity {
+    muster::quantity::Quantity::parse(text).expect("a quantity")
 }
 
 #[test]

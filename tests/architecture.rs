@@ -15,10 +15,13 @@ fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
 
 #[test]
 fn the_engine_does_no_io_and_knows_no_kubernetes_types() {
-    let engine = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/engine");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
-    rust_files(&engine, &mut files);
+    rust_files(&root.join("src/engine"), &mut files);
     assert!(files.len() >= 5, "src/engine went missing");
+    // The quantity parser sits at the crate root, shared with the shell and the agent; the
+    // engine uses it, so it is held to the same rule.
+    files.push(root.join("src/quantity.rs"));
     let forbidden = [
         "kube::",
         "k8s_openapi",

@@ -10,7 +10,6 @@ pub mod dra;
 pub mod filter;
 pub mod model;
 pub mod place;
-pub mod quantity;
 pub mod reason;
 pub mod resources;
 pub mod topology;

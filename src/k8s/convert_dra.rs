@@ -22,7 +22,7 @@ use crate::engine::dra::model::{
     DraSnapshot, ExistingAllocation, ExtendedRequest, NodeSelector, PodClaim, Pool, Request, SubRequest,
 };
 use crate::engine::model::{Node as EngineNode, PodDevices};
-use crate::engine::quantity::Quantity;
+use crate::quantity::Quantity;
 use crate::engine::resources::ResourceNames;
 
 /// The annotation the resourceclaim controller puts on a claim made from a template.

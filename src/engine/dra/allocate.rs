@@ -15,7 +15,7 @@ use super::model::{AllocatedDevice, AllocationMode, ClaimSpec, ConstraintKind, D
 use super::selectors::{SelectorCache, SelectorId};
 use super::state::DeviceState;
 use crate::engine::model::NodeIdx;
-use crate::engine::quantity::Quantity;
+use crate::quantity::Quantity;
 
 /// The most devices one claim's allocation may hold (`AllocationResultsMaxSize`).
 pub const MAX_RESULTS: usize = 32;

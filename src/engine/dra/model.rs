@@ -10,7 +10,7 @@ use std::sync::Arc;
 use super::cel::DeviceVal;
 use super::cel::semver::Semver;
 use crate::engine::model::{LabelRequirement, Node};
-use crate::engine::quantity::Quantity;
+use crate::quantity::Quantity;
 
 /// Index of a device in [`DraSnapshot::devices`].
 pub type DeviceIdx = u32;

@@ -14,7 +14,7 @@ use cel::common::value::{CowVal, Val};
 
 use super::library::{QuantityVal, SemverVal};
 use crate::engine::dra::model::AttributeValue;
-use crate::engine::quantity::Quantity;
+use crate::quantity::Quantity;
 
 static DEVICE_TYPE: Type = Type::new_unspecified_type("kubernetes.DRADevice");
 
