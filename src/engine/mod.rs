@@ -9,6 +9,7 @@ pub mod cycle;
 pub mod dra;
 pub mod filter;
 pub mod model;
+pub mod node;
 pub mod place;
 pub mod reason;
 pub mod resources;

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use super::model::{AllocatedDevice, AllocationMode, ClaimSpec, ConstraintKind, DeviceIdx, DraSnapshot, SubRequest};
 use super::selectors::{SelectorCache, SelectorId};
 use super::state::DeviceState;
-use crate::engine::model::NodeIdx;
+use crate::engine::node::NodeIdx;
 use crate::quantity::Quantity;
 
 /// The most devices one claim's allocation may hold (`AllocationResultsMaxSize`).
