@@ -140,8 +140,11 @@ fn cluster(case: &Value) -> String {
     docs.iter().map(yaml).collect::<Vec<_>>().join("---\n")
 }
 
+/// Capacity consumed per device, by capacity name.
+type Consumed = BTreeMap<String, BTreeMap<String, String>>;
+
 /// The case's outcome, in the table's words: Ok(node, devices) or Err(reason).
-fn outcome(case: &Value) -> (Result<(String, Vec<String>), String>, BTreeMap<String, BTreeMap<String, String>>) {
+fn outcome(case: &Value) -> (Result<(String, Vec<String>), String>, Consumed) {
     let text = cluster(case);
     let mut loaded = load::load_str(&text, "case.yaml").unwrap_or_else(|e| panic!("case does not load: {e}\n{text}"));
     let report = run::run(&mut loaded.objects, &Config::default());
