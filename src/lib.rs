@@ -8,10 +8,15 @@
 //! ```
 //!
 //! Crate map (see docs/ARCHITECTURE.md for the invariants):
+//! - [`engine`]: the pure scheduling engine: a snapshot in, gang placements and reasons out.
 //! - [`agent`]: the node agent (GPUs from NVML, ResourceSlices, health, the kubelet plugin).
 //! - [`k8s`]: the shell that talks to the API server, and Muster's own API types
 //!   ([`k8s::crd`]), from which `muster crds` generates `manifests/crds/`.
+//! - [`sim`]: the simulator: the shell's conversion and the engine on an in-memory cluster.
 //! - [`metrics`]: Prometheus metrics and the `/metrics`, `/healthz`, `/readyz` server.
+//! - [`config`]: the scheduler's configuration file.
+//! - [`quantity`]: Kubernetes quantities as exact numbers, shared by the engine, the shell
+//!   and the agent.
 #![forbid(unsafe_code)]
 
 pub mod agent;
@@ -19,4 +24,5 @@ pub mod config;
 pub mod engine;
 pub mod k8s;
 pub mod metrics;
+pub mod quantity;
 pub mod sim;

@@ -191,7 +191,7 @@ fn run(command: Command) -> Result<(), String> {
         Command::Simulate { cluster, config, output } => {
             let config = load_config(config)?;
             if cluster.is_empty() {
-                let text = muster::sim::scenarios::run_builtin(&config);
+                let text = muster::sim::builtin::run_builtin(&config);
                 match output {
                     Output::Table => print!("{}", text.table),
                     Output::Json => println!("{}", serde_json::to_string_pretty(&text.json).expect("serialisable")),

@@ -174,8 +174,8 @@ fn outcome(case: &Value) -> (Result<(String, Vec<String>), String>, Consumed) {
     (result, consumed)
 }
 
-fn quantity(text: &str) -> muster::engine::quantity::Quantity {
-    muster::engine::quantity::Quantity::parse(text).expect("a quantity")
+fn quantity(text: &str) -> muster::quantity::Quantity {
+    muster::quantity::Quantity::parse(text).expect("a quantity")
 }
 
 #[test]

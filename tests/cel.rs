@@ -4,7 +4,7 @@
 use muster::engine::dra::cel::semver::Semver;
 use muster::engine::dra::cel::{DeviceVal, MAX_COST, Selector};
 use muster::engine::dra::model::AttributeValue;
-use muster::engine::quantity::Quantity;
+use muster::quantity::Quantity;
 
 /// An H100 as NVIDIA's DRA driver publishes it, under the driver gpu.nvidia.com.
 fn h100() -> DeviceVal {

@@ -12,7 +12,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use super::gpu::{Gpu, Health, Severity};
-use crate::engine::quantity::Quantity as ExactQuantity;
+use crate::quantity::Quantity as ExactQuantity;
 
 /// The API's limit on devices per slice, and the lower one when any device has taints.
 pub const MAX_DEVICES: usize = 128;

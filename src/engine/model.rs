@@ -3,113 +3,15 @@
 //! Built by the shell (`k8s::convert`) or the simulator from Kubernetes objects; nothing
 //! here knows about the Kubernetes API.
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
 use super::dra::model::{ClaimNeed, DraSnapshot, ExtendedRequest, PodClaim};
-use super::resources::{Capacity, Demand, ResourceNames};
+pub use super::node::{
+    LabelRequirement, Node, NodeIdx, SelectorOperator, Taint, TaintEffect, Toleration, TolerationOperator,
+};
+use super::resources::{Demand, ResourceNames};
 use super::topology::{DomainIndex, GangTopology};
-
-/// Index of a node in [`Snapshot::nodes`].
-pub type NodeIdx = u32;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum TaintEffect {
-    NoSchedule,
-    PreferNoSchedule,
-    NoExecute,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Taint {
-    pub key: String,
-    pub value: String,
-    pub effect: TaintEffect,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum TolerationOperator {
-    Equal,
-    Exists,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Toleration {
-    /// Empty with `Exists`: tolerates every taint.
-    pub key: String,
-    pub operator: TolerationOperator,
-    pub value: String,
-    /// None: every effect.
-    pub effect: Option<TaintEffect>,
-}
-
-impl Toleration {
-    pub fn tolerates(&self, taint: &Taint) -> bool {
-        if self.effect.is_some_and(|e| e != taint.effect) {
-            return false;
-        }
-        if self.key.is_empty() {
-            return self.operator == TolerationOperator::Exists;
-        }
-        self.key == taint.key
-            && match self.operator {
-                TolerationOperator::Exists => true,
-                TolerationOperator::Equal => self.value == taint.value,
-            }
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum SelectorOperator {
-    In,
-    NotIn,
-    Exists,
-    DoesNotExist,
-    Gt,
-    Lt,
-}
-
-/// One requirement of a node selector term, on node labels.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct LabelRequirement {
-    pub key: String,
-    pub operator: SelectorOperator,
-    pub values: Vec<String>,
-}
-
-impl LabelRequirement {
-    /// Whether `node` meets the requirement: on its labels, or on its name for the field
-    /// `metadata.name` (a node selector's `matchFields`).
-    pub fn matches_node(&self, node: &Node) -> bool {
-        if self.key == "metadata.name" {
-            return self.matches_value(Some(&node.name));
-        }
-        self.matches(&node.labels)
-    }
-
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        self.matches_value(labels.get(&self.key))
-    }
-
-    fn matches_value(&self, value: Option<&String>) -> bool {
-        match self.operator {
-            SelectorOperator::In => value.is_some_and(|v| self.values.contains(v)),
-            SelectorOperator::NotIn => value.is_none_or(|v| !self.values.contains(v)),
-            SelectorOperator::Exists => value.is_some(),
-            SelectorOperator::DoesNotExist => value.is_none(),
-            SelectorOperator::Gt | SelectorOperator::Lt => {
-                let (Some(v), Some(bound)) = (
-                    value.and_then(|v| v.parse::<i64>().ok()),
-                    self.values.first().and_then(|b| b.parse::<i64>().ok()),
-                ) else {
-                    return false;
-                };
-                if self.operator == SelectorOperator::Gt { v > bound } else { v < bound }
-            }
-        }
-    }
-}
 
 /// Where a pod may run, apart from capacity: shared by all identical pods of a gang.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
@@ -253,30 +155,6 @@ impl Gang {
     /// How many more pods must be placed for the gang to reach `min_member`.
     pub fn still_needed(&self) -> usize {
         self.min_member.saturating_sub(self.bound)
-    }
-}
-
-/// A node as the engine sees it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Node {
-    pub name: String,
-    pub labels: BTreeMap<String, String>,
-    pub taints: Vec<Taint>,
-    /// `spec.unschedulable` (cordoned).
-    pub unschedulable: bool,
-    pub allocatable: Capacity,
-    /// What the pods bound here request, whichever scheduler placed them.
-    pub requested: Capacity,
-}
-
-impl Node {
-    pub fn free(&self, names: &ResourceNames) -> Capacity {
-        let mut free = Capacity::default();
-        for i in 0..names.len() {
-            let id = super::resources::ResourceId(i as u16);
-            free.set(id, self.allocatable.get(id) - self.requested.get(id));
-        }
-        free
     }
 }
 

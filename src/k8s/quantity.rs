@@ -1,8 +1,8 @@
 //! Kubernetes resource quantities in the engine's units: millicores for CPU, whole units
 //! (bytes, devices, pods) for everything else, both rounded up as Kubernetes rounds a
-//! request up. The parsing is the engine's (`engine::quantity`), shared with DRA.
+//! request up. The parsing is the crate's one parser ([`crate::quantity`]), shared with DRA.
 
-pub use crate::engine::quantity::{Error, Quantity, Result};
+pub use crate::quantity::{Error, Quantity, Result};
 
 /// The quantity in thousandths of its unit (millicores for CPU), rounded up.
 pub fn parse_milli(text: &str) -> Result<i64> {

@@ -13,6 +13,7 @@ use thiserror::Error;
 
 use crate::engine::dra::cel::Selector;
 use crate::k8s::assemble::ClusterObjects;
+use crate::k8s::convert_dra;
 use crate::k8s::crd::PodGroup as MusterPodGroup;
 use crate::k8s::foreign::PodGroup as PluginPodGroup;
 
@@ -298,8 +299,11 @@ fn check_claim_spec(
     object: &str,
     spec: &k8s_openapi::api::resource::v1::ResourceClaimSpec,
 ) -> std::result::Result<(), String> {
-    crate::k8s::convert_dra::claim_spec(object, spec)
-        .map_err(|e| e.trim_start_matches(&format!("{object}: ")).to_string())?;
+    // The caller names the object; the message says only what is wrong in it.
+    convert_dra::claim_spec(object, spec).map_err(|e| match e {
+        convert_dra::Error::Invalid { problem, .. } => problem.to_string(),
+        other => other.to_string(),
+    })?;
     for request in spec.devices.iter().flat_map(|d| d.requests.iter().flatten()) {
         let exact = request.exactly.iter().flat_map(|e| e.selectors.iter().flatten());
         let subs = request.first_available.iter().flatten().flat_map(|s| s.selectors.iter().flatten());

@@ -1,6 +1,7 @@
 //! The simulator: the scheduler's conversion and engine on an in-memory cluster read from
 //! YAML, and built-in scenarios beside a per-pod baseline.
 
+pub mod builtin;
 pub mod load;
 pub mod objects;
 pub mod run;

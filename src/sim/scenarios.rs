@@ -404,22 +404,3 @@ pub fn fleet(placer: Placer, shape: &FleetShape, muster: &Config) -> FleetOutcom
         fragmented_share: if free_while_waiting > 0.0 { fragmented / free_while_waiting } else { 0.0 },
     }
 }
-
-/// The built-in scenarios' results, as a table and as JSON.
-pub struct Builtin {
-    pub table: String,
-    pub json: serde_json::Value,
-}
-
-pub fn run_builtin(config: &Config) -> Builtin {
-    let two = [two_jobs(Placer::Muster, config), two_jobs(Placer::PerPodBaseline, config)];
-    let shape = FleetShape::default();
-    let fleets = [
-        fleet(Placer::Muster, &shape, config),
-        fleet(Placer::MusterFirstFit, &shape, config),
-        fleet(Placer::PerPodBaseline, &shape, config),
-    ];
-    let table = super::table::builtin_table(&two, &shape, &fleets);
-    let json = serde_json::json!({"twoJobs": two, "fleet": {"shape": shape, "results": fleets}});
-    Builtin { table, json }
-}

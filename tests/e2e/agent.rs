@@ -399,8 +399,8 @@ async fn with_sharing_notebooks_each_get_a_slice_of_one_gpus_memory() {
         let allocation = claim.status.as_ref().unwrap().allocation.as_ref().unwrap();
         let result = &allocation.devices.as_ref().unwrap().results.as_ref().unwrap()[0];
         let consumed = result.consumed_capacity.as_ref().expect("a share records what it consumed");
-        let consumed = muster::engine::quantity::Quantity::parse(&consumed["memory"].0).unwrap();
-        assert_eq!(consumed, muster::engine::quantity::Quantity::parse("15Gi").unwrap());
+        let consumed = muster::quantity::Quantity::parse(&consumed["memory"].0).unwrap();
+        assert_eq!(consumed, muster::quantity::Quantity::parse("15Gi").unwrap());
         share_ids.insert(result.share_id.clone().expect("each share has an ID"));
     }
     assert_eq!(share_ids.len(), 5, "each share has its own ID");

@@ -14,8 +14,8 @@ use std::sync::Arc;
 use super::model::{AllocatedDevice, AllocationMode, ClaimSpec, ConstraintKind, DeviceIdx, DraSnapshot, SubRequest};
 use super::selectors::{SelectorCache, SelectorId};
 use super::state::DeviceState;
-use crate::engine::model::NodeIdx;
-use crate::engine::quantity::Quantity;
+use crate::engine::node::NodeIdx;
+use crate::quantity::Quantity;
 
 /// The most devices one claim's allocation may hold (`AllocationResultsMaxSize`).
 pub const MAX_RESULTS: usize = 32;
@@ -27,8 +27,12 @@ pub const MAX_STEPS: u32 = 20_000;
 #[derive(Debug)]
 pub struct ResolvedSpec {
     pub spec: Arc<ClaimSpec>,
-    pub selectors: Vec<Vec<Result<Vec<(SelectorId, SelectorOrigin)>, String>>>,
+    pub selectors: Vec<Vec<AlternativeSelectors>>,
 }
+
+/// One alternative's compiled selectors with where each comes from, or why the alternative
+/// cannot be used at all.
+pub type AlternativeSelectors = Result<Vec<(SelectorId, SelectorOrigin)>, String>;
 
 /// Where a selector comes from, for error messages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -9,6 +9,7 @@
 //! ```
 
 pub mod allocate;
+pub mod attribute;
 pub mod cel;
 pub mod model;
 pub mod selectors;

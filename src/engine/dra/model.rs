@@ -7,33 +7,13 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
+pub use super::attribute::AttributeValue;
 use super::cel::DeviceVal;
-use super::cel::semver::Semver;
-use crate::engine::model::{LabelRequirement, Node};
-use crate::engine::quantity::Quantity;
+use crate::engine::node::{LabelRequirement, Node, SelectorOperator};
+use crate::quantity::Quantity;
 
 /// Index of a device in [`DraSnapshot::devices`].
 pub type DeviceIdx = u32;
-
-/// A device attribute's value (`int`, `bool`, `string` or `version`).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum AttributeValue {
-    Int(i64),
-    Bool(bool),
-    String(String),
-    Version(Semver),
-}
-
-impl fmt::Display for AttributeValue {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            AttributeValue::Int(i) => write!(f, "{i}"),
-            AttributeValue::Bool(b) => write!(f, "{b}"),
-            AttributeValue::String(s) => write!(f, "{s:?}"),
-            AttributeValue::Version(v) => write!(f, "{v}"),
-        }
-    }
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DeviceTaintEffect {
@@ -134,7 +114,7 @@ impl NodeSelector {
         NodeSelector {
             terms: vec![vec![LabelRequirement {
                 key: "metadata.name".into(),
-                operator: crate::engine::model::SelectorOperator::In,
+                operator: SelectorOperator::In,
                 values: vec![name.to_string()],
             }]],
         }

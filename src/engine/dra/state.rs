@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use super::model::{DeviceIdx, DeviceUse, DraSnapshot};
-use crate::engine::quantity::Quantity;
+use crate::quantity::Quantity;
 
 enum Undo {
     Exclusive(DeviceIdx),

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::engine::model::{Node, NodeIdx};
+use crate::engine::node::{Node, NodeIdx};
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Domain {

@@ -71,7 +71,7 @@ fn amount_text(key: Key, amount: i64, workspace: &Workspace<'_>) -> String {
 struct Closest {
     level: usize,
     domain: u32,
-    shortfall: Shortfall,
+    shortfall: Box<Shortfall>,
 }
 
 impl Workspace<'_> {
@@ -100,7 +100,7 @@ impl Workspace<'_> {
 
     /// Places a gang with a topology constraint: the first domain, in the search order, that
     /// holds it whole; or nothing, with the reason in the gang's words.
-    pub(crate) fn place_in_topology(&mut self, gang: &Gang, t: GangTopology) -> Result<GangFit, Shortfall> {
+    pub(crate) fn place_in_topology(&mut self, gang: &Gang, t: GangTopology) -> Result<GangFit, Box<Shortfall>> {
         let snapshot = self.snapshot;
         let index = &snapshot.topology;
         let (key, amount) = self.gang_key(gang);
@@ -190,14 +190,14 @@ impl Workspace<'_> {
                 gang.key, index.levels[bound].label
             ),
         };
-        Err(Shortfall {
+        Err(Box::new(Shortfall {
             fit: 0,
             needed: gang.still_needed(),
             never_fits,
             nodes: NodeRejections::default(),
             error: None,
             topology: Some(message),
-        })
+        }))
     }
 
     /// The domain a blocked gang's reservation is kept in: of its required level, the one

@@ -12,7 +12,7 @@ use petgraph::Direction;
 use petgraph::stable_graph::{NodeIndex, StableGraph};
 
 use super::index::{Domain, DomainIndex, Level};
-use crate::engine::model::{Node, NodeIdx};
+use crate::engine::node::{Node, NodeIdx};
 
 /// A level of the hierarchy: its name (`rack`) and the node label that names its domains.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

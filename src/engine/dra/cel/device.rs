@@ -13,8 +13,8 @@ use cel::common::types::{CelBool, CelInt, CelMap, CelMapKey, CelString, MAP_TYPE
 use cel::common::value::{CowVal, Val};
 
 use super::library::{QuantityVal, SemverVal};
-use crate::engine::dra::model::AttributeValue;
-use crate::engine::quantity::Quantity;
+use crate::engine::dra::attribute::AttributeValue;
+use crate::quantity::Quantity;
 
 static DEVICE_TYPE: Type = Type::new_unspecified_type("kubernetes.DRADevice");
 

@@ -9,7 +9,7 @@ use cel::common::value::{StaticVal, Val};
 use cel::{DeclarationError, Env, ExecutionError};
 
 use super::semver::Semver;
-use crate::engine::quantity::Quantity;
+use crate::quantity::Quantity;
 
 pub static QUANTITY_TYPE: Type = Type::new_unspecified_type("kubernetes.Quantity");
 pub static SEMVER_TYPE: Type = Type::new_unspecified_type("kubernetes.Semver");

@@ -1,0 +1,124 @@
+//! Gang placement over one cycle's working copy of free capacity and devices.
+//!
+//! Pods of a gang with the same demand, node constraints and device needs form a *shape*
+//! and are placed as one set. Per shape and cycle, the nodes that pass the static filters
+//! are found once and ordered once by the scoring strategy; a cursor skips the leading
+//! nodes that can no longer take the shape, so placing many pods of one shape does not
+//! rescan full nodes. A pod with claims is placed on a node only when all its claims can be
+//! allocated there, in the same working copy. A gang either gets at least `min_member`
+//! pods placed, with every device they claim, committed into the working copy, or nothing:
+//! every tentative change is undone.
+
+mod reserve;
+mod score;
+mod shapes;
+mod shortfall;
+mod transaction;
+
+use std::collections::HashMap;
+
+use super::claims::ClaimWork;
+use super::dra::selectors::SelectorCache;
+use super::model::{Gang, NodeIdx, PodKey, Snapshot};
+use super::resources::{Capacity, ResourceId};
+use super::topology::DomainChoice;
+pub(crate) use score::Key;
+pub use score::Scoring;
+use shapes::{Shape, ShapeKey};
+pub use shortfall::Shortfall;
+pub use transaction::{Assignment, GangFit};
+
+/// Which nodes a placement attempt may use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Scope {
+    All,
+    /// The nodes of one domain; with `spread`, the domains of that inner level with the most
+    /// free capacity first, so that the gang spans as few of them as possible.
+    Domain {
+        level: usize,
+        domain: u32,
+        spread: Option<(usize, Key)>,
+    },
+    /// Every node, the domains of the inner level with the most free capacity first.
+    Spread {
+        inner: usize,
+        key: Key,
+    },
+}
+
+/// One cycle's working copy: free capacity per node and per domain, reserved nodes, the
+/// shapes seen so far, and the claims allocated so far.
+pub struct Workspace<'s> {
+    pub(crate) snapshot: &'s Snapshot,
+    scoring: Scoring,
+    pub(crate) domain_choice: DomainChoice,
+    free: Vec<Capacity>,
+    /// Per topology level, per domain: the free capacity of its nodes, kept with `free`.
+    pub(crate) domain_free: Vec<Vec<Capacity>>,
+    /// Per topology level, per domain: its nodes' allocatable capacity.
+    pub(crate) domain_allocatable: Vec<Vec<Capacity>>,
+    pub(crate) reserved: Vec<bool>,
+    /// The level bin-packing keeps whole: the innermost configured one whose domains hold
+    /// several nodes (racks, unless configured otherwise).
+    pack_level: Option<usize>,
+    shapes: Vec<Shape>,
+    shape_ids: HashMap<ShapeKey, usize>,
+    accelerators: Vec<ResourceId>,
+    pub(crate) claims: ClaimWork<'s>,
+}
+
+impl<'s> Workspace<'s> {
+    pub fn new(
+        snapshot: &'s Snapshot,
+        scoring: Scoring,
+        domain_choice: DomainChoice,
+        selectors: &'s mut SelectorCache,
+    ) -> Workspace<'s> {
+        let free: Vec<Capacity> = snapshot.nodes.iter().map(|n| n.free(&snapshot.resources)).collect();
+        let sum = |level: &crate::engine::topology::Level, of: &dyn Fn(usize) -> Capacity| -> Vec<Capacity> {
+            level
+                .domains
+                .iter()
+                .map(|d| {
+                    let mut total = Capacity::default();
+                    for &n in &d.nodes {
+                        total.add_capacity(&of(n as usize));
+                    }
+                    total
+                })
+                .collect()
+        };
+        let levels = &snapshot.topology.levels;
+        let domain_free = levels.iter().map(|l| sum(l, &|n| free[n].clone())).collect();
+        let domain_allocatable = levels.iter().map(|l| sum(l, &|n| snapshot.nodes[n].allocatable.clone())).collect();
+        // Extended resources (anything but the four built-ins) are the scarce ones.
+        let accelerators = (4..snapshot.resources.len()).map(|i| ResourceId(i as u16)).collect();
+        let topology = &snapshot.topology;
+        let pack_level =
+            (0..topology.configured).rev().find(|&l| topology.levels[l].domains.iter().any(|d| d.nodes.len() > 1));
+        Workspace {
+            snapshot,
+            scoring,
+            domain_choice,
+            pack_level,
+            free,
+            domain_free,
+            domain_allocatable,
+            reserved: vec![false; snapshot.nodes.len()],
+            shapes: Vec::new(),
+            shape_ids: HashMap::new(),
+            accelerators,
+            claims: ClaimWork::new(&snapshot.dra, selectors),
+        }
+    }
+
+    /// Free capacity of a node in the working copy.
+    pub fn free(&self, node: NodeIdx) -> &Capacity {
+        &self.free[node as usize]
+    }
+
+    /// Pod keys of an assignment, for the outcome.
+    pub fn keys(gang: &Gang, assignment: &Assignment) -> Vec<(PodKey, NodeIdx)> {
+        assignment.iter().map(|&(i, node)| (gang.pods[i].key.clone(), node)).collect()
+    }
+}

@@ -1,0 +1,82 @@
+//! Reservations: the nodes a blocked gang needs are kept free of later gangs in the cycle,
+//! so that a large gang is not overtaken forever by smaller ones.
+
+use super::Workspace;
+use crate::engine::model::{Gang, NodeIdx};
+use crate::engine::resources::ResourceId;
+
+impl Workspace<'_> {
+    /// Keeps the nodes a blocked gang would need free for it: the statically feasible nodes
+    /// with the most free capacity for its pods, until together they could hold the pods it
+    /// needs once what runs there finishes. Later gangs in the cycle avoid those nodes.
+    pub fn reserve_for(&mut self, gang: &Gang) {
+        let mut needed = gang.still_needed().max(1);
+        // A gang that needs one domain is kept one domain: the best one for it.
+        let domain = if gang.topology.is_some_and(|t| t.required.is_some()) {
+            match self.reservation_domain(gang) {
+                Some(domain) => Some(domain),
+                None => return,
+            }
+        } else {
+            None
+        };
+        let topology = &self.snapshot.topology;
+        let mut order: Vec<(usize, NodeIdx)> = Vec::new();
+        for pod in &gang.pods {
+            let shape = self.shape_of(pod);
+            if !order.iter().any(|(s, _)| *s == shape) {
+                for &node in &self.shapes[shape].candidates {
+                    if domain.is_none_or(|(level, d)| topology.domain_of(level, node) == Some(d)) {
+                        order.push((shape, node));
+                    }
+                }
+            }
+        }
+        // Closest to fitting first: most pods that fit now, then most free of what the
+        // pods ask for (accelerators before CPU), so the reservation drains soonest.
+        let free = &self.free;
+        let shapes = &self.shapes;
+        let claims = &self.claims;
+        order.sort_by_cached_key(|&(shape, node)| {
+            let f = &free[node as usize];
+            let demand = &shapes[shape].demand;
+            let mut asked: i64 = demand.entries().iter().filter(|(r, _)| r.0 >= 4).map(|&(r, _)| f.get(r)).sum();
+            if shapes[shape].devices.is_some() {
+                asked += claims.free_devices(node) as i64;
+            }
+            (
+                std::cmp::Reverse(f.fit_count(demand, usize::MAX >> 1)),
+                std::cmp::Reverse(asked),
+                std::cmp::Reverse(f.get(ResourceId::CPU)),
+                node,
+            )
+        });
+        for (shape, node) in order {
+            if needed == 0 {
+                break;
+            }
+            if self.reserved[node as usize] {
+                continue;
+            }
+            let node_ref = &self.snapshot.nodes[node as usize];
+            let s = &mut self.shapes[shape];
+            let variant;
+            let demand = match s.devices.as_mut() {
+                Some(d) => {
+                    variant = self.claims.node_demand(d, &s.demand, node_ref);
+                    &*variant
+                }
+                None => &s.demand,
+            };
+            let mut holds = node_ref.allocatable.fit_count(demand, needed);
+            if s.devices.is_some() {
+                // A node without devices cannot hold a pod that claims some.
+                holds = holds.min(self.snapshot.dra.node_devices.get(node as usize).map_or(0, Vec::len));
+            }
+            if holds > 0 {
+                self.reserved[node as usize] = true;
+                needed -= holds;
+            }
+        }
+    }
+}

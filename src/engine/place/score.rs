@@ -1,0 +1,137 @@
+//! How nodes are ordered for a shape, and how domains are compared for a gang.
+
+use super::Workspace;
+use crate::engine::model::{Gang, NodeIdx, PendingPod};
+use crate::engine::resources::ResourceId;
+use crate::engine::topology::DomainChoice;
+
+/// How nodes are ordered for a pod.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Scoring {
+    /// Fill partly used nodes first, keeping whole nodes free for large gangs; pods that ask
+    /// for no accelerator go to nodes without accelerators first.
+    #[default]
+    BinPack,
+    /// Spread pods over the emptiest nodes.
+    Spread,
+}
+
+/// What a gang needs most, by which domains are compared: its accelerators, its devices, or
+/// its CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Key {
+    Resource(ResourceId),
+    Devices,
+}
+
+/// How many devices a pod's claims ask for at least (an `All` request asks for one).
+fn devices_asked(pod: &PendingPod) -> i64 {
+    use crate::engine::dra::model::{AllocationMode, ClaimNeed};
+    let Some(devices) = &pod.devices else { return 0 };
+    let claimed: i64 = devices
+        .claims
+        .iter()
+        .filter_map(|c| match &c.need {
+            ClaimNeed::Allocate(spec) => Some(spec),
+            ClaimNeed::Allocated(_) => None,
+        })
+        .flat_map(|spec| spec.requests.iter())
+        .map(|r| {
+            r.alternatives
+                .iter()
+                .map(|a| match a.mode {
+                    AllocationMode::ExactCount(n) => i64::from(n),
+                    AllocationMode::All => 1,
+                })
+                .min()
+                .unwrap_or(0)
+        })
+        .sum();
+    claimed + devices.extended.iter().map(|e| i64::from(e.count)).sum::<i64>()
+}
+
+impl Workspace<'_> {
+    /// Orders a shape's candidate nodes, best first, by the scoring strategy: on the
+    /// resource the shape needs most (`key_resource`), or on free devices `with_devices`.
+    pub(super) fn order_candidates(
+        &self,
+        candidates: &mut [NodeIdx],
+        key_resource: Option<ResourceId>,
+        with_devices: bool,
+    ) {
+        let free = &self.free;
+        let nodes = &self.snapshot.nodes;
+        let accelerators = &self.accelerators;
+        let claims = &self.claims;
+        let score = |n: NodeIdx| -> (i64, i64, i64) {
+            let f = &free[n as usize];
+            match key_resource {
+                _ if with_devices => (claims.free_devices(n) as i64, f.get(ResourceId::CPU), 0),
+                Some(r) => (f.get(r), f.get(ResourceId::CPU), 0),
+                None => {
+                    let has_accelerators = accelerators.iter().any(|&r| nodes[n as usize].allocatable.get(r) > 0)
+                        || !claims.dra.node_devices.get(n as usize).is_none_or(Vec::is_empty);
+                    (has_accelerators as i64, f.get(ResourceId::CPU), f.get(ResourceId::MEMORY))
+                }
+            }
+        };
+        // Between nodes equally full, bin-packing takes the one in the fullest domain of the
+        // packing level (racks, by default), so that whole domains stay free too.
+        let topology = &self.snapshot.topology;
+        let domain_free = &self.domain_free;
+        let pack_level = self.pack_level;
+        let first_fit = self.domain_choice == DomainChoice::FirstFit;
+        let packed = |n: NodeIdx| -> i64 {
+            let (Some(level), Some(r)) = (pack_level, key_resource) else { return 0 };
+            match topology.domain_of(level, n) {
+                None => i64::MAX,
+                Some(d) if first_fit => i64::from(d),
+                Some(d) => domain_free[level][d as usize].get(r),
+            }
+        };
+        let scored = |n: NodeIdx| match self.scoring {
+            Scoring::BinPack => {
+                let (a, b, c) = score(n);
+                ((packed(n), a, b, c), n)
+            }
+            Scoring::Spread => {
+                let (a, b, c) = score(n);
+                let first = if key_resource.is_some() || with_devices { -a } else { a };
+                ((first, 0, -b, -c), n)
+            }
+        };
+        candidates.sort_by_cached_key(|&n| scored(n));
+    }
+
+    /// The free amount of `key` in a domain.
+    pub(crate) fn domain_key_free(&self, level: usize, domain: u32, key: Key) -> i64 {
+        match key {
+            Key::Resource(r) => self.domain_free[level][domain as usize].get(r),
+            Key::Devices => self.snapshot.topology.levels[level].domains[domain as usize]
+                .nodes
+                .iter()
+                .map(|&n| self.claims.free_devices(n) as i64)
+                .sum(),
+        }
+    }
+
+    /// What the gang's pods ask of `key`, over the pods it still needs (the largest first).
+    pub(crate) fn gang_key(&mut self, gang: &Gang) -> (Key, i64) {
+        let needed = gang.still_needed().max(1);
+        let accelerator = self
+            .accelerators
+            .iter()
+            .copied()
+            .filter(|&r| gang.pods.iter().any(|p| p.demand.get(r) > 0))
+            .max_by_key(|&r| gang.pods.iter().map(|p| p.demand.get(r)).sum::<i64>());
+        let with_devices = gang.pods.iter().any(|p| p.devices.is_some());
+        let (key, per_pod): (Key, Vec<i64>) = match accelerator {
+            Some(r) if !with_devices => (Key::Resource(r), gang.pods.iter().map(|p| p.demand.get(r)).collect()),
+            _ if with_devices => (Key::Devices, gang.pods.iter().map(devices_asked).collect()),
+            _ => (Key::Resource(ResourceId::CPU), gang.pods.iter().map(|p| p.demand.get(ResourceId::CPU)).collect()),
+        };
+        let mut per_pod = per_pod;
+        per_pod.sort_unstable_by(|a, b| b.cmp(a));
+        (key, per_pod.iter().take(needed).sum())
+    }
+}

@@ -1,0 +1,114 @@
+//! Shapes: the pods of a gang that are interchangeable, placed as one set, with the nodes
+//! that pass the static filters found and ordered once per cycle.
+
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use super::Workspace;
+use crate::engine::claims::ShapeDevices;
+use crate::engine::filter::check_static;
+use crate::engine::model::{Gang, NodeConstraints, NodeIdx, PendingPod, PodDevices};
+use crate::engine::reason::{NodeRejection, NodeRejections};
+use crate::engine::resources::{Demand, ResourceId};
+
+/// Device needs as part of a shape's identity: equal when pods are interchangeable.
+#[derive(Clone, Debug)]
+struct DevicesKey(Arc<PodDevices>);
+
+impl PartialEq for DevicesKey {
+    fn eq(&self, other: &DevicesKey) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || self.0.same_shape(&other.0)
+    }
+}
+impl Eq for DevicesKey {}
+impl Hash for DevicesKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.0.shape_hash(state);
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct ShapeKey {
+    demand: Demand,
+    constraints: Arc<NodeConstraints>,
+    devices: Option<DevicesKey>,
+}
+
+pub(super) struct Shape {
+    pub(super) demand: Demand,
+    /// Nodes passing the static filters, best first.
+    pub(super) candidates: Vec<NodeIdx>,
+    /// Candidates before this index cannot take even one pod of the shape.
+    pub(super) cursor: usize,
+    pub(super) static_rejections: NodeRejections,
+    /// Pods of the shape an empty cluster could hold (capped at `usize::MAX`).
+    pub(super) capacity_when_empty: usize,
+    pub(super) devices: Option<ShapeDevices>,
+    /// Why nodes could not allocate the shape's devices, found once per cycle for reasons.
+    pub(super) device_rejections: Option<Vec<(NodeIdx, String)>>,
+}
+
+impl Workspace<'_> {
+    /// The shape of `pod`, made (its candidate nodes found and ordered) on first sight.
+    pub(super) fn shape_of(&mut self, pod: &PendingPod) -> usize {
+        let key = ShapeKey {
+            demand: pod.demand.clone(),
+            constraints: pod.constraints.clone(),
+            devices: pod.devices.clone().map(DevicesKey),
+        };
+        if let Some(&id) = self.shape_ids.get(&key) {
+            return id;
+        }
+        let mut devices = pod.devices.as_ref().map(|d| self.claims.shape(d));
+        let mut static_rejections = NodeRejections { total_nodes: self.snapshot.nodes.len(), ..Default::default() };
+        let mut candidates = Vec::new();
+        let mut capacity_when_empty = 0usize;
+        for (i, node) in self.snapshot.nodes.iter().enumerate() {
+            match check_static(node, &pod.constraints) {
+                Ok(()) => {
+                    candidates.push(i as NodeIdx);
+                    let holds = match devices.as_mut() {
+                        Some(d) => {
+                            node.allocatable.fit_count(&self.claims.node_demand(d, &pod.demand, node), usize::MAX >> 1)
+                        }
+                        None => node.allocatable.fit_count(&pod.demand, usize::MAX >> 1),
+                    };
+                    capacity_when_empty = capacity_when_empty.saturating_add(holds);
+                }
+                Err(r) => static_rejections.add(NodeRejection::Static(r)),
+            }
+        }
+        let key_resource = self.accelerators.iter().copied().find(|&r| pod.demand.get(r) > 0);
+        self.order_candidates(&mut candidates, key_resource, devices.is_some());
+        self.shapes.push(Shape {
+            demand: pod.demand.clone(),
+            candidates,
+            cursor: 0,
+            static_rejections,
+            capacity_when_empty,
+            devices,
+            device_rejections: None,
+        });
+        self.shape_ids.insert(key, self.shapes.len() - 1);
+        self.shapes.len() - 1
+    }
+
+    /// The gang's pods grouped by shape, largest demand first so big pods are not crowded out.
+    pub(crate) fn groups(&mut self, gang: &Gang) -> Vec<(usize, Vec<usize>)> {
+        let mut groups: Vec<(usize, Vec<usize>)> = Vec::new();
+        for (i, pod) in gang.pods.iter().enumerate() {
+            let shape = self.shape_of(pod);
+            match groups.iter_mut().find(|(s, _)| *s == shape) {
+                Some((_, members)) => members.push(i),
+                None => groups.push((shape, vec![i])),
+            }
+        }
+        let weight = |shape: &Shape| -> (i64, i64) {
+            let d = &shape.demand;
+            let accelerators: i64 = d.entries().iter().filter(|(r, _)| r.0 >= 4).map(|&(_, a)| a).sum();
+            (accelerators + shape.devices.is_some() as i64, d.get(ResourceId::CPU))
+        };
+        groups.sort_by_key(|(shape, _)| std::cmp::Reverse(weight(&self.shapes[*shape])));
+        groups
+    }
+}

@@ -1,0 +1,198 @@
+//! The placement transaction: a gang's pods go onto nodes (with their claims) in the
+//! working copy, and if fewer than its `min_member` fit, every tentative change is undone.
+
+use std::sync::Arc;
+
+use super::{Key, Scope, Shortfall, Workspace};
+use crate::engine::claims::ClaimPlacement;
+use crate::engine::dra::allocate::Failure;
+use crate::engine::model::{Gang, NodeIdx, PodKey};
+use crate::engine::resources::{Capacity, Demand};
+use crate::engine::topology::DomainIndex;
+
+/// What a tentative placement took from a node: a shape's demand, or a node's own variant.
+enum Delta {
+    Shape(usize),
+    Own(Arc<Demand>),
+}
+
+/// A gang's tentative placement: pod index within the gang → node.
+pub type Assignment = Vec<(usize, NodeIdx)>;
+
+/// A gang that fits: its pods' nodes and every claim they allocate or reserve.
+#[derive(Debug, Default)]
+pub struct GangFit {
+    pub pods: Assignment,
+    pub claims: Vec<ClaimPlacement>,
+}
+
+/// Takes `k` copies of `demand` from a node's free capacity and from its domains'.
+fn take(
+    free: &mut [Capacity],
+    domain_free: &mut [Vec<Capacity>],
+    topology: &DomainIndex,
+    node: NodeIdx,
+    demand: &Demand,
+    k: i64,
+) {
+    free[node as usize].sub(demand, k);
+    for (level, domains) in domain_free.iter_mut().enumerate() {
+        if let Some(d) = topology.domain_of(level, node) {
+            domains[d as usize].sub(demand, k);
+        }
+    }
+}
+
+impl Workspace<'_> {
+    /// Places as many of the gang's pods as fit, if at least its `min_member` do, within its
+    /// topology constraint; otherwise changes nothing and says why.
+    pub fn place(&mut self, gang: &Gang) -> Result<GangFit, Box<Shortfall>> {
+        match gang.topology {
+            Some(topology) => self.place_in_topology(gang, topology),
+            None => self.place_in(gang, Scope::All),
+        }
+    }
+
+    /// The nodes of a shape a scoped attempt tries, in order: the shape's candidates in the
+    /// domain, taking first the inner domains with the most free capacity when spreading.
+    fn scoped_order(&self, shape: usize, within: Option<(usize, u32)>, spread: Option<(usize, Key)>) -> Vec<NodeIdx> {
+        let index = &self.snapshot.topology;
+        let mut order: Vec<NodeIdx> = self.shapes[shape]
+            .candidates
+            .iter()
+            .copied()
+            .filter(|&n| within.is_none_or(|(level, domain)| index.domain_of(level, n) == Some(domain)))
+            .collect();
+        if let Some((inner, key)) = spread {
+            order.sort_by_cached_key(|&n| {
+                let free = index.domain_of(inner, n).map_or(0, |d| self.domain_key_free(inner, d, key));
+                (std::cmp::Reverse(free), index.domain_of(inner, n))
+            });
+        }
+        order
+    }
+
+    /// Places the gang within `scope`, or changes nothing.
+    pub(crate) fn place_in(&mut self, gang: &Gang, scope: Scope) -> Result<GangFit, Box<Shortfall>> {
+        let needed = gang.still_needed();
+        let groups = self.groups(gang);
+        let saved_cursors: Vec<(usize, usize)> = groups.iter().map(|(s, _)| (*s, self.shapes[*s].cursor)).collect();
+        let claims_mark = self.claims.mark();
+        let mut fit = GangFit { pods: Vec::with_capacity(gang.pods.len()), claims: Vec::new() };
+        let mut deltas: Vec<(NodeIdx, Delta, i64)> = Vec::new();
+        let mut error = None;
+        'shapes: for (shape_id, members) in &groups {
+            let mut next = members.iter().peekable();
+            let mut remaining = members.len();
+            let order = match scope {
+                Scope::All => None,
+                Scope::Domain { level, domain, spread } => {
+                    Some(self.scoped_order(*shape_id, Some((level, domain)), spread))
+                }
+                Scope::Spread { inner, key } => Some(self.scoped_order(*shape_id, None, Some((inner, key)))),
+            };
+            let mut i = if order.is_some() { 0 } else { self.shapes[*shape_id].cursor };
+            let mut leading = true;
+            loop {
+                let node = match &order {
+                    Some(order) => order.get(i).copied(),
+                    None => self.shapes[*shape_id].candidates.get(i).copied(),
+                };
+                let Some(node) = node else { break };
+                if remaining == 0 {
+                    break;
+                }
+                let k = match self.fill_node(*shape_id, node, remaining, gang, &mut next, &mut fit, &mut deltas) {
+                    Ok(k) => k,
+                    Err(e) => {
+                        error = Some(e);
+                        break 'shapes;
+                    }
+                };
+                if k == 0 {
+                    // A node that cannot take even one pod of the shape stays skipped for
+                    // the rest of the cycle (capacity only shrinks within a cycle).
+                    if leading && order.is_none() && !self.reserved[node as usize] {
+                        self.shapes[*shape_id].cursor = i + 1;
+                    }
+                    i += 1;
+                    continue;
+                }
+                leading = false;
+                remaining -= k;
+                i += 1;
+            }
+        }
+
+        let placed_enough = if needed == 0 { !fit.pods.is_empty() } else { fit.pods.len() >= needed };
+        if placed_enough && error.is_none() {
+            return Ok(fit);
+        }
+        for (node, delta, k) in deltas {
+            let demand = match &delta {
+                Delta::Shape(shape) => &self.shapes[*shape].demand,
+                Delta::Own(demand) => demand,
+            };
+            // Giving back is taking a negative amount.
+            take(&mut self.free, &mut self.domain_free, &self.snapshot.topology, node, demand, -k);
+        }
+        for (shape_id, cursor) in saved_cursors {
+            self.shapes[shape_id].cursor = cursor;
+        }
+        self.claims.rollback(claims_mark);
+        let mut shortfall = self.shortfall(gang, &groups, fit.pods.len(), needed, scope);
+        shortfall.error = error;
+        Err(Box::new(shortfall))
+    }
+
+    /// Puts as many of the shape's `remaining` pods on `node` as fit there (with their
+    /// claims), recording them in `fit` and the capacity taken in `deltas`.
+    #[allow(clippy::too_many_arguments)]
+    fn fill_node(
+        &mut self,
+        shape_id: usize,
+        node: NodeIdx,
+        remaining: usize,
+        gang: &Gang,
+        next: &mut std::iter::Peekable<std::slice::Iter<'_, usize>>,
+        fit: &mut GangFit,
+        deltas: &mut Vec<(NodeIdx, Delta, i64)>,
+    ) -> Result<usize, (PodKey, String)> {
+        if self.reserved[node as usize] {
+            return Ok(0);
+        }
+        let node_ref = &self.snapshot.nodes[node as usize];
+        let shape = &mut self.shapes[shape_id];
+        let Some(devices) = shape.devices.as_mut() else {
+            let k = self.free[node as usize].fit_count(&shape.demand, remaining);
+            if k > 0 {
+                take(&mut self.free, &mut self.domain_free, &self.snapshot.topology, node, &shape.demand, k as i64);
+                deltas.push((node, Delta::Shape(shape_id), k as i64));
+                for _ in 0..k {
+                    fit.pods.push((*next.next().expect("counted"), node));
+                }
+            }
+            return Ok(k);
+        };
+        // Pod by pod: each takes the node only with all of its claims.
+        let demand = self.claims.node_demand(devices, &shape.demand, node_ref);
+        let mut placed = 0;
+        for _ in 0..self.free[node as usize].fit_count(&demand, remaining) {
+            let pod = &gang.pods[**next.peek().expect("counted")];
+            match self.claims.fit(devices, pod, node, node_ref) {
+                Ok(claims) => {
+                    fit.claims.extend(claims);
+                    fit.pods.push((*next.next().expect("counted"), node));
+                    placed += 1;
+                }
+                Err(Failure::Node(_)) => break,
+                Err(Failure::Pod(why)) => return Err((pod.key.clone(), why)),
+            }
+        }
+        if placed > 0 {
+            take(&mut self.free, &mut self.domain_free, &self.snapshot.topology, node, &demand, placed as i64);
+            deltas.push((node, Delta::Own(demand), placed as i64));
+        }
+        Ok(placed)
+    }
+}
