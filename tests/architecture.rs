@@ -17,11 +17,6 @@ use source::{Crate, rust_files};
 /// The most lines a file in src/ may have.
 const MAX_LINES: usize = 600;
 
-/// Files that break a rule below and are being split or rewired now. Temporary: a file
-/// comes off the list when its rewrite lands, and a test fails while a listed file breaks
-/// no rule any more, so the list only shrinks.
-const PENDING_SPLIT: &[&str] = &["src/k8s/scheduler.rs", "src/metrics.rs"];
-
 /// The engine's callers: the scheduler's shell, the simulator, the node agent, metrics.
 const ABOVE_THE_ENGINE: &[&str] = &["k8s", "sim", "agent", "metrics"];
 
@@ -89,38 +84,24 @@ fn no_import_circle_among_modules() {
 
 #[test]
 fn no_source_file_over_600_lines() {
-    let long = without_pending(long_files(&Crate::read()));
+    let long = in_words(long_files(&Crate::read()));
     assert!(long.is_empty(), "files over {MAX_LINES} lines; split them by purpose:\n{}", long.join("\n"));
 }
 
 #[test]
 fn the_engine_imports_nothing_of_the_shell_simulator_agent_or_metrics() {
-    let offences = without_pending(imports_of(&Crate::read(), in_engine, ABOVE_THE_ENGINE));
+    let offences = in_words(imports_of(&Crate::read(), in_engine, ABOVE_THE_ENGINE));
     assert!(offences.is_empty(), "the engine must not depend on its callers:\n{}", offences.join("\n"));
 }
 
 #[test]
 fn metrics_and_the_agent_do_not_import_the_scheduler_shell() {
-    let offences = without_pending(imports_of(&Crate::read(), in_metrics_or_agent, &["k8s"]));
+    let offences = in_words(imports_of(&Crate::read(), in_metrics_or_agent, &["k8s"]));
     assert!(
         offences.is_empty(),
         "metrics and the node agent must not depend on the scheduler's shell (crate::k8s):\n{}",
         offences.join("\n")
     );
-}
-
-#[test]
-fn pending_split_lists_only_files_that_still_break_a_rule() {
-    let crate_ = Crate::read();
-    let mut offences = long_files(&crate_);
-    offences.extend(imports_of(&crate_, in_engine, ABOVE_THE_ENGINE));
-    offences.extend(imports_of(&crate_, in_metrics_or_agent, &["k8s"]));
-    for path in PENDING_SPLIT {
-        assert!(
-            offences.iter().any(|(file, _)| file == path),
-            "{path} is in PENDING_SPLIT but breaks no rule now: take it off the list"
-        );
-    }
 }
 
 fn in_engine(path: &str) -> bool {
@@ -155,9 +136,9 @@ fn imports_of(crate_: &Crate, which: fn(&str) -> bool, forbidden: &[&str]) -> Ve
     found
 }
 
-/// The offences, in words, of the files not on [`PENDING_SPLIT`].
-fn without_pending(offences: Vec<(String, String)>) -> Vec<String> {
-    offences.into_iter().filter(|(path, _)| !PENDING_SPLIT.contains(&path.as_str())).map(|(_, what)| what).collect()
+/// The offences, in words.
+fn in_words(offences: Vec<(String, String)>) -> Vec<String> {
+    offences.into_iter().map(|(_, what)| what).collect()
 }
 
 /// The shortest circle through the first file of a strongly connected `component`, one

@@ -4,92 +4,18 @@
 use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::api::resource::v1::{
-    DeviceClass, DeviceTaintRule, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
-};
-use k8s_openapi::api::scheduling::v1::PriorityClass;
-use k8s_openapi::api::scheduling::v1beta1::PodGroup as KubernetesPodGroup;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::api::resource::v1::ResourceClaim;
 
 use std::sync::Arc;
 
 use super::convert::{self, ConstraintsInterner};
 use super::convert_dra;
-use super::crd::PodGroup as MusterPodGroup;
-use super::foreign::PodGroup as PluginPodGroup;
 use super::groups::{annotated_topology, created};
+pub use super::view::{ClusterObjects, ClusterView, MUSTER_GROUP_LABEL, PLUGIN_GROUP_LABEL, gang_key, pod_key};
 use crate::engine::model::{Gang, GangKey, GangKind, PendingPod, PodKey, Snapshot};
 use crate::engine::model::{Node as EngineNode, NodeConstraints};
 use crate::engine::resources::{Demand, ResourceNames};
 use crate::engine::topology::{GangTopology, LevelSpec, TopologyTree};
-
-/// The label that makes a pod a member of Muster's PodGroup of that name.
-pub const MUSTER_GROUP_LABEL: &str = "muster.dev/pod-group";
-/// The label scheduler-plugins' PodGroup members carry.
-pub const PLUGIN_GROUP_LABEL: &str = "scheduling.x-k8s.io/pod-group";
-
-/// Everything the snapshot is made from.
-#[derive(Clone, Debug, Default)]
-pub struct ClusterObjects {
-    pub nodes: Vec<Node>,
-    pub pods: Vec<Pod>,
-    pub kubernetes_groups: Vec<KubernetesPodGroup>,
-    pub muster_groups: Vec<MusterPodGroup>,
-    pub plugin_groups: Vec<PluginPodGroup>,
-    pub priority_classes: Vec<PriorityClass>,
-    pub resource_slices: Vec<ResourceSlice>,
-    pub device_classes: Vec<DeviceClass>,
-    pub resource_claims: Vec<ResourceClaim>,
-    /// Read by the simulator, which makes claims from them as the controller would.
-    pub resource_claim_templates: Vec<ResourceClaimTemplate>,
-    pub device_taint_rules: Vec<DeviceTaintRule>,
-}
-
-impl ClusterObjects {
-    /// The objects as a view, for `assemble`.
-    pub fn view(&self) -> ClusterView<'_> {
-        ClusterView {
-            nodes: self.nodes.iter().collect(),
-            pods: self.pods.iter().collect(),
-            kubernetes_groups: self.kubernetes_groups.iter().collect(),
-            muster_groups: self.muster_groups.iter().collect(),
-            plugin_groups: self.plugin_groups.iter().collect(),
-            priority_classes: self.priority_classes.iter().collect(),
-            resource_slices: self.resource_slices.iter().collect(),
-            device_classes: self.device_classes.iter().collect(),
-            resource_claims: self.resource_claims.iter().collect(),
-            device_taint_rules: self.device_taint_rules.iter().collect(),
-            assumed: None,
-        }
-    }
-}
-
-/// The objects a snapshot is made from, borrowed from wherever they are kept (the
-/// scheduler's cache, the simulator's cluster), so that nothing is copied to read them.
-#[derive(Clone, Debug, Default)]
-pub struct ClusterView<'a> {
-    pub nodes: Vec<&'a Node>,
-    pub pods: Vec<&'a Pod>,
-    pub kubernetes_groups: Vec<&'a KubernetesPodGroup>,
-    pub muster_groups: Vec<&'a MusterPodGroup>,
-    pub plugin_groups: Vec<&'a PluginPodGroup>,
-    pub priority_classes: Vec<&'a PriorityClass>,
-    pub resource_slices: Vec<&'a ResourceSlice>,
-    pub device_classes: Vec<&'a DeviceClass>,
-    /// Claims as the scheduler last wrote or assumed them (an allocation being written
-    /// counts at once).
-    pub resource_claims: Vec<&'a ResourceClaim>,
-    pub device_taint_rules: Vec<&'a DeviceTaintRule>,
-    /// Pods placed and being bound, not yet seen bound: they count on these nodes.
-    pub assumed: Option<&'a HashMap<PodKey, String>>,
-}
-
-impl ClusterView<'_> {
-    /// The pod's node: its own `spec.nodeName`, or the one it is assumed on.
-    pub fn node_of<'p>(&'p self, pod: &'p Pod) -> Option<&'p String> {
-        pod.spec.as_ref().and_then(|s| s.node_name.as_ref()).or_else(|| self.assumed?.get(&pod_key(&pod.metadata)))
-    }
-}
 
 type PodConversion = Result<(Demand, Arc<NodeConstraints>), String>;
 
@@ -219,31 +145,6 @@ pub struct Assembled {
     pub gang_of: HashMap<PodKey, GangKey>,
     /// Every PodGroup, read once, for whatever else the cycle decides.
     pub specs: HashMap<GangKey, super::groups::GroupSpec>,
-}
-
-fn pod_key(meta: &ObjectMeta) -> PodKey {
-    PodKey {
-        namespace: meta.namespace.clone().unwrap_or_else(|| "default".into()),
-        name: meta.name.clone().unwrap_or_default(),
-    }
-}
-
-/// Which gang a pod belongs to, in DESIGN order: Kubernetes' schedulingGroup, Muster's
-/// label, scheduler-plugins' label; otherwise it is a gang of one.
-pub fn gang_key(pod: &Pod) -> GangKey {
-    let namespace = pod.metadata.namespace.clone().unwrap_or_else(|| "default".into());
-    let labels = pod.metadata.labels.as_ref();
-    let native = pod.spec.as_ref().and_then(|s| s.scheduling_group.as_ref()).and_then(|g| g.pod_group_name.clone());
-    let (kind, name) = if let Some(name) = native {
-        (GangKind::Kubernetes, name)
-    } else if let Some(name) = labels.and_then(|l| l.get(MUSTER_GROUP_LABEL)) {
-        (GangKind::Muster, name.clone())
-    } else if let Some(name) = labels.and_then(|l| l.get(PLUGIN_GROUP_LABEL)) {
-        (GangKind::SchedulerPlugins, name.clone())
-    } else {
-        (GangKind::Single, pod.metadata.name.clone().unwrap_or_default())
-    };
-    GangKey { kind, namespace, name }
 }
 
 fn is_terminal(pod: &Pod) -> bool {

@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use k8s_openapi::api::core::v1::Pod;
 
-use super::assemble::{ClusterView, gang_key};
+use super::view::{ClusterView, gang_key};
 use crate::engine::model::{GangKey, GangKind};
 
 /// What a PodGroup of any kind asks of its gang.

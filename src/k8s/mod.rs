@@ -24,5 +24,6 @@ pub mod safety;
 pub mod scheduler;
 pub mod scheduling;
 pub mod status;
+pub mod view;
 pub mod watch;
 pub mod writer;
