@@ -34,7 +34,7 @@ pub fn report_table(report: &Report) -> String {
 fn job_cell(outcome: &TwoJobsOutcome, job: &str) -> String {
     let placed = outcome.placed.get(job).copied().unwrap_or(0);
     if outcome.running.iter().any(|r| r == job) {
-        format!("8/8 placed, runs")
+        "8/8 placed, runs".to_string()
     } else if placed == 0 {
         "0/8 placed, waits holding nothing".to_string()
     } else {

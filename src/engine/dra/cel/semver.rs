@@ -11,7 +11,7 @@ enum Identifier {
     Alphanumeric(String),
 }
 
-#[derive(Clone, Debug, Eq, Hash)]
+#[derive(Clone, Debug, Eq)]
 pub struct Semver {
     pub major: u64,
     pub minor: u64,
@@ -103,6 +103,13 @@ impl PartialEq for Semver {
     }
 }
 
+/// Build metadata is ignored, as in comparisons: versions that are equal hash alike.
+impl std::hash::Hash for Semver {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        (self.major, self.minor, self.patch, &self.pre).hash(state);
+    }
+}
+
 impl Ord for Semver {
     fn cmp(&self, other: &Semver) -> Ordering {
         let core = (self.major, self.minor, self.patch).cmp(&(other.major, other.minor, other.patch));
@@ -180,6 +187,8 @@ mod tests {
             assert!(v(pair[0]) < v(pair[1]), "{} < {}", pair[0], pair[1]);
         }
         assert_eq!(v("1.2.3+build.5"), v("1.2.3"), "build metadata is ignored");
+        let set: std::collections::HashSet<Semver> = [v("1.2.3+build.5"), v("1.2.3")].into_iter().collect();
+        assert_eq!(set.len(), 1, "equal versions hash alike");
         assert_eq!(v("580.95.5").major, 580);
     }
 
