@@ -72,7 +72,9 @@ pub enum Write {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum WriteKey {
     PodCondition(PodRef),
-    PodEvent(PodRef, String),
+    /// An event by its pod, reason and note: the same event is sent once, different ones
+    /// each.
+    PodEvent(PodRef, String, String),
     MusterGroup(String, String),
     KubernetesGroup(String, String),
     Evict(PodRef),
@@ -83,7 +85,7 @@ impl Write {
     pub fn key(&self) -> WriteKey {
         match self {
             Write::Unschedulable { pod, .. } => WriteKey::PodCondition(pod.clone()),
-            Write::PodEvent { pod, reason, .. } => WriteKey::PodEvent(pod.clone(), reason.clone()),
+            Write::PodEvent { pod, reason, note, .. } => WriteKey::PodEvent(pod.clone(), reason.clone(), note.clone()),
             Write::MusterGroup { namespace, name, .. } => WriteKey::MusterGroup(namespace.clone(), name.clone()),
             Write::KubernetesGroup { namespace, name, .. } => {
                 WriteKey::KubernetesGroup(namespace.clone(), name.clone())
@@ -201,7 +203,9 @@ impl Writer {
         let key = write.key();
         let mut queue = self.queue();
         if queue.written.get(&key) == Some(&write) && !queue.busy.contains(&key) {
+            // What is queued for the key is older than what is wanted now: drop it.
             queue.pending.remove(&key);
+            self.shared.metrics.write_queue_depth.set(queue.pending.len() as i64);
             return;
         }
         if queue.pending.insert(key.clone(), write).is_none() {
@@ -223,29 +227,30 @@ impl Writer {
     }
 
     /// The next key a worker may take: queued, and not being written by another worker.
+    /// Every key in `pending` has an entry in `order`; entries whose state was dropped
+    /// meanwhile are skipped.
     fn take(&self) -> Option<(WriteKey, Write)> {
         if !self.shared.leading.load(Ordering::SeqCst) {
             return None;
         }
         let mut queue = self.queue();
         let Queue { pending, order, busy, .. } = &mut *queue;
-        let position = order.iter().position(|key| !busy.contains(key))?;
-        let key = order.remove(position)?;
-        let write = pending.remove(&key)?;
-        busy.insert(key.clone());
-        self.shared.metrics.write_queue_depth.set(pending.len() as i64);
-        Some((key, write))
+        loop {
+            let position = order.iter().position(|key| !busy.contains(key))?;
+            let key = order.remove(position)?;
+            if let Some(write) = pending.remove(&key) {
+                busy.insert(key.clone());
+                self.shared.metrics.write_queue_depth.set(pending.len() as i64);
+                return Some((key, write));
+            }
+        }
     }
 
     fn done(&self, key: WriteKey, write: Write, ok: bool) {
         let mut queue = self.queue();
         queue.busy.remove(&key);
         if ok {
-            queue.written.insert(key.clone(), write);
-        }
-        let requeue = queue.pending.contains_key(&key) && !queue.order.contains(&key);
-        if requeue {
-            queue.order.push_back(key);
+            queue.written.insert(key, write);
         }
         drop(queue);
         self.shared.ready.notify_one();
@@ -325,6 +330,14 @@ mod tests {
         writer.submit(unschedulable("a", "reason 10"));
         while writer.write_one().await {}
         assert_eq!(record.0.lock().unwrap().len(), 3);
+        // A change taken back before it was written is not written, and does not hold up
+        // the writes queued after it.
+        writer.submit(unschedulable("a", "reason 11"));
+        writer.submit(unschedulable("a", "reason 10"));
+        writer.submit(unschedulable("b", "now it fits nowhere"));
+        while writer.write_one().await {}
+        let written = record.0.lock().unwrap().clone();
+        assert_eq!(written[3..], [unschedulable("b", "now it fits nowhere")]);
     }
 
     #[tokio::test]

@@ -11,37 +11,16 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBind
 use kube::api::{Api, PostParams};
 use muster::engine::model::{GangKey, PodKey};
 use muster::k8s::bind::{BindHook, HookAction};
-use muster::k8s::crd::{PodGroup, PodGroupSpec};
 use muster::k8s::health::Health;
 use muster::k8s::scheduler::{Options, health_for};
 use muster::metrics::Metrics;
 use serde_json::json;
 
 use crate::support::cluster::within;
+use crate::support::gangs::{create_gang, create_group, holder, in_group, job, wait_for_holder};
 use crate::support::proxy::Proxy;
 use crate::support::wait::{node_of, phase, wait_for_events, wait_for_pods};
-use crate::support::{KubeletEmulator, TestCluster, builders, muster as scheduler};
-
-const GROUP_LABEL: &str = "muster.dev/pod-group";
-
-async fn create_group(cluster: &TestCluster, name: &str, min_member: i32) {
-    let group = PodGroup::new(name, PodGroupSpec { min_member, ..Default::default() });
-    cluster.create(&cluster.api::<PodGroup>(), &group).await;
-}
-
-async fn create_gang(cluster: &TestCluster, name: &str, pods: usize, gpus: u32) {
-    create_group(cluster, name, pods as i32).await;
-    for i in 0..pods {
-        let pod = builders::pod(&format!("{name}-{i}"), &cluster.scheduler_name, gpus, &[(GROUP_LABEL, name)]);
-        cluster.create(&cluster.api::<Pod>(), &pod).await;
-    }
-}
-
-fn in_group<'a>(all: &'a [Pod], group: &str) -> Vec<&'a Pod> {
-    all.iter()
-        .filter(|p| p.metadata.labels.as_ref().and_then(|l| l.get(GROUP_LABEL)).is_some_and(|g| g == group))
-        .collect()
-}
+use crate::support::{KubeletEmulator, TestCluster, muster as scheduler};
 
 fn bound_in(all: &[Pod], group: &str) -> usize {
     in_group(all, group).iter().filter(|p| node_of(p).is_some()).count()
@@ -73,17 +52,6 @@ impl BindHook for HangFirstBind {
         }
         HookAction::Proceed
     }
-}
-
-fn job(cluster: &TestCluster, name: &str, pods: i32, gpus: u32) -> Job {
-    serde_json::from_value(json!({
-        "metadata": {"name": name},
-        "spec": {
-            "parallelism": pods, "completions": pods, "backoffLimit": 10,
-            "template": builders::pod("ignored", &cluster.scheduler_name, gpus, &[(GROUP_LABEL, name)]),
-        },
-    }))
-    .expect("job")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -164,20 +132,6 @@ async fn serve_probes(metrics: &Metrics, health: Arc<Health>) -> (u16, tokio::ta
         let _ = muster::metrics::serve_listener(listener, registry, health, std::future::pending()).await;
     });
     (port, task)
-}
-
-async fn holder(cluster: &TestCluster, lease: &str) -> Option<String> {
-    let leases: Api<k8s_openapi::api::coordination::v1::Lease> = cluster.api();
-    leases.get_opt(lease).await.expect("read the lease").and_then(|l| l.spec?.holder_identity)
-}
-
-async fn wait_for_holder(cluster: &TestCluster, lease: &str, who: &str, seconds: u64) {
-    within(seconds, &format!("{who} to hold lease {lease}"), async {
-        while holder(cluster, lease).await.as_deref() != Some(who) {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    })
-    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -16,10 +16,9 @@ use serde_json::json;
 
 use crate::support::builders;
 use crate::support::cluster::{TEST_LABEL, within};
+use crate::support::gangs::{GROUP_LABEL, create_group, job};
 use crate::support::wait::{events_for, node_of, phase, pods, unschedulable_message, wait_for_events, wait_for_pods};
 use crate::support::{KubeletEmulator, TestCluster, muster as scheduler};
-
-const GROUP_LABEL: &str = "muster.dev/pod-group";
 
 async fn create_nodes(cluster: &TestCluster, names: &[&str], gpus: u32, label: &str) -> Vec<String> {
     let mut created = Vec::new();
@@ -30,11 +29,6 @@ async fn create_nodes(cluster: &TestCluster, names: &[&str], gpus: u32, label: &
         created.push(full);
     }
     created
-}
-
-async fn create_group(cluster: &TestCluster, name: &str, min_member: i32) {
-    let group = PodGroup::new(name, PodGroupSpec { min_member, ..Default::default() });
-    cluster.create(&cluster.api::<PodGroup>(), &group).await;
 }
 
 /// A test's corner of the control plane with Muster's CRDs, nodes `n1..` of `node_gpus`
@@ -237,17 +231,6 @@ impl BindHook for FaultyBinder {
             _ => HookAction::Proceed,
         }
     }
-}
-
-fn job(cluster: &TestCluster, name: &str, pods: i32, gpus: u32) -> Job {
-    serde_json::from_value(json!({
-        "metadata": {"name": name},
-        "spec": {
-            "parallelism": pods, "completions": pods, "backoffLimit": 10,
-            "template": builders::pod("ignored", &cluster.scheduler_name, gpus, &[(GROUP_LABEL, name)]),
-        },
-    }))
-    .expect("job")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,49 +10,18 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::{Api, Patch, PatchParams};
-use muster::k8s::crd::{PodGroup, PodGroupSpec};
 use muster::k8s::scheduler::Options;
 use muster::metrics::Metrics;
 use serde_json::json;
 
 use crate::support::cluster::within;
+use crate::support::gangs::{create_gang, holder, in_group, wait_for_holder};
 use crate::support::wait::{events_for, node_of, pods, wait_for_events, wait_for_pods};
-use crate::support::{TestCluster, builders, muster as scheduler};
-
-const GROUP_LABEL: &str = "muster.dev/pod-group";
-
-async fn create_gang(cluster: &TestCluster, name: &str, pods: usize, gpus: u32) {
-    let group = PodGroup::new(name, PodGroupSpec { min_member: pods as i32, ..Default::default() });
-    cluster.create(&cluster.api::<PodGroup>(), &group).await;
-    for i in 0..pods {
-        let pod = builders::pod(&format!("{name}-{i}"), &cluster.scheduler_name, gpus, &[(GROUP_LABEL, name)]);
-        cluster.create(&cluster.api::<Pod>(), &pod).await;
-    }
-}
-
-fn in_group<'a>(all: &'a [Pod], group: &str) -> Vec<&'a Pod> {
-    all.iter()
-        .filter(|p| p.metadata.labels.as_ref().and_then(|l| l.get(GROUP_LABEL)).is_some_and(|g| g == group))
-        .collect()
-}
+use crate::support::{TestCluster, muster as scheduler};
 
 fn all_bound(all: &[Pod], group: &str, count: usize) -> bool {
     let pods = in_group(all, group);
     pods.len() == count && pods.iter().all(|p| node_of(p).is_some())
-}
-
-async fn holder(cluster: &TestCluster, lease: &str) -> Option<String> {
-    let leases: Api<Lease> = cluster.api();
-    leases.get_opt(lease).await.expect("read the lease").and_then(|l| l.spec?.holder_identity)
-}
-
-async fn wait_for_holder(cluster: &TestCluster, lease: &str, who: &str, seconds: u64) {
-    within(seconds, &format!("{who} to hold lease {lease}"), async {
-        while holder(cluster, lease).await.as_deref() != Some(who) {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    })
-    .await
 }
 
 fn scheduled(metrics: &Metrics) -> u64 {

@@ -282,6 +282,12 @@ impl Scheduler {
                 for write in &binding.claims {
                     cache.forget_claim(&write.pod, &write.claim);
                 }
+                drop(cache);
+                // Its bound pods are being evicted already: the safety net leaves it alone
+                // until the watch shows them going.
+                if !evicted.is_empty() {
+                    self.evicting.insert(binding.gang.clone(), (now, evicted));
+                }
             }
         }
     }
@@ -448,7 +454,7 @@ impl Scheduler {
         }
         // What was written for pods that are gone is forgotten.
         self.writer.retain(|key| match key {
-            WriteKey::PodCondition(pod) | WriteKey::PodEvent(pod, _) | WriteKey::Evict(pod) => {
+            WriteKey::PodCondition(pod) | WriteKey::PodEvent(pod, ..) | WriteKey::Evict(pod) => {
                 cache.pods.get(&pod.namespace, &pod.name).is_some_and(|p| p.metadata.uid == pod.uid)
             }
             _ => true,

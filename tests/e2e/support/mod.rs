@@ -11,6 +11,7 @@
 pub mod builders;
 pub mod cluster;
 pub mod control_plane;
+pub mod gangs;
 pub mod kubelet;
 pub mod muster;
 pub mod pki;
