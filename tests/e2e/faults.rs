@@ -103,6 +103,9 @@ async fn a_bind_that_never_answers_rolls_back_at_its_deadline_while_other_gangs_
             && rolled_back_after < deadline + Duration::from_secs(3),
         "rolled back {rolled_back_after:?} after the hang began; the deadline is {deadline:?}"
     );
+    eprintln!(
+        "faults: another gang bound {quick_after:?} into the hang; the hung gang rolled back {rolled_back_after:?} after it began (deadline {deadline:?})"
+    );
     wait_for_pods(&cluster, 90, "the slow gang running whole after its rollback", |all| running_in(all, "slow") == 2)
         .await;
     assert!(metrics.gang_attempts.with_label_values(&["scheduled"]).get() >= 2);
@@ -186,6 +189,10 @@ async fn a_leader_cut_off_from_the_api_server_fails_its_health_and_the_standby_t
     assert!(unhealthy_after < Duration::from_secs(config.stall_timeout_seconds + 3), "{unhealthy_after:?}");
     assert!(get(port_a, "/healthz").await.contains("has not answered"), "healthz says why");
     wait_for_holder(&cluster, &lease, "replica-b", lease_duration.as_secs() + 15).await;
+    eprintln!(
+        "faults: replica-a unhealthy {unhealthy_after:?} after it was cut off; replica-b leading {:?} after",
+        frozen.elapsed()
+    );
     assert_eq!(metrics_a.leader.get(), 0, "replica-a stopped leading when it could not renew");
 
     create_gang(&cluster, "after", 2, 8).await;
