@@ -292,19 +292,22 @@ impl Writer {
     }
 }
 
+/// A sink that records what would be written, for tests of the writer and the loop.
+#[cfg(test)]
+#[derive(Default)]
+pub(crate) struct Record(pub(crate) Mutex<Vec<Write>>);
+
+#[cfg(test)]
+impl Sink for Record {
+    fn write<'a>(&'a self, write: &'a Write) -> BoxFuture<'a, Result<(), RequestError>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).push(write.clone());
+        Box::pin(async { Ok(()) })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[derive(Default)]
-    struct Record(Mutex<Vec<Write>>);
-
-    impl Sink for Record {
-        fn write<'a>(&'a self, write: &'a Write) -> BoxFuture<'a, Result<(), RequestError>> {
-            self.0.lock().unwrap().push(write.clone());
-            Box::pin(async { Ok(()) })
-        }
-    }
 
     fn pod(name: &str) -> PodRef {
         PodRef { namespace: "ml".into(), name: name.into(), uid: Some(format!("uid-{name}")) }

@@ -8,19 +8,8 @@ use k8s_openapi::api::core::v1::Pod;
 
 use super::*;
 use crate::engine::model::GangKind;
-use crate::k8s::request::RequestError;
-use crate::k8s::writer::Sink;
+use crate::k8s::writer::Record;
 use crate::sim::objects::{gpu_node, training_pod};
-
-#[derive(Default)]
-struct Record(Mutex<Vec<Write>>);
-
-impl Sink for Record {
-    fn write<'a>(&'a self, write: &'a Write) -> BoxFuture<'a, Result<(), RequestError>> {
-        self.0.lock().unwrap().push(write.clone());
-        Box::pin(async { Ok(()) })
-    }
-}
 
 impl Record {
     fn conditions(&self) -> Vec<(String, String)> {
