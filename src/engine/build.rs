@@ -4,17 +4,24 @@
 
 use std::sync::Arc;
 
-use super::model::{Gang, GangKey, GangKind, Node, NodeConstraints, PendingPod, PodKey, Snapshot};
+use super::model::{
+    Gang, GangKey, GangKind, Node, NodeConstraints, PendingPod, PodKey, RunningGang, RunningPod, Snapshot,
+};
+use super::queues::{QueueSpec, QueueTree, ResourceRule};
 use super::resources::{Capacity, Demand};
 
 pub const GPU: &str = "nvidia.com/gpu";
 pub const GIB: i64 = 1 << 30;
+
+/// A queue's rule for one resource: name, quota, weight, limit, lending limit.
+pub type QueueRule<'a> = (&'a str, i64, u64, Option<i64>, Option<i64>);
 
 #[derive(Default)]
 pub struct SnapshotBuilder {
     snapshot: Snapshot,
     /// Topology constraints to resolve when built: gang index, required, preferred.
     topology: Vec<(usize, Option<String>, Option<String>)>,
+    queues: Vec<QueueSpec>,
 }
 
 impl SnapshotBuilder {
@@ -102,6 +109,8 @@ impl SnapshotBuilder {
             created,
             blocked: None,
             topology: None,
+            queue: super::queues::DEFAULT_QUEUE.to_string(),
+            preemptible: true,
         });
         self
     }
@@ -125,7 +134,69 @@ impl SnapshotBuilder {
             self.snapshot.gangs[gang].topology = Some(super::topology::GangTopology { required, preferred });
         }
         self.snapshot.topology = index;
+        self.snapshot.queues = QueueTree::build(&self.queues);
+        self.snapshot.queues.name_keys(&self.snapshot.resources);
         self.snapshot
+    }
+
+    /// A queue: `parent` ("" for the top level) and, per resource, quota, weight, limit and
+    /// lending limit (None: unset).
+    pub fn queue(
+        mut self,
+        name: &str,
+        parent: &str,
+        rules: &[QueueRule<'_>],
+        change: impl FnOnce(&mut QueueSpec),
+    ) -> SnapshotBuilder {
+        let mut spec = QueueSpec::new(name);
+        spec.parent = (!parent.is_empty()).then(|| parent.to_string());
+        for &(resource, quota, weight, limit, lending_limit) in rules {
+            let id = self.snapshot.resources.intern(resource);
+            let rule = ResourceRule { quota: Some(quota), weight_milli: weight * 1000, limit, lending_limit };
+            spec.resources.push((id, rule));
+        }
+        change(&mut spec);
+        self.queues.push(spec);
+        self
+    }
+
+    /// Puts the last gang added in `queue`.
+    pub fn in_queue(self, queue: &str) -> SnapshotBuilder {
+        let queue = queue.to_string();
+        self.with_last_gang(|g| g.queue = queue)
+    }
+
+    /// A running gang of `pods` pods in `queue` on node `node`, each using `demand`,
+    /// started at `started`; the node's requested capacity counts them.
+    pub fn running(
+        mut self,
+        name: &str,
+        queue: &str,
+        node: &str,
+        pods: usize,
+        demand: &[(&str, i64)],
+        started: i64,
+    ) -> SnapshotBuilder {
+        let demand = self.demand(demand);
+        let index = self.snapshot.nodes.iter().position(|n| n.name == node).expect("no such node");
+        self.snapshot.nodes[index].requested.add(&demand, pods as i64);
+        let pods = (0..pods)
+            .map(|i| RunningPod {
+                key: PodKey { namespace: "default".into(), name: format!("{name}-{i}") },
+                node: index as super::model::NodeIdx,
+                demand: demand.clone(),
+                started,
+            })
+            .collect::<Vec<_>>();
+        self.snapshot.running.push(RunningGang {
+            key: GangKey { kind: GangKind::Muster, namespace: "default".into(), name: name.to_string() },
+            queue: queue.to_string(),
+            priority: 0,
+            preemptible: true,
+            min_member: pods.len(),
+            pods,
+        });
+        self
     }
 
     /// Gives the last gang added a topology constraint, by level name or node label key.

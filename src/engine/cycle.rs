@@ -5,6 +5,9 @@ use super::claims::ClaimPlacement;
 use super::dra::selectors::SelectorCache;
 use super::model::{Gang, GangKey, NodeIdx, PodKey, Snapshot};
 use super::place::{Scoring, Workspace};
+use super::queues::admit::{admit, resolve};
+use super::queues::order::Picker;
+use super::queues::{QueueState, QueueingStrategy};
 use super::reason::{WaitReason, Waiting};
 use super::topology::DomainChoice;
 
@@ -74,40 +77,79 @@ pub fn schedule_with(snapshot: &Snapshot, config: &CycleConfig, selectors: &mut 
     selectors.trim(&snapshot.dra);
     let mut workspace = Workspace::new(snapshot, config.scoring, config.domain_choice, selectors);
     let mut outcome = CycleOutcome::default();
-    let mut head: Option<&GangKey> = None;
-    for index in queue_order(&snapshot.gangs) {
+    let tree = &snapshot.queues;
+    let mut queues = QueueState::new(snapshot);
+    let mut picker = Picker::new(snapshot, &queue_order(&snapshot.gangs));
+    // The backfill reservation, at most one per cycle.
+    let mut reserved = false;
+    // StrictFIFO: per leaf queue, the first gang that did not fit.
+    let mut heads: Vec<Option<&GangKey>> = vec![None; tree.queues.len()];
+    while let Some(index) = picker.next(tree, &queues) {
         let gang = &snapshot.gangs[index];
         if gang.pods.is_empty() {
             continue;
         }
+        let wait = |reason| Waiting { gang: gang.key.clone(), reason };
         if let Some(why) = &gang.blocked {
-            outcome.waiting.push(Waiting { gang: gang.key.clone(), reason: WaitReason::Blocked(why.clone()) });
+            outcome.waiting.push(wait(WaitReason::Blocked(why.clone())));
             continue;
         }
         let exist = gang.bound + gang.pods.len();
         if exist < gang.min_member {
-            let reason = WaitReason::TooFewPods { exist, min_member: gang.min_member };
-            outcome.waiting.push(Waiting { gang: gang.key.clone(), reason });
+            outcome.waiting.push(wait(WaitReason::TooFewPods { exist, min_member: gang.min_member }));
             continue;
         }
-        if let (Queueing::StrictFifo, Some(earlier)) = (config.queueing, head) {
-            outcome
-                .waiting
-                .push(Waiting { gang: gang.key.clone(), reason: WaitReason::BehindEarlierGang(earlier.clone()) });
+        let leaf = match picker.leaf(index).ok_or(()).or_else(|()| resolve(tree, &gang.queue, &gang.key.namespace)) {
+            Ok(leaf) => leaf,
+            Err(refusal) => {
+                outcome.waiting.push(wait(WaitReason::Queue(refusal)));
+                continue;
+            }
+        };
+        let queueing = match tree.queues[leaf].spec.queueing {
+            None => config.queueing,
+            Some(QueueingStrategy::StrictFifo) => Queueing::StrictFifo,
+            Some(QueueingStrategy::BestEffortFifo) => Queueing::BestEffortFifo,
+        };
+        if let (Queueing::StrictFifo, Some(earlier)) = (queueing, heads[leaf]) {
+            outcome.waiting.push(wait(WaitReason::BehindEarlierGang(earlier.clone())));
             continue;
         }
-        match workspace.place(gang) {
-            Ok(fit) => outcome.placements.push(Placement {
-                gang: gang.key.clone(),
-                pods: Workspace::keys(gang, &fit.pods),
-                claims: fit.claims,
-            }),
+        let admitted = match admit(tree, &queues, &snapshot.resources, leaf, gang) {
+            Ok(admitted) => admitted,
+            Err(refusal) => {
+                outcome.waiting.push(wait(WaitReason::Queue(refusal)));
+                continue;
+            }
+        };
+        let attempt = if admitted < gang.pods.len() {
+            let mut fewer = gang.clone();
+            fewer.pods.truncate(admitted);
+            workspace.place(&fewer)
+        } else {
+            workspace.place(gang)
+        };
+        match attempt {
+            Ok(fit) => {
+                if !tree.keys.is_empty() {
+                    let mut need = vec![0; tree.keys.len()];
+                    for &(pod, _) in &fit.pods {
+                        for (k, &id) in tree.keys.iter().enumerate() {
+                            need[k] += gang.pods[pod].demand.get(id);
+                        }
+                    }
+                    queues.charge(tree, leaf, &need, !gang.preemptible);
+                }
+                outcome.placements.push(Placement {
+                    gang: gang.key.clone(),
+                    pods: Workspace::keys(gang, &fit.pods),
+                    claims: fit.claims,
+                })
+            }
             Err(shortfall) => {
                 if let Some((pod, error)) = shortfall.error {
                     // What the pod asks for is wrong: it waits, and holds nobody back.
-                    outcome
-                        .waiting
-                        .push(Waiting { gang: gang.key.clone(), reason: WaitReason::DeviceError { pod, error } });
+                    outcome.waiting.push(wait(WaitReason::DeviceError { pod, error }));
                     continue;
                 }
                 let reason = if let Some(message) = shortfall.topology.clone() {
@@ -120,17 +162,17 @@ pub fn schedule_with(snapshot: &Snapshot, config: &CycleConfig, selectors: &mut 
                 // A gang that could never fit must not hold the cluster hostage, and one that
                 // already has its minimum bound is only waiting for optional extra pods.
                 let starving = snapshot.now.saturating_sub(gang.created) >= config.reserve_after_seconds;
-                if head.is_none() && !shortfall.never_fits && gang.still_needed() > 0 {
-                    match config.queueing {
-                        Queueing::StrictFifo => head = Some(&gang.key),
-                        Queueing::Backfill if starving => {
-                            head = Some(&gang.key);
+                if !shortfall.never_fits && gang.still_needed() > 0 {
+                    match queueing {
+                        Queueing::StrictFifo if heads[leaf].is_none() => heads[leaf] = Some(&gang.key),
+                        Queueing::Backfill if starving && !reserved => {
+                            reserved = true;
                             workspace.reserve_for(gang);
                         }
-                        Queueing::Backfill | Queueing::BestEffortFifo => {}
+                        _ => {}
                     }
                 }
-                outcome.waiting.push(Waiting { gang: gang.key.clone(), reason });
+                outcome.waiting.push(wait(reason));
             }
         }
     }

@@ -10,6 +10,7 @@ use super::dra::model::{ClaimNeed, DraSnapshot, ExtendedRequest, PodClaim};
 pub use super::node::{
     LabelRequirement, Node, NodeIdx, SelectorOperator, Taint, TaintEffect, Toleration, TolerationOperator,
 };
+use super::queues::QueueTree;
 use super::resources::{Demand, ResourceNames};
 use super::topology::{DomainIndex, GangTopology};
 
@@ -149,6 +150,11 @@ pub struct Gang {
     pub blocked: Option<String>,
     /// Where its pods must or should be together.
     pub topology: Option<GangTopology>,
+    /// The queue it is admitted through ([`super::queues::DEFAULT_QUEUE`] unless named).
+    pub queue: String,
+    /// Whether it may be evicted for others (reclaim, preemption); a non-preemptible gang
+    /// runs only within its queue's quota.
+    pub preemptible: bool,
 }
 
 impl Gang {
@@ -156,6 +162,27 @@ impl Gang {
     pub fn still_needed(&self) -> usize {
         self.min_member.saturating_sub(self.bound)
     }
+}
+
+/// A pod of Muster's running on a node.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunningPod {
+    pub key: PodKey,
+    pub node: NodeIdx,
+    pub demand: Demand,
+    /// When it started (or was bound), in seconds.
+    pub started: i64,
+}
+
+/// A gang with pods running, as queues account for it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunningGang {
+    pub key: GangKey,
+    pub queue: String,
+    pub priority: i32,
+    pub preemptible: bool,
+    pub min_member: usize,
+    pub pods: Vec<RunningPod>,
 }
 
 /// Everything one scheduling cycle reads.
@@ -171,4 +198,9 @@ pub struct Snapshot {
     pub dra: DraSnapshot,
     /// Zones, blocks, racks and any ad-hoc levels gangs name.
     pub topology: DomainIndex,
+    /// Team queues; with no Queue objects, only the implicit default.
+    pub queues: QueueTree,
+    /// Muster's running gangs, listed only when queues are configured (they are what
+    /// queues hold).
+    pub running: Vec<RunningGang>,
 }

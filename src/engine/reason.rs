@@ -85,6 +85,8 @@ pub enum WaitReason {
     DeviceError { pod: PodKey, error: String },
     /// No domain of the gang's topology level can hold it now (or, `never_fits`, ever).
     Topology { message: String, never_fits: bool },
+    /// Its queue does not admit it now.
+    Queue(super::queues::Refusal),
 }
 
 /// A gang left waiting, with its reason.
@@ -119,6 +121,7 @@ impl fmt::Display for Waiting {
                 write!(f, "waiting behind {earlier}, which does not fit yet (queueing StrictFIFO)")
             }
             WaitReason::Topology { message, .. } => write!(f, "{message}"),
+            WaitReason::Queue(refusal) => write!(f, "{refusal}"),
             WaitReason::DeviceError { pod, error } => {
                 write!(f, "pod {pod}: {error}")?;
                 if !matches!(self.gang.kind, super::model::GangKind::Single) {

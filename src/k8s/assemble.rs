@@ -3,17 +3,19 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::api::resource::v1::ResourceClaim;
 
 use std::sync::Arc;
 
 use super::convert::{self, ConstraintsInterner};
 use super::convert_dra;
+use super::convert_queues;
 use super::groups::{annotated_topology, created};
 pub use super::view::{ClusterObjects, ClusterView, MUSTER_GROUP_LABEL, PLUGIN_GROUP_LABEL, gang_key, pod_key};
-use crate::engine::model::{Gang, GangKey, GangKind, PendingPod, PodKey, Snapshot};
+use crate::engine::model::{Gang, GangKey, GangKind, PendingPod, PodKey, RunningGang, RunningPod, Snapshot};
 use crate::engine::model::{Node as EngineNode, NodeConstraints};
+use crate::engine::queues::QueueTree;
 use crate::engine::resources::{Demand, ResourceNames};
 use crate::engine::topology::{GangTopology, LevelSpec, TopologyTree};
 
@@ -201,6 +203,17 @@ pub fn assemble_view(objects: &ClusterView<'_>, scheduler_name: &str, now: i64, 
         .map(|c| ((c.metadata.namespace.as_deref().unwrap_or("default"), c.metadata.name.as_deref().unwrap_or("")), *c))
         .collect();
 
+    // Queues: the tree, and (only when some Queue exists) what Muster's running gangs hold.
+    let queue_specs: Vec<_> =
+        objects.queues.iter().map(|q| convert_queues::queue_spec(q, &objects.namespaces, &mut memo.names)).collect();
+    out.snapshot.queues = QueueTree::build(&queue_specs);
+    let queued = out.snapshot.queues.is_configured();
+    let namespaces: HashMap<&str, &Namespace> =
+        objects.namespaces.iter().filter_map(|n| Some((n.metadata.name.as_deref()?, *n))).collect();
+    let namespace_of = |pod: &Pod| namespaces.get(pod.metadata.namespace.as_deref().unwrap_or("default")).copied();
+    let mut running: BTreeMap<GangKey, RunningGang> = BTreeMap::new();
+    let mut preemptibility: HashMap<GangKey, bool> = HashMap::new();
+
     let mut gangs: BTreeMap<GangKey, Gang> = BTreeMap::new();
     let mut pod_topology: HashMap<GangKey, (Option<String>, Option<String>)> = HashMap::new();
     let mut bound_per_gang: HashMap<GangKey, usize> = HashMap::new();
@@ -214,7 +227,35 @@ pub fn assemble_view(objects: &ClusterView<'_>, scheduler_name: &str, now: i64, 
         if let Some(node_name) = node_name {
             // Bound, by whichever scheduler: it uses capacity.
             match (memo.pod(pod), node_index.get(node_name.as_str())) {
-                (Ok((demand, _)), Some(&i)) => out.snapshot.nodes[i].requested.add(&demand, 1),
+                (Ok((demand, _)), Some(&i)) => {
+                    out.snapshot.nodes[i].requested.add(&demand, 1);
+                    if ours && queued {
+                        let gang = gang_key(pod);
+                        let group = facts.get(&gang);
+                        let priority = group
+                            .and_then(group_priority)
+                            .or_else(|| {
+                                spec.and_then(|s| s.priority.or_else(|| class_priority(s.priority_class_name.as_ref())))
+                            })
+                            .unwrap_or(default_priority);
+                        let entry = running.entry(gang.clone()).or_insert_with(|| RunningGang {
+                            key: gang,
+                            queue: convert_queues::queue_of(group, pod, namespace_of(pod)),
+                            priority,
+                            preemptible: convert_queues::preemptibility(group, pod)
+                                .unwrap_or(priority < convert_queues::NON_PREEMPTIBLE_PRIORITY),
+                            min_member: group.map_or(1, |g| g.min_member),
+                            pods: Vec::new(),
+                        });
+                        let started = pod.status.as_ref().and_then(|s| s.start_time.as_ref()).map(|t| t.0.as_second());
+                        entry.pods.push(RunningPod {
+                            key: pod_key(&pod.metadata),
+                            node: i as u32,
+                            demand,
+                            started: started.unwrap_or_else(|| created(&pod.metadata)),
+                        });
+                    }
+                }
                 (Err(e), _) => out.problems.push(format!("capacity not counted: {e}")),
                 (Ok(_), None) => {}
             }
@@ -268,8 +309,13 @@ pub fn assemble_view(objects: &ClusterView<'_>, scheduler_name: &str, now: i64, 
                 created: group.map_or(i64::MAX, |g| g.created),
                 blocked,
                 topology: None,
+                queue: convert_queues::queue_of(group, pod, namespace_of(pod)),
+                preemptible: true,
             }
         });
+        if let Some(explicit) = convert_queues::preemptibility(facts.get(&gang), pod) {
+            preemptibility.entry(gang.clone()).or_insert(explicit);
+        }
         // Without a priority of its own, a gang takes its highest pod's; without a
         // PodGroup's creation time, its oldest pod's.
         if facts.get(&gang).and_then(group_priority).is_none() {
@@ -302,6 +348,8 @@ pub fn assemble_view(objects: &ClusterView<'_>, scheduler_name: &str, now: i64, 
     }
     for (key, gang) in gangs.iter_mut() {
         gang.bound = bound_per_gang.get(key).copied().unwrap_or(0);
+        gang.preemptible =
+            preemptibility.get(key).copied().unwrap_or(gang.priority < convert_queues::NON_PREEMPTIBLE_PRIORITY);
         // Topology: the PodGroup's, else (a pod without one, say of a Kueue job) its pods'
         // annotations.
         let named = match facts.get(key).map(|f| f.topology.clone()) {
@@ -322,6 +370,8 @@ pub fn assemble_view(objects: &ClusterView<'_>, scheduler_name: &str, now: i64, 
         }
     }
     out.snapshot.gangs = gangs.into_values().collect();
+    out.snapshot.running = running.into_values().collect();
+    out.snapshot.queues.name_keys(&memo.names);
     out.snapshot.resources = memo.names.clone();
     memo.trim(objects);
 

@@ -12,7 +12,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::api::resource::v1::{DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::scheduling::v1beta1::PodGroup as KubernetesPodGroup;
@@ -22,6 +22,7 @@ use super::assemble::ClusterView;
 use super::convert_dra::EXTENDED_CLAIM_ANNOTATION;
 use super::crd::PodGroup as MusterPodGroup;
 use super::foreign::PodGroup as PluginPodGroup;
+use super::queue_crd::Queue as MusterQueue;
 use crate::engine::dra::model::ClaimKey;
 use crate::engine::model::PodKey;
 
@@ -96,6 +97,8 @@ pub struct Cache {
     pub device_classes: Store<DeviceClass>,
     pub resource_claims: Store<ResourceClaim>,
     pub device_taint_rules: Store<DeviceTaintRule>,
+    pub queues: Store<MusterQueue>,
+    pub namespaces: Store<Namespace>,
     assumed: HashMap<PodKey, String>,
     /// Claims whose allocation is being written: they hold their devices at once, until
     /// the watch shows the allocation, or `forget_claim`.
@@ -242,6 +245,8 @@ impl Cache {
                 .chain(self.assumed_extended.values())
                 .collect(),
             device_taint_rules: self.device_taint_rules.values().collect(),
+            queues: self.queues.values().collect(),
+            namespaces: self.namespaces.values().collect(),
             assumed: Some(&self.assumed),
         }
     }

@@ -44,9 +44,21 @@ pub struct PodGroupSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub pods_ready_timeout_seconds: Option<i64>,
-    /// The queue the gang is admitted through (reserved; accepted, not yet acted on).
+    /// The queue (a leaf `Queue`) the gang is admitted through; unset: the
+    /// `muster.dev/queue` label, else the namespace's `muster.dev/default-queue`, else
+    /// `default`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue: Option<String>,
+    /// Whether other gangs may evict this one to take capacity back; unset: preemptible
+    /// below priority 100. A non-preemptible gang runs only within its queue's quota.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preemptibility: Option<Preemptibility>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum Preemptibility {
+    Preemptible,
+    NonPreemptible,
 }
 
 /// A topology constraint: a configured level name (`rack`) or a node label key.
@@ -96,7 +108,7 @@ pub struct PodGroupStatus {
 pub fn definitions() -> Vec<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>
 {
     use kube::CustomResourceExt;
-    vec![PodGroup::crd()]
+    vec![PodGroup::crd(), super::queue_crd::Queue::crd()]
 }
 
 /// The CRDs as one multi-document YAML stream, as committed under `manifests/crds/`.

@@ -15,6 +15,8 @@ pub struct Sources {
     pub kubernetes: bool,
     pub muster: bool,
     pub scheduler_plugins: bool,
+    /// Muster's Queue (muster.dev/v1alpha1 queues).
+    pub muster_queues: bool,
     /// resource.k8s.io/v1: ResourceSlices, DeviceClasses, ResourceClaims (Kubernetes 1.34+).
     pub dra: bool,
     pub device_taint_rules: bool,
@@ -34,6 +36,7 @@ pub async fn discover(client: &kube::Client, retry: Retry) -> Result<Sources, Er
         kubernetes: serves(client, retry, "scheduling.k8s.io/v1beta1", "podgroups").await?,
         muster: serves(client, retry, "muster.dev/v1alpha1", "podgroups").await?,
         scheduler_plugins: serves(client, retry, "scheduling.x-k8s.io/v1alpha1", "podgroups").await?,
+        muster_queues: serves(client, retry, "muster.dev/v1alpha1", "queues").await?,
         dra: serves(client, retry, "resource.k8s.io/v1", "resourceslices").await?,
         device_taint_rules: serves(client, retry, "resource.k8s.io/v1", "devicetaintrules").await?,
     };
@@ -48,6 +51,11 @@ pub async fn discover(client: &kube::Client, retry: Retry) -> Result<Sources, Er
         "the API server does not serve it (Kubernetes before 1.37, or the GenericWorkload feature off)",
     );
     off(sources.muster, "muster.dev/v1alpha1", "its CRD is not installed (muster crds | kubectl apply -f -)");
+    if !sources.muster_queues {
+        tracing::info!(
+            "Queues are off: the muster.dev/v1alpha1 Queue CRD is not installed (muster crds | kubectl apply -f -)"
+        );
+    }
     off(sources.scheduler_plugins, "scheduling.x-k8s.io/v1alpha1", "the scheduler-plugins CRD is not installed");
     if !sources.dra {
         tracing::info!("DRA is off: the API server does not serve resource.k8s.io/v1 (Kubernetes before 1.34)");

@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use k8s_openapi::api::core::v1::Pod;
 
-use super::view::{ClusterView, gang_key};
+use super::view::{ClusterView, gang_key, labelled_preemptibility, labelled_queue};
 use crate::engine::model::{GangKey, GangKind};
 
 /// What a PodGroup of any kind asks of its gang.
@@ -28,6 +28,10 @@ pub struct GroupSpec {
     pub topology: (Option<String>, Option<String>),
     /// `podsReadyTimeoutSeconds` (Muster's PodGroup); None: the configuration's default.
     pub pods_ready_timeout_seconds: Option<i64>,
+    /// The queue it names: Muster's `spec.queue`, else a queue label on the group.
+    pub queue: Option<String>,
+    /// Whether it says it may be preempted (Muster's `spec.preemptibility`, else KAI's label).
+    pub preemptible: Option<bool>,
 }
 
 /// The annotations other schedulers' users put topology in, with the level they name:
@@ -79,6 +83,12 @@ pub fn group_specs(view: &ClusterView<'_>) -> HashMap<GangKey, GroupSpec> {
             created: created(&g.metadata),
             topology: either(own, &g.metadata),
             pods_ready_timeout_seconds: g.spec.pods_ready_timeout_seconds,
+            queue: g.spec.queue.clone().filter(|q| !q.is_empty()).or_else(|| labelled_queue(&g.metadata)),
+            preemptible: g
+                .spec
+                .preemptibility
+                .map(|p| p == super::crd::Preemptibility::Preemptible)
+                .or_else(|| labelled_preemptibility(&g.metadata)),
         };
         specs.insert(spec.key.clone(), spec);
     }
@@ -99,6 +109,8 @@ pub fn group_specs(view: &ClusterView<'_>) -> HashMap<GangKey, GroupSpec> {
             created: created(&g.metadata),
             topology: either((required, None), &g.metadata),
             pods_ready_timeout_seconds: None,
+            queue: labelled_queue(&g.metadata),
+            preemptible: labelled_preemptibility(&g.metadata),
         };
         specs.insert(spec.key.clone(), spec);
     }
@@ -111,6 +123,8 @@ pub fn group_specs(view: &ClusterView<'_>) -> HashMap<GangKey, GroupSpec> {
             created: created(&g.metadata),
             topology: annotated_topology(&g.metadata),
             pods_ready_timeout_seconds: None,
+            queue: labelled_queue(&g.metadata),
+            preemptible: labelled_preemptibility(&g.metadata),
         };
         specs.insert(spec.key.clone(), spec);
     }

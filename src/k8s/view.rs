@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::api::resource::v1::{
     DeviceClass, DeviceTaintRule, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
 };
@@ -14,12 +14,34 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::crd::PodGroup as MusterPodGroup;
 use super::foreign::PodGroup as PluginPodGroup;
+use super::queue_crd::Queue as MusterQueue;
 use crate::engine::model::{GangKey, GangKind, PodKey};
 
 /// The label that makes a pod a member of Muster's PodGroup of that name.
 pub const MUSTER_GROUP_LABEL: &str = "muster.dev/pod-group";
 /// The label scheduler-plugins' PodGroup members carry.
 pub const PLUGIN_GROUP_LABEL: &str = "scheduling.x-k8s.io/pod-group";
+
+/// The label naming a gang's queue, on its PodGroup or its pods.
+pub const QUEUE_LABEL: &str = "muster.dev/queue";
+/// KAI Scheduler's queue labels, current and before v0.6.
+pub const KAI_QUEUE_LABELS: [&str; 2] = ["kai.scheduler/queue", "runai/queue"];
+/// KAI Scheduler's preemptibility label (`preemptible`, `non-preemptible`).
+pub const KAI_PREEMPTIBILITY_LABEL: &str = "kai.scheduler/preemptibility";
+/// The queue an object's labels name: Muster's, then KAI Scheduler's.
+pub fn labelled_queue(meta: &ObjectMeta) -> Option<String> {
+    let labels = meta.labels.as_ref()?;
+    std::iter::once(QUEUE_LABEL).chain(KAI_QUEUE_LABELS).find_map(|k| labels.get(k).filter(|v| !v.is_empty()).cloned())
+}
+
+/// KAI Scheduler's preemptibility label on an object.
+pub fn labelled_preemptibility(meta: &ObjectMeta) -> Option<bool> {
+    match meta.labels.as_ref()?.get(KAI_PREEMPTIBILITY_LABEL)?.as_str() {
+        "preemptible" => Some(true),
+        "non-preemptible" => Some(false),
+        _ => None,
+    }
+}
 
 /// Everything the snapshot is made from.
 #[derive(Clone, Debug, Default)]
@@ -36,6 +58,10 @@ pub struct ClusterObjects {
     /// Read by the simulator, which makes claims from them as the controller would.
     pub resource_claim_templates: Vec<ResourceClaimTemplate>,
     pub device_taint_rules: Vec<DeviceTaintRule>,
+    /// Muster's team queues.
+    pub queues: Vec<MusterQueue>,
+    /// Read for queues: namespace selectors and default-queue labels.
+    pub namespaces: Vec<Namespace>,
 }
 
 impl ClusterObjects {
@@ -52,6 +78,8 @@ impl ClusterObjects {
             device_classes: self.device_classes.iter().collect(),
             resource_claims: self.resource_claims.iter().collect(),
             device_taint_rules: self.device_taint_rules.iter().collect(),
+            queues: self.queues.iter().collect(),
+            namespaces: self.namespaces.iter().collect(),
             assumed: None,
         }
     }
@@ -73,6 +101,8 @@ pub struct ClusterView<'a> {
     /// counts at once).
     pub resource_claims: Vec<&'a ResourceClaim>,
     pub device_taint_rules: Vec<&'a DeviceTaintRule>,
+    pub queues: Vec<&'a MusterQueue>,
+    pub namespaces: Vec<&'a Namespace>,
     /// Pods placed and being bound, not yet seen bound: they count on these nodes.
     pub assumed: Option<&'a HashMap<PodKey, String>>,
 }

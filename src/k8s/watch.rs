@@ -5,7 +5,7 @@ use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::api::resource::v1::{DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::scheduling::v1beta1::PodGroup as KubernetesPodGroup;
@@ -20,6 +20,7 @@ use super::crd::PodGroup as MusterPodGroup;
 use super::discovery::Sources;
 use super::foreign::PodGroup as PluginPodGroup;
 use super::health::Health;
+use super::queue_crd::Queue as MusterQueue;
 
 /// How a kind of object is kept in the cache.
 pub trait Cached: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static {
@@ -85,6 +86,8 @@ cached!(PriorityClass, priority_classes);
 cached!(KubernetesPodGroup, kubernetes_groups);
 cached!(MusterPodGroup, muster_groups);
 cached!(PluginPodGroup, plugin_groups);
+cached!(MusterQueue, queues);
+cached!(Namespace, namespaces);
 
 /// Applies one watch event; pure apart from the cache it changes.
 pub fn apply_event<K: Cached>(cache: &mut Cache, event: Event<K>) {
@@ -174,6 +177,10 @@ pub fn start(
     watch_all!(Pod);
     watch_all!(Node);
     watch_all!(PriorityClass);
+    watch_all!(Namespace);
+    if sources.muster_queues {
+        watch_all!(MusterQueue);
+    }
     if sources.kubernetes {
         watch_all!(KubernetesPodGroup);
     }

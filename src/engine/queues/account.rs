@@ -1,0 +1,218 @@
+//! What each queue holds, wants and deserves in one cycle: allocated, allocated by
+//! non-preemptible gangs, requested, capped demand and fair share, per resource key, each
+//! a sum over the queue's subtree. Computed once per cycle from the snapshot and charged
+//! as gangs are placed, so every decision of the cycle reads one consistent picture.
+
+use super::QueueTree;
+use super::share::{Claimant, Division, divide};
+use super::tree::resolve;
+use crate::engine::model::{Gang, Snapshot};
+use crate::engine::resources::Demand;
+
+/// Per queue, per key of the tree (`tree.keys`), amounts in the engine's units.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct QueueState {
+    /// `A`: requests of running pods in the subtree (and of gangs placed this cycle).
+    pub allocated: Vec<Vec<i64>>,
+    /// `N`: the part of `allocated` held by non-preemptible gangs.
+    pub non_preemptible: Vec<Vec<i64>>,
+    /// `P`: requests of all pods of pending gangs in the subtree.
+    pub requested: Vec<Vec<i64>>,
+    /// `D`: what the queue wants, capped by its limit.
+    pub demand: Vec<Vec<i64>>,
+    /// `F`: the queue's fair share.
+    pub fair_share: Vec<Vec<i64>>,
+    /// Per key: what queues divide (allocatable of the nodes, less what other schedulers'
+    /// pods request).
+    pub capacity: Vec<i64>,
+    /// Per key: what Muster's running pods use, in any queue or none.
+    pub used: Vec<i64>,
+    /// Per queue: the quotas of its children did not fit in its share.
+    pub oversubscribed: Vec<bool>,
+}
+
+/// Amounts of `demand` per key of the tree, `times` over.
+pub fn per_key(tree: &QueueTree, demand: &Demand, times: i64) -> Vec<i64> {
+    tree.keys.iter().map(|&id| demand.get(id) * times).collect()
+}
+
+/// The demand of a gang's first `pods` pending pods, per key.
+pub fn gang_need(tree: &QueueTree, gang: &Gang, pods: usize) -> Vec<i64> {
+    let mut need = vec![0; tree.keys.len()];
+    for pod in gang.pods.iter().take(pods) {
+        for (k, &id) in tree.keys.iter().enumerate() {
+            need[k] += pod.demand.get(id);
+        }
+    }
+    need
+}
+
+impl QueueState {
+    /// The state at the start of a cycle. Empty when no queue governs any key.
+    pub fn new(snapshot: &Snapshot) -> QueueState {
+        let tree = &snapshot.queues;
+        let keys = tree.keys.len();
+        let queues = tree.queues.len();
+        let mut state = QueueState {
+            allocated: vec![vec![0; keys]; queues],
+            non_preemptible: vec![vec![0; keys]; queues],
+            requested: vec![vec![0; keys]; queues],
+            demand: vec![vec![0; keys]; queues],
+            fair_share: vec![vec![0; keys]; queues],
+            capacity: vec![0; keys],
+            used: vec![0; keys],
+            oversubscribed: vec![false; queues],
+        };
+        if keys == 0 {
+            return state;
+        }
+        for (k, &id) in tree.keys.iter().enumerate() {
+            let allocatable: i64 = snapshot.nodes.iter().map(|n| n.allocatable.get(id)).sum();
+            let requested: i64 = snapshot.nodes.iter().map(|n| n.requested.get(id)).sum();
+            state.capacity[k] = allocatable - requested;
+        }
+        for running in &snapshot.running {
+            let mut need = vec![0; keys];
+            for pod in &running.pods {
+                for (k, &id) in tree.keys.iter().enumerate() {
+                    need[k] += pod.demand.get(id);
+                }
+            }
+            for (k, &amount) in need.iter().enumerate() {
+                state.used[k] += amount;
+                // Ours: given back to what the queues divide.
+                state.capacity[k] += amount;
+            }
+            if let Some(leaf) = tree.get(&running.queue).filter(|&q| tree.queues[q].problem.is_none()) {
+                state.add(tree, leaf, &need, !running.preemptible, false);
+            }
+        }
+        for gang in &snapshot.gangs {
+            if gang.blocked.is_some() {
+                continue;
+            }
+            if let Ok(leaf) = resolve(tree, &gang.queue, &gang.key.namespace) {
+                let need = gang_need(tree, gang, gang.pods.len());
+                for q in tree.path(leaf) {
+                    for (requested, amount) in state.requested[q].iter_mut().zip(&need) {
+                        *requested += amount;
+                    }
+                }
+            }
+        }
+        state.divide(tree, false);
+        state
+    }
+
+    fn add(&mut self, tree: &QueueTree, leaf: usize, need: &[i64], non_preemptible: bool, used: bool) {
+        for q in tree.path(leaf) {
+            for (k, &amount) in need.iter().enumerate() {
+                self.allocated[q][k] += amount;
+                if non_preemptible {
+                    self.non_preemptible[q][k] += amount;
+                }
+            }
+        }
+        if used {
+            for (k, &amount) in need.iter().enumerate() {
+                self.used[k] += amount;
+            }
+        }
+    }
+
+    /// Charges a gang placed this cycle to its queue and every ancestor.
+    pub fn charge(&mut self, tree: &QueueTree, leaf: usize, need: &[i64], non_preemptible: bool) {
+        self.add(tree, leaf, need, non_preemptible, true);
+    }
+
+    /// Capped demand and fair share of every queue, level by level. With `trace`, returns
+    /// each division (queue or None for the top level, key index, division) in words.
+    pub fn divide(&mut self, tree: &QueueTree, trace: bool) -> Vec<(Option<usize>, usize, Division)> {
+        let mut steps = Vec::new();
+        // Demand bottom-up: a leaf wants what it holds and what waits in it; a parent what
+        // its children want; each capped by its own limit.
+        let order = post_order(tree);
+        for &q in &order {
+            let queue = &tree.queues[q];
+            for k in 0..tree.keys.len() {
+                let wanted = if queue.is_leaf() {
+                    self.allocated[q][k] + self.requested[q][k]
+                } else {
+                    queue.children.iter().map(|&c| self.demand[c][k]).sum()
+                };
+                let limit = queue.rules[k].limit.unwrap_or(i64::MAX);
+                self.demand[q][k] = wanted.min(limit);
+            }
+        }
+        for k in 0..tree.keys.len() {
+            self.divide_level(tree, None, &tree.roots, self.capacity[k], k, trace, &mut steps);
+        }
+        steps
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn divide_level(
+        &mut self,
+        tree: &QueueTree,
+        parent: Option<usize>,
+        siblings: &[usize],
+        capacity: i64,
+        k: usize,
+        trace: bool,
+        steps: &mut Vec<(Option<usize>, usize, Division)>,
+    ) {
+        if siblings.is_empty() {
+            return;
+        }
+        let mut ordered = siblings.to_vec();
+        ordered.sort_by(|&a, &b| {
+            let (a, b) = (&tree.queues[a].spec, &tree.queues[b].spec);
+            a.created.cmp(&b.created).then_with(|| a.name.cmp(&b.name))
+        });
+        let claimants: Vec<Claimant<'_>> = ordered
+            .iter()
+            .map(|&q| {
+                let queue = &tree.queues[q];
+                let rule = queue.rules[k];
+                Claimant {
+                    name: &queue.spec.name,
+                    quota: rule.quota,
+                    weight_milli: rule.weight_milli,
+                    kept: rule.kept(),
+                    priority: queue.spec.priority,
+                    demand: self.demand[q][k],
+                }
+            })
+            .collect();
+        let division = divide(capacity, &claimants, trace);
+        if let Some(p) = parent {
+            self.oversubscribed[p] |= division.oversubscribed;
+        }
+        for (i, &q) in ordered.iter().enumerate() {
+            self.fair_share[q][k] = division.shares[i];
+        }
+        if trace {
+            steps.push((parent, k, division));
+        }
+        for &q in &ordered {
+            let children = tree.queues[q].children.clone();
+            let share = self.fair_share[q][k];
+            self.divide_level(tree, Some(q), &children, share, k, trace, steps);
+        }
+    }
+}
+
+/// Valid queues, children before parents.
+fn post_order(tree: &QueueTree) -> Vec<usize> {
+    fn visit(tree: &QueueTree, q: usize, out: &mut Vec<usize>) {
+        for &c in &tree.queues[q].children {
+            visit(tree, c, out);
+        }
+        out.push(q);
+    }
+    let mut out = Vec::new();
+    for &r in &tree.roots {
+        visit(tree, r, &mut out);
+    }
+    out
+}

@@ -1,0 +1,110 @@
+//! Team queues: a tree of budgets that gangs are admitted through, the fair share each
+//! queue gets of the cluster, and the order in which queues are served (QUEUES.md §2).
+//!
+//! The shell turns Queue objects into [`QueueSpec`]s (amounts in the engine's units: CPU in
+//! millicores, memory in bytes, GPUs and other resources in units); the engine validates
+//! them into a [`QueueTree`], accounts what each queue holds and wants ([`account`]),
+//! divides capacity level by level ([`share`]) and checks a gang against its queue's rules
+//! ([`admit`]). With no queues at all every gang is in one implicit, unlimited `default`
+//! queue and nothing here changes a placement.
+
+pub mod account;
+pub mod admit;
+pub mod order;
+pub mod refusal;
+pub mod share;
+pub mod tree;
+
+#[cfg(test)]
+mod tests;
+
+pub use account::QueueState;
+pub use refusal::Refusal;
+pub use tree::{QueueTree, TreeProblem};
+
+use super::resources::ResourceId;
+
+/// The queue a gang is in when nothing names one.
+pub const DEFAULT_QUEUE: &str = "default";
+
+/// The default queue priority (KAI's).
+pub const DEFAULT_PRIORITY: i32 = 100;
+
+/// One resource key's rules in a queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ResourceRule {
+    /// Guaranteed amount; None is unlimited (only an imported KAI queue's `-1`).
+    pub quota: Option<i64>,
+    /// Share of the surplus, in thousandths (1000 = weight 1).
+    pub weight_milli: u64,
+    /// Hard cap; None is unlimited.
+    pub limit: Option<i64>,
+    /// How much of the quota others may borrow; None lends all of it.
+    pub lending_limit: Option<i64>,
+}
+
+impl Default for ResourceRule {
+    fn default() -> Self {
+        ResourceRule { quota: Some(0), weight_milli: 1000, limit: None, lending_limit: None }
+    }
+}
+
+impl ResourceRule {
+    /// The part of the quota that is never lent (`g` of QUEUES.md §2.1).
+    pub fn kept(&self) -> i64 {
+        match (self.quota, self.lending_limit) {
+            (Some(q), Some(l)) => (q - l).max(0),
+            (None, Some(_)) => i64::MAX,
+            _ => 0,
+        }
+    }
+}
+
+/// Which gangs behind one that does not fit may still be placed, per queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QueueingStrategy {
+    /// Gangs that do not fit are passed over (and the cycle's no-starvation policy applies).
+    BestEffortFifo,
+    /// Nothing behind the first gang that does not fit is placed from this queue.
+    StrictFifo,
+}
+
+/// A queue as the shell read it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QueueSpec {
+    pub name: String,
+    /// None: a top-level queue.
+    pub parent: Option<String>,
+    pub priority: i32,
+    /// Creation time in seconds; older queues win ties.
+    pub created: i64,
+    /// Resource keys it governs; keys absent are neither guaranteed nor capped.
+    pub resources: Vec<(ResourceId, ResourceRule)>,
+    /// `stopPolicy: Hold` or `HoldAndDrain`: no new gang is admitted.
+    pub stopped: bool,
+    /// Namespaces whose gangs it accepts (its namespaceSelector, evaluated by the shell);
+    /// None accepts every namespace.
+    pub namespaces: Option<Vec<String>>,
+    /// None: the cycle's queueing policy.
+    pub queueing: Option<QueueingStrategy>,
+    /// What the shell found wrong with the object (an unknown resource key, a bad
+    /// quantity); gangs in it wait with this reason.
+    pub problem: Option<String>,
+}
+
+impl QueueSpec {
+    /// A top-level queue with no rules.
+    pub fn new(name: &str) -> QueueSpec {
+        QueueSpec {
+            name: name.to_string(),
+            parent: None,
+            priority: DEFAULT_PRIORITY,
+            created: 0,
+            resources: Vec::new(),
+            stopped: false,
+            namespaces: None,
+            queueing: None,
+            problem: None,
+        }
+    }
+}

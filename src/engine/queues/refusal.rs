@@ -1,0 +1,97 @@
+//! Why a queue does not admit a gang, in words a person can act on, with amounts as
+//! Kubernetes quantities.
+
+use std::fmt;
+
+use crate::engine::resources::{ResourceId, ResourceNames};
+
+/// Why a gang's queue does not admit it now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    QueueDoesNotExist(String),
+    QueueInvalid {
+        queue: String,
+        problem: String,
+    },
+    QueueNotLeaf(String),
+    QueueStopped(String),
+    NamespaceNotAllowed {
+        queue: String,
+        namespace: String,
+    },
+    OverLimit {
+        queue: String,
+        resource: String,
+        limit: String,
+        allocated: String,
+        needs: String,
+    },
+    NonPreemptibleOverQuota {
+        queue: String,
+        resource: String,
+        quota: String,
+        allocated: String,
+        needs: String,
+    },
+    /// Idle quota that these queues do not lend would be used.
+    LendingLimit {
+        resource: String,
+        kept: Vec<(String, String)>,
+    },
+}
+
+impl Refusal {
+    /// The short reason, as KAI names it (for conditions and metrics).
+    pub fn code(&self) -> &'static str {
+        match self {
+            Refusal::QueueDoesNotExist(_) => "QueueDoesNotExist",
+            Refusal::QueueInvalid { .. } => "QueueInvalid",
+            Refusal::QueueNotLeaf(_) => "QueueNotLeaf",
+            Refusal::QueueStopped(_) => "QueueStopped",
+            Refusal::NamespaceNotAllowed { .. } => "NamespaceNotAllowed",
+            Refusal::OverLimit { .. } => "OverLimit",
+            Refusal::NonPreemptibleOverQuota { .. } => "NonPreemptibleOverQuota",
+            Refusal::LendingLimit { .. } => "LendingLimit",
+        }
+    }
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Refusal::QueueDoesNotExist(q) => write!(f, "queue {q} does not exist"),
+            Refusal::QueueInvalid { queue, problem } => write!(f, "queue {queue} is invalid: {problem}"),
+            Refusal::QueueNotLeaf(q) => write!(f, "queue {q} has child queues; only leaf queues take gangs"),
+            Refusal::QueueStopped(q) => write!(f, "queue {q} is stopped (stopPolicy); it admits no new gang"),
+            Refusal::NamespaceNotAllowed { queue, namespace } => {
+                write!(f, "queue {queue} does not admit namespace {namespace} (namespaceSelector)")
+            }
+            Refusal::OverLimit { queue, resource, limit, allocated, needs } => write!(
+                f,
+                "queue {queue} would exceed its limit of {limit} {resource} ({allocated} allocated, the gang needs {needs})"
+            ),
+            Refusal::NonPreemptibleOverQuota { queue, resource, quota, allocated, needs } => write!(
+                f,
+                "a non-preemptible gang runs only within quota: queue {queue} has {quota} {resource}, \
+                 {allocated} held by non-preemptible gangs, the gang needs {needs}"
+            ),
+            Refusal::LendingLimit { resource, kept } => {
+                let kept: Vec<String> = kept.iter().map(|(q, a)| format!("{q} keeps {a} {resource}")).collect();
+                write!(f, "the free {resource} is quota its owners do not lend ({})", kept.join(", "))
+            }
+        }
+    }
+}
+
+/// An amount in the engine's units as a Kubernetes quantity.
+pub fn quantity(names: &ResourceNames, id: ResourceId, amount: i64) -> String {
+    const GI: i64 = 1 << 30;
+    const MI: i64 = 1 << 20;
+    match names.name(id) {
+        "cpu" if amount % 1000 == 0 => (amount / 1000).to_string(),
+        "cpu" => format!("{amount}m"),
+        "memory" | "ephemeral-storage" if amount != 0 && amount % GI == 0 => format!("{}Gi", amount / GI),
+        "memory" | "ephemeral-storage" if amount != 0 && amount % MI == 0 => format!("{}Mi", amount / MI),
+        _ => amount.to_string(),
+    }
+}

@@ -1,0 +1,222 @@
+//! Queue objects into the engine's queue specs, and which queue a gang is in.
+//!
+//! Amounts go into the engine's units (CPU in millicores, memory in bytes, the rest in
+//! units); anything wrong with an object becomes the queue's problem, which its gangs wait
+//! on, and nothing else.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+
+use super::groups::{GroupSpec, created};
+use super::quantity;
+use super::queue_crd::{self, Queue, StopPolicy};
+pub use super::view::{
+    KAI_PREEMPTIBILITY_LABEL, KAI_QUEUE_LABELS, QUEUE_LABEL, labelled_preemptibility, labelled_queue,
+};
+use crate::engine::queues::{DEFAULT_PRIORITY, DEFAULT_QUEUE, QueueSpec, QueueingStrategy, ResourceRule};
+use crate::engine::resources::{ResourceId, ResourceNames};
+
+/// The namespace label naming the queue of its gangs that name none.
+pub const DEFAULT_QUEUE_LABEL: &str = "muster.dev/default-queue";
+/// Gangs at or above this priority are non-preemptible unless they say otherwise (KAI's
+/// threshold).
+pub const NON_PREEMPTIBLE_PRIORITY: i32 = 100;
+
+/// Whether `key` can name a resource: `name` or `prefix/name`, a DNS-like prefix and a
+/// name of letters, digits, `-`, `_` and `.`.
+fn valid_key(key: &str) -> bool {
+    let (prefix, name) = key.rsplit_once('/').unwrap_or(("", key));
+    let name_ok = !name.is_empty()
+        && name.len() <= 63
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric());
+    let prefix_ok = prefix.len() <= 253
+        && prefix.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '.'))
+        && (prefix.is_empty() || !key.starts_with('/'));
+    name_ok && prefix_ok && !key.contains("//")
+}
+
+fn amount(names: &mut ResourceNames, key: &str, text: &str) -> Result<(ResourceId, i64), String> {
+    let id = names.intern(key);
+    let parsed = if id == ResourceId::CPU { quantity::parse_milli(text) } else { quantity::parse_units(text) };
+    parsed.map(|v| (id, v)).map_err(|e| format!("resource {key}: {e}"))
+}
+
+fn rule(
+    names: &mut ResourceNames,
+    key: &str,
+    r: &queue_crd::QueueResource,
+) -> Result<(ResourceId, ResourceRule), String> {
+    if !valid_key(key) {
+        return Err(format!("resource key {key:?} is not a resource name"));
+    }
+    if key.starts_with("deviceclass/") || key.contains(".deviceclass/") {
+        return Err(format!("resource key {key}: per-DeviceClass quotas are not supported yet"));
+    }
+    let id = names.intern(key);
+    let mut out = ResourceRule::default();
+    let field = |names: &mut ResourceNames, q: &Option<k8s_openapi::apimachinery::pkg::api::resource::Quantity>| {
+        q.as_ref().map(|q| amount(names, key, &q.0).map(|(_, v)| v)).transpose()
+    };
+    out.quota = Some(field(names, &r.quota)?.unwrap_or(0));
+    out.limit = field(names, &r.limit)?;
+    out.lending_limit = field(names, &r.lending_limit)?;
+    if let Some(w) = r.over_quota_weight {
+        if !w.is_finite() || w < 0.0 {
+            return Err(format!("resource {key}: overQuotaWeight {w} must be a number of at least 0"));
+        }
+        out.weight_milli = (w * 1000.0).round() as u64;
+    }
+    Ok((id, out))
+}
+
+/// Whether a namespace's labels match a label selector.
+fn selects(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> Result<bool, String> {
+    for (k, v) in selector.match_labels.iter().flatten() {
+        if labels.get(k) != Some(v) {
+            return Ok(false);
+        }
+    }
+    for e in selector.match_expressions.iter().flatten() {
+        let values = e.values.as_deref().unwrap_or_default();
+        let has = labels.get(&e.key);
+        let ok = match e.operator.as_str() {
+            "In" => has.is_some_and(|v| values.contains(v)),
+            "NotIn" => has.is_none_or(|v| !values.contains(v)),
+            "Exists" => has.is_some(),
+            "DoesNotExist" => has.is_none(),
+            other => return Err(format!("namespaceSelector: unknown operator {other:?}")),
+        };
+        if !ok {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// One Queue object as the engine's spec.
+pub fn queue_spec(queue: &Queue, namespaces: &[&Namespace], names: &mut ResourceNames) -> QueueSpec {
+    let mut spec = QueueSpec::new(queue.metadata.name.as_deref().unwrap_or_default());
+    spec.parent = queue.spec.parent.clone().filter(|p| !p.is_empty());
+    spec.priority = queue.spec.priority.unwrap_or(DEFAULT_PRIORITY);
+    spec.created = created(&queue.metadata);
+    let mut problems = Vec::new();
+    for (key, r) in &queue.spec.resources {
+        match rule(names, key, r) {
+            Ok(rule) => spec.resources.push(rule),
+            Err(why) => problems.push(why),
+        }
+    }
+    if let Some(admission) = &queue.spec.admission {
+        spec.stopped = matches!(admission.stop_policy, Some(StopPolicy::Hold | StopPolicy::HoldAndDrain));
+        spec.queueing = admission.queueing_strategy.map(|s| match s {
+            queue_crd::QueueingStrategy::StrictFifo => QueueingStrategy::StrictFifo,
+            queue_crd::QueueingStrategy::BestEffortFifo => QueueingStrategy::BestEffortFifo,
+        });
+        if let Some(selector) = &admission.namespace_selector {
+            let mut allowed = Vec::new();
+            for ns in namespaces {
+                match selects(selector, ns.metadata.labels.as_ref().unwrap_or(&BTreeMap::new())) {
+                    Ok(true) => allowed.push(ns.metadata.name.clone().unwrap_or_default()),
+                    Ok(false) => {}
+                    Err(why) => {
+                        problems.push(why);
+                        break;
+                    }
+                }
+            }
+            allowed.sort();
+            spec.namespaces = Some(allowed);
+        }
+    }
+    if !problems.is_empty() {
+        spec.problem = Some(problems.join("; "));
+    }
+    spec
+}
+
+/// The queue a gang is in (QUEUES.md §3.1): its PodGroup's queue, else its pod's
+/// `muster.dev/queue` label, else KAI Scheduler's labels, else its namespace's
+/// `muster.dev/default-queue` label, else `default`.
+pub fn queue_of(group: Option<&GroupSpec>, pod: &Pod, namespace: Option<&Namespace>) -> String {
+    group
+        .and_then(|g| g.queue.clone())
+        .or_else(|| labelled_queue(&pod.metadata))
+        .or_else(|| namespace.and_then(|n| n.metadata.labels.as_ref()?.get(DEFAULT_QUEUE_LABEL).cloned()))
+        .unwrap_or_else(|| DEFAULT_QUEUE.to_string())
+}
+
+/// Whether a gang says itself whether it may be preempted: its PodGroup, else its pod's KAI
+/// label. None: decided by priority.
+pub fn preemptibility(group: Option<&GroupSpec>, pod: &Pod) -> Option<bool> {
+    group.and_then(|g| g.preemptible).or_else(|| labelled_preemptibility(&pod.metadata))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queue(yaml: &str) -> Queue {
+        serde_yaml::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn a_queue_converts_to_engine_units() {
+        let q = queue(
+            "apiVersion: muster.dev/v1alpha1\nkind: Queue\nmetadata: {name: team-a}\nspec:\n  parent: org\n  priority: 50\n  resources:\n    nvidia.com/gpu: {quota: \"8\", overQuotaWeight: 2, limit: \"12\", lendingLimit: \"4\"}\n    cpu: {quota: \"1500m\"}\n",
+        );
+        let mut names = ResourceNames::default();
+        let spec = queue_spec(&q, &[], &mut names);
+        assert_eq!(spec.problem, None);
+        assert_eq!((spec.parent.as_deref(), spec.priority), (Some("org"), 50));
+        let gpu = names.get("nvidia.com/gpu").unwrap();
+        let find = |id| spec.resources.iter().find(|(k, _)| *k == id).unwrap().1;
+        assert_eq!(
+            find(gpu),
+            ResourceRule { quota: Some(8), weight_milli: 2000, limit: Some(12), lending_limit: Some(4) }
+        );
+        assert_eq!(find(ResourceId::CPU).quota, Some(1500));
+    }
+
+    #[test]
+    fn a_bad_key_or_amount_is_the_queues_problem_named_in_words() {
+        let q = queue(
+            "apiVersion: muster.dev/v1alpha1\nkind: Queue\nmetadata: {name: bad}\nspec:\n  resources:\n    \"nvidia gpu\": {quota: \"1\"}\n    memory: {quota: lots}\n",
+        );
+        let spec = queue_spec(&q, &[], &mut ResourceNames::default());
+        let problem = spec.problem.unwrap();
+        assert!(problem.contains("resource key \"nvidia gpu\" is not a resource name"), "{problem}");
+        assert!(problem.contains("resource memory: invalid quantity \"lots\""), "{problem}");
+    }
+
+    #[test]
+    fn the_namespace_selector_lists_the_namespaces_it_admits() {
+        let q = queue(
+            "apiVersion: muster.dev/v1alpha1\nkind: Queue\nmetadata: {name: a}\nspec:\n  admission:\n    namespaceSelector: {matchLabels: {team: a}}\n    stopPolicy: Hold\n",
+        );
+        let ns = |name: &str, team: &str| -> Namespace {
+            serde_yaml::from_str(&format!("metadata: {{name: {name}, labels: {{team: {team}}}}}")).unwrap()
+        };
+        let (a, b) = (ns("ml-a", "a"), ns("ml-b", "b"));
+        let spec = queue_spec(&q, &[&a, &b], &mut ResourceNames::default());
+        assert_eq!(spec.namespaces, Some(vec!["ml-a".to_string()]));
+        assert!(spec.stopped);
+    }
+
+    #[test]
+    fn a_gangs_queue_comes_from_its_group_then_its_labels_then_its_namespace() {
+        let pod = |labels: &str| -> Pod {
+            serde_yaml::from_str(&format!("metadata: {{name: p, labels: {labels}}}")).unwrap()
+        };
+        assert_eq!(queue_of(None, &pod("{}"), None), "default");
+        assert_eq!(queue_of(None, &pod("{kai.scheduler/queue: kai-q}"), None), "kai-q");
+        assert_eq!(queue_of(None, &pod("{runai/queue: old, muster.dev/queue: mine}"), None), "mine");
+        let ns: Namespace =
+            serde_yaml::from_str("metadata: {name: ml, labels: {muster.dev/default-queue: team-ml}}").unwrap();
+        assert_eq!(queue_of(None, &pod("{}"), Some(&ns)), "team-ml");
+        assert_eq!(preemptibility(None, &pod("{kai.scheduler/preemptibility: non-preemptible}")), Some(false));
+    }
+}
