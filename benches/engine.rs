@@ -109,6 +109,28 @@ fn bench(c: &mut Criterion) {
     group.throughput(Throughput::Elements(10_000));
     group.bench_function("10000_single_pods", |b| b.iter(|| schedule(&singles, &CycleConfig::default())));
 
+    // The same pods in 50 queues, a tree of 3 levels: 2 organisations, 8 departments, 40
+    // teams with GPU quotas and limits.
+    let mut queued = cluster();
+    for org in 0..2 {
+        queued = queued.queue(&format!("org-{org}"), "", &[(GPU, 16_000, 1, None, None)], |_| {});
+        for dept in 0..4 {
+            let dept_name = format!("dept-{org}-{dept}");
+            queued = queued.queue(&dept_name, &format!("org-{org}"), &[(GPU, 4_000, 1, None, None)], |_| {});
+            for team in 0..5 {
+                let rule = (GPU, 700, 1 + team as u64, Some(2_000), None);
+                queued = queued.queue(&format!("team-{org}-{dept}-{team}"), &dept_name, &[rule], |_| {});
+            }
+        }
+    }
+    let mut queued = add_pods(queued, 10_000, 1);
+    for (i, gang) in queued.gangs.iter_mut().enumerate() {
+        gang.queue = format!("team-{}-{}-{}", i % 2, (i / 2) % 4, (i / 8) % 5);
+    }
+    report("10000 single pods in 50 queues", &queued);
+    group.throughput(Throughput::Elements(10_000));
+    group.bench_function("10000_single_pods_50_queues", |b| b.iter(|| schedule(&queued, &CycleConfig::default())));
+
     let gangs = add_pods(cluster(), 1_000, 8);
     report("1000 gangs of 8", &gangs);
     group.throughput(Throughput::Elements(1_000));

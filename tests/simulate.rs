@@ -32,7 +32,6 @@ fn temp_yaml(name: &str, text: &str) -> PathBuf {
 fn all_three_podgroup_kinds_are_gangs_and_the_json_follows_the_contract() {
     let path = fixture("three-kinds.yaml");
     let (report, stderr) = simulate_json(&["--cluster", path.to_str().unwrap()]);
-    assert!(stderr.contains("skipped Namespace research"), "{stderr}");
     assert!(stderr.contains("skipped Service research/dashboard"), "{stderr}");
 
     let pods = report["pods"].as_array().unwrap();
@@ -257,4 +256,41 @@ fn a_gang_that_requires_a_rack_lands_in_the_rack_with_room_waits_when_none_has_a
     let path = temp_yaml("block.yaml", &rack_cluster([0, 8, 0, 0, 2, 2, 2, 2], 3, "block", Some("rack")));
     let (report, _) = simulate_json(&["--cluster", path.to_str().unwrap()]);
     assert_eq!(gang_racks(&report), ["r1", "r2"]);
+}
+
+#[test]
+fn queues_order_gangs_by_quota_cap_them_by_limit_and_report_their_figures() {
+    let path = fixture("queues.yaml");
+    let (report, _) = simulate_json(&["--cluster", path.to_str().unwrap()]);
+    let pods = report["pods"].as_array().unwrap();
+    let pod = |name: &str| pods.iter().find(|p| p["name"] == name).unwrap().clone();
+    // team-b is within its quota: its younger gang goes before team-a's, which already
+    // holds its quota, and takes node-2.
+    assert_eq!(pod("b-first-0")["node"], "node-2");
+    assert_eq!(pod("a-more-0")["node"], Value::Null);
+    // The vision namespace's label puts its notebook in team-b.
+    assert_eq!(pod("notebook")["node"], "node-2");
+    assert_eq!(
+        pod("b-big")["reason"],
+        "queue team-b would exceed its limit of 10 nvidia.com/gpu (5 allocated, the gang needs 8)"
+    );
+    assert_eq!(pod("lost")["reason"], "queue broken is invalid: its parent queue missing does not exist");
+
+    let queues = report["queues"].as_array().unwrap();
+    let names: Vec<&str> = queues.iter().map(|q| q["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["broken", "default", "team-a", "team-b"]);
+    assert_eq!(queues[1]["parent"], Value::Null);
+    assert_eq!(
+        queues[3]["resources"]["nvidia.com/gpu"],
+        json!({"quota": "8", "limit": "10", "fairShare": "8", "allocated": "5", "requested": "8"})
+    );
+    assert_eq!(queues[2]["resources"]["nvidia.com/gpu"]["allocated"], "8");
+    assert_eq!(queues[0]["problem"], "its parent queue missing does not exist");
+}
+
+#[test]
+fn without_queue_objects_the_json_has_no_queues() {
+    let path = fixture("three-kinds.yaml");
+    let (report, _) = simulate_json(&["--cluster", path.to_str().unwrap()]);
+    assert!(report.get("queues").is_none());
 }

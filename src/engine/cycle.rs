@@ -7,7 +7,7 @@ use super::model::{Gang, GangKey, NodeIdx, PodKey, Snapshot};
 use super::place::{Scoring, Workspace};
 use super::queues::admit::{admit, resolve};
 use super::queues::order::Picker;
-use super::queues::{QueueState, QueueingStrategy};
+use super::queues::{GangNeeds, QueueState, QueueingStrategy};
 use super::reason::{WaitReason, Waiting};
 use super::topology::DomainChoice;
 
@@ -78,8 +78,10 @@ pub fn schedule_with(snapshot: &Snapshot, config: &CycleConfig, selectors: &mut 
     let mut workspace = Workspace::new(snapshot, config.scoring, config.domain_choice, selectors);
     let mut outcome = CycleOutcome::default();
     let tree = &snapshot.queues;
-    let mut queues = QueueState::new(snapshot);
-    let mut picker = Picker::new(snapshot, &queue_order(&snapshot.gangs));
+    let needs = GangNeeds::new(snapshot);
+    let mut queues = QueueState::new(snapshot, &needs);
+    let mut picker = Picker::new(snapshot, needs, &queues, &queue_order(&snapshot.gangs));
+    let mut charged = vec![0; tree.keys.len()];
     // The backfill reservation, at most one per cycle.
     let mut reserved = false;
     // StrictFIFO: per leaf queue, the first gang that did not fit.
@@ -115,7 +117,7 @@ pub fn schedule_with(snapshot: &Snapshot, config: &CycleConfig, selectors: &mut 
             outcome.waiting.push(wait(WaitReason::BehindEarlierGang(earlier.clone())));
             continue;
         }
-        let admitted = match admit(tree, &queues, &snapshot.resources, leaf, gang) {
+        let admitted = match admit(tree, &queues, &snapshot.resources, leaf, gang, picker.need_now(index)) {
             Ok(admitted) => admitted,
             Err(refusal) => {
                 outcome.waiting.push(wait(WaitReason::Queue(refusal)));
@@ -132,13 +134,15 @@ pub fn schedule_with(snapshot: &Snapshot, config: &CycleConfig, selectors: &mut 
         match attempt {
             Ok(fit) => {
                 if !tree.keys.is_empty() {
-                    let mut need = vec![0; tree.keys.len()];
+                    charged.fill(0);
                     for &(pod, _) in &fit.pods {
-                        for (k, &id) in tree.keys.iter().enumerate() {
-                            need[k] += gang.pods[pod].demand.get(id);
+                        for &(id, amount) in gang.pods[pod].demand.entries() {
+                            if let Some(k) = tree.key_index(id) {
+                                charged[k] += amount;
+                            }
                         }
                     }
-                    queues.charge(tree, leaf, &need, !gang.preemptible);
+                    queues.charge(tree, leaf, &charged, !gang.preemptible);
                 }
                 outcome.placements.push(Placement {
                     gang: gang.key.clone(),

@@ -16,6 +16,7 @@ use crate::k8s::assemble::ClusterObjects;
 use crate::k8s::convert_dra;
 use crate::k8s::crd::PodGroup as MusterPodGroup;
 use crate::k8s::foreign::PodGroup as PluginPodGroup;
+use crate::k8s::queue_crd::Queue as MusterQueue;
 
 #[derive(Debug, Error)]
 pub enum Error {
@@ -141,6 +142,7 @@ impl Loader {
             ("", "Node" | "Namespace" | "PersistentVolume")
                 | ("resource.k8s.io", "ResourceSlice" | "DeviceClass" | "DeviceTaintRule")
                 | ("scheduling.k8s.io", "PriorityClass")
+                | ("muster.dev", "Queue")
         );
         let mut value = value;
         let namespace = namespaced.then(|| {
@@ -162,8 +164,9 @@ impl Loader {
         let identity = (group.clone(), kind.clone(), namespace.clone().unwrap_or_default(), name.clone());
         let known = matches!(
             (api_version.as_str(), kind.as_str()),
-            ("v1", "Node" | "Pod")
+            ("v1", "Node" | "Pod" | "Namespace")
                 | ("scheduling.k8s.io/v1beta1" | "muster.dev/v1alpha1" | "scheduling.x-k8s.io/v1alpha1", "PodGroup")
+                | ("muster.dev/v1alpha1", "Queue")
                 | ("scheduling.k8s.io/v1", "PriorityClass")
                 | (
                     "resource.k8s.io/v1",
@@ -190,6 +193,12 @@ impl Loader {
                 }
                 c.objects.pods.push(pod);
                 self.pod_files.push(path.to_string());
+            }
+            ("v1", "Namespace") => c.objects.namespaces.push(typed(value, path, &object)?),
+            ("muster.dev/v1alpha1", "Queue") => {
+                let mut q: MusterQueue = typed(value, path, &object)?;
+                q.metadata = stamp(q.metadata, &mut self.sequence);
+                c.objects.queues.push(q);
             }
             ("scheduling.k8s.io/v1beta1", _) => {
                 let mut g: KubernetesPodGroup = typed(value, path, &object)?;

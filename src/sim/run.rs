@@ -15,6 +15,9 @@ use serde::Serialize;
 use crate::config::Config;
 use crate::engine::dra::selectors::SelectorCache;
 use crate::engine::model::{GangKind, PodKey, Snapshot};
+use crate::engine::queues::QueueState;
+use crate::engine::queues::refusal::quantity;
+use crate::engine::queues::report::report as queue_report;
 use crate::engine::{CycleOutcome, schedule_with};
 use crate::k8s::allocation;
 use crate::k8s::assemble::{ClusterObjects, Memo, assemble_view};
@@ -52,11 +55,36 @@ pub struct GangResult {
     pub reason: Option<String>,
 }
 
+/// One queue's figures for one resource key, as Kubernetes quantities.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueFigures {
+    /// "unlimited" for an imported unlimited quota.
+    pub quota: String,
+    pub limit: Option<String>,
+    pub fair_share: String,
+    pub allocated: String,
+    pub requested: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct QueueResult {
+    pub name: String,
+    pub parent: Option<String>,
+    /// Why the queue takes no gangs, if it is invalid.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+    pub resources: std::collections::BTreeMap<String, QueueFigures>,
+}
+
 /// The simulator's JSON document.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Report {
     pub pods: Vec<PodResult>,
     pub gangs: Vec<GangResult>,
+    /// Only when the input has Queue objects.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub queues: Vec<QueueResult>,
 }
 
 /// How many cycles at most; each placing cycle binds at least one pod, so a cluster
@@ -335,5 +363,30 @@ fn report(objects: &ClusterObjects, config: &Config, last: &CycleOutcome, memo: 
             }
         })
         .collect();
-    Report { pods, gangs }
+    let state = QueueState::of(&assembled.snapshot);
+    let names = &assembled.snapshot.resources;
+    let queues = queue_report(&assembled.snapshot, &state)
+        .into_iter()
+        .map(|q| QueueResult {
+            name: q.name,
+            parent: q.parent,
+            problem: q.problem,
+            resources: q
+                .resources
+                .iter()
+                .map(|&(id, f)| {
+                    let amount = |v: i64| quantity(names, id, v);
+                    let figures = QueueFigures {
+                        quota: f.quota.map_or_else(|| "unlimited".to_string(), amount),
+                        limit: f.limit.map(amount),
+                        fair_share: amount(f.fair_share),
+                        allocated: amount(f.allocated),
+                        requested: amount(f.requested),
+                    };
+                    (names.name(id).to_string(), figures)
+                })
+                .collect(),
+        })
+        .collect();
+    Report { pods, gangs, queues }
 }

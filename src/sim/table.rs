@@ -28,6 +28,27 @@ pub fn report_table(report: &Report) -> String {
             );
         }
     }
+    if !report.queues.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n{:<24}  {:<16}  {:<24}  {:>8}  {:>8}  {:>10}  {:>10}  {:>10}",
+            "QUEUE", "PARENT", "RESOURCE", "QUOTA", "LIMIT", "FAIR SHARE", "ALLOCATED", "REQUESTED"
+        );
+        for q in &report.queues {
+            let parent = q.parent.as_deref().unwrap_or("-");
+            if let Some(problem) = &q.problem {
+                let _ = writeln!(out, "{:<24}  {parent:<16}  invalid: {problem}", q.name);
+            }
+            for (key, f) in &q.resources {
+                let limit = f.limit.as_deref().unwrap_or("-");
+                let _ = writeln!(
+                    out,
+                    "{:<24}  {parent:<16}  {key:<24}  {:>8}  {limit:>8}  {:>10}  {:>10}  {:>10}",
+                    q.name, f.quota, f.fair_share, f.allocated, f.requested
+                );
+            }
+        }
+    }
     out
 }
 

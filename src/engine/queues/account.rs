@@ -6,7 +6,7 @@
 use super::QueueTree;
 use super::share::{Claimant, Division, divide};
 use super::tree::resolve;
-use crate::engine::model::{Gang, Snapshot};
+use crate::engine::model::{PendingPod, Snapshot};
 use crate::engine::resources::Demand;
 
 /// Per queue, per key of the tree (`tree.keys`), amounts in the engine's units.
@@ -36,20 +36,67 @@ pub fn per_key(tree: &QueueTree, demand: &Demand, times: i64) -> Vec<i64> {
     tree.keys.iter().map(|&id| demand.get(id) * times).collect()
 }
 
-/// The demand of a gang's first `pods` pending pods, per key.
-pub fn gang_need(tree: &QueueTree, gang: &Gang, pods: usize) -> Vec<i64> {
-    let mut need = vec![0; tree.keys.len()];
-    for pod in gang.pods.iter().take(pods) {
-        for (k, &id) in tree.keys.iter().enumerate() {
-            need[k] += pod.demand.get(id);
+/// Adds the demand of `pods`, per key of the tree, to `need`.
+fn add_pods<'p>(tree: &QueueTree, need: &mut [i64], pods: impl Iterator<Item = &'p PendingPod>) {
+    for pod in pods {
+        for &(id, amount) in pod.demand.entries() {
+            if let Some(k) = tree.key_index(id) {
+                need[k] += amount;
+            }
         }
     }
-    need
+}
+
+/// Per pending gang of the snapshot, computed once per cycle: its leaf queue (when it
+/// resolves), what it needs now (its pods up to minMember) and what all its pods request,
+/// per key, in two flat arrays.
+#[derive(Clone, Debug, Default)]
+pub struct GangNeeds {
+    pub leaf: Vec<Option<usize>>,
+    keys: usize,
+    now: Vec<i64>,
+    all: Vec<i64>,
+}
+
+impl GangNeeds {
+    pub fn new(snapshot: &Snapshot) -> GangNeeds {
+        let tree = &snapshot.queues;
+        let keys = tree.keys.len();
+        let n = snapshot.gangs.len();
+        let mut needs = GangNeeds { leaf: vec![None; n], keys, now: vec![0; n * keys], all: vec![0; n * keys] };
+        for (g, gang) in snapshot.gangs.iter().enumerate() {
+            needs.leaf[g] = resolve(tree, &gang.queue, &gang.key.namespace).ok();
+            if keys == 0 || needs.leaf[g].is_none() {
+                continue;
+            }
+            let now = gang.still_needed().min(gang.pods.len());
+            let range = g * keys..(g + 1) * keys;
+            add_pods(tree, &mut needs.now[range.clone()], gang.pods[..now].iter());
+            needs.all[range.clone()].copy_from_slice(&needs.now[range.clone()]);
+            add_pods(tree, &mut needs.all[range], gang.pods[now..].iter());
+        }
+        needs
+    }
+
+    /// What gang `g` needs now, per key.
+    pub fn now(&self, g: usize) -> &[i64] {
+        &self.now[g * self.keys..(g + 1) * self.keys]
+    }
+
+    /// What all of gang `g`'s pending pods request, per key.
+    pub fn all(&self, g: usize) -> &[i64] {
+        &self.all[g * self.keys..(g + 1) * self.keys]
+    }
 }
 
 impl QueueState {
+    /// The state of `snapshot`, for reports.
+    pub fn of(snapshot: &Snapshot) -> QueueState {
+        QueueState::new(snapshot, &GangNeeds::new(snapshot))
+    }
+
     /// The state at the start of a cycle. Empty when no queue governs any key.
-    pub fn new(snapshot: &Snapshot) -> QueueState {
+    pub fn new(snapshot: &Snapshot, needs: &GangNeeds) -> QueueState {
         let tree = &snapshot.queues;
         let keys = tree.keys.len();
         let queues = tree.queues.len();
@@ -87,14 +134,13 @@ impl QueueState {
                 state.add(tree, leaf, &need, !running.preemptible, false);
             }
         }
-        for gang in &snapshot.gangs {
+        for (g, gang) in snapshot.gangs.iter().enumerate() {
             if gang.blocked.is_some() {
                 continue;
             }
-            if let Ok(leaf) = resolve(tree, &gang.queue, &gang.key.namespace) {
-                let need = gang_need(tree, gang, gang.pods.len());
+            if let Some(leaf) = needs.leaf[g] {
                 for q in tree.path(leaf) {
-                    for (requested, amount) in state.requested[q].iter_mut().zip(&need) {
+                    for (requested, amount) in state.requested[q].iter_mut().zip(needs.all(g)) {
                         *requested += amount;
                     }
                 }

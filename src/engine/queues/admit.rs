@@ -4,7 +4,7 @@
 //! sibling does not lend stays free. Each refusal is a reason a person can act on.
 
 use super::QueueTree;
-use super::account::{QueueState, gang_need};
+use super::account::QueueState;
 pub use super::refusal::{Refusal, quantity};
 pub use super::tree::resolve;
 use crate::engine::model::Gang;
@@ -81,30 +81,31 @@ pub fn check(
 }
 
 /// How many of the gang's pending pods its queue admits now (at least the pods it still
-/// needs), or why it admits none.
+/// needs, whose demand is `now`), or why it admits none.
 pub fn admit(
     tree: &QueueTree,
     state: &QueueState,
     names: &ResourceNames,
     leaf: usize,
     gang: &Gang,
+    now: &[i64],
 ) -> Result<usize, Refusal> {
     if tree.keys.is_empty() {
         return Ok(gang.pods.len());
     }
+    check(tree, state, names, leaf, now, gang.preemptible)?;
     let needed = gang.still_needed().min(gang.pods.len());
-    let mut need = gang_need(tree, gang, needed);
-    check(tree, state, names, leaf, &need, gang.preemptible)?;
     let mut admitted = needed;
+    let mut need = now.to_vec();
     for pod in &gang.pods[needed..] {
-        let mut more = need.clone();
-        for (k, &id) in tree.keys.iter().enumerate() {
-            more[k] += pod.demand.get(id);
+        for &(id, amount) in pod.demand.entries() {
+            if let Some(k) = tree.key_index(id) {
+                need[k] += amount;
+            }
         }
-        if check(tree, state, names, leaf, &more, gang.preemptible).is_err() {
+        if check(tree, state, names, leaf, &need, gang.preemptible).is_err() {
             break;
         }
-        need = more;
         admitted += 1;
     }
     Ok(admitted)

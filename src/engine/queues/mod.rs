@@ -12,13 +12,14 @@ pub mod account;
 pub mod admit;
 pub mod order;
 pub mod refusal;
+pub mod report;
 pub mod share;
 pub mod tree;
 
 #[cfg(test)]
 mod tests;
 
-pub use account::QueueState;
+pub use account::{GangNeeds, QueueState};
 pub use refusal::Refusal;
 pub use tree::{QueueTree, TreeProblem};
 

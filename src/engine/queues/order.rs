@@ -5,11 +5,43 @@
 use std::cmp::Ordering;
 
 use super::QueueTree;
-use super::account::{QueueState, gang_need};
-use super::tree::resolve;
+use super::account::{GangNeeds, QueueState};
 use crate::engine::model::Snapshot;
 
-/// Hands out the cycle's gangs in queue order.
+/// A queue's standing for its next gang (QUEUES.md §2.5, rules 1–5), smaller first.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Standing {
+    over_fair_share: bool,
+    not_starved: bool,
+    priority: i32,
+    zero_share: bool,
+    share_with: f64,
+    share_without: f64,
+}
+
+impl Standing {
+    fn cmp(&self, other: &Standing) -> Ordering {
+        self.over_fair_share
+            .cmp(&other.over_fair_share)
+            .then(self.not_starved.cmp(&other.not_starved))
+            .then(other.priority.cmp(&self.priority))
+            .then(self.zero_share.cmp(&other.zero_share))
+            .then(self.share_with.total_cmp(&other.share_with))
+            .then(self.share_without.total_cmp(&other.share_without))
+    }
+}
+
+/// A subtree's next gang, with its leaf and the subtree's standing for it.
+#[derive(Clone, Copy, Debug)]
+struct Pick {
+    leaf: usize,
+    gang: usize,
+    standing: Standing,
+}
+
+/// Hands out the cycle's gangs in queue order. A subtree's pick is kept until something in
+/// it changes (a gang handed out from it, which is also where capacity is charged), so a
+/// gang costs the depth of the tree, not its size.
 #[derive(Clone, Debug, Default)]
 pub struct Picker {
     /// Gangs whose queue does not resolve, first: they only get their reason.
@@ -20,43 +52,42 @@ pub struct Picker {
     /// Per queue: gangs not yet handed out in its subtree.
     left: Vec<usize>,
     /// Per gang: its leaf, and what it needs now (its pods up to minMember), per key.
-    leaf: Vec<Option<usize>>,
-    needs: Vec<Vec<i64>>,
-    /// The queues are only the implicit default: hand the gangs out in the given order.
-    plain: bool,
+    needs: GangNeeds,
+    /// Per queue, per key: its allocatable share (fixed for the cycle).
+    allocatable: Vec<Vec<i64>>,
+    /// Per queue: its subtree's pick, while valid.
+    picks: Vec<Option<Pick>>,
 }
 
 impl Picker {
     /// `order` is the cycle's gang order (priority, then age), which each leaf keeps.
-    pub fn new(snapshot: &Snapshot, order: &[usize]) -> Picker {
+    pub fn new(snapshot: &Snapshot, needs: GangNeeds, state: &QueueState, order: &[usize]) -> Picker {
         let tree = &snapshot.queues;
+        let plain = !tree.is_configured();
         let mut picker = Picker {
             lists: vec![Vec::new(); tree.queues.len()],
             cursor: vec![0; tree.queues.len()],
             left: vec![0; tree.queues.len()],
-            leaf: vec![None; snapshot.gangs.len()],
-            needs: vec![Vec::new(); snapshot.gangs.len()],
-            plain: !tree.is_configured(),
+            picks: vec![None; tree.queues.len()],
             ..Picker::default()
         };
+        if !plain {
+            picker.allocatable = (0..tree.queues.len())
+                .map(|q| (0..tree.keys.len()).map(|k| allocatable(tree, state, q, k)).collect())
+                .collect();
+        }
         for &g in order {
-            let gang = &snapshot.gangs[g];
-            match resolve(tree, &gang.queue, &gang.key.namespace) {
-                Ok(leaf) if !picker.plain => {
+            match needs.leaf[g] {
+                Some(leaf) if !plain => {
                     picker.lists[leaf].push(g);
-                    picker.leaf[g] = Some(leaf);
-                    picker.needs[g] = gang_need(tree, gang, gang.still_needed().min(gang.pods.len()));
                     for q in tree.path(leaf) {
                         picker.left[q] += 1;
                     }
                 }
-                Ok(leaf) => {
-                    picker.leaf[g] = Some(leaf);
-                    picker.unqueued.push(g);
-                }
-                Err(_) => picker.unqueued.push(g),
+                _ => picker.unqueued.push(g),
             }
         }
+        picker.needs = needs;
         // A stack, popped from the end: first in the given order.
         picker.unqueued.reverse();
         picker
@@ -64,7 +95,12 @@ impl Picker {
 
     /// The gang's leaf queue, when it resolved.
     pub fn leaf(&self, gang: usize) -> Option<usize> {
-        self.leaf[gang]
+        self.needs.leaf[gang]
+    }
+
+    /// What the gang needs now, per key.
+    pub fn need_now(&self, gang: usize) -> &[i64] {
+        self.needs.now(gang)
     }
 
     /// The next gang, given what queues hold now.
@@ -72,39 +108,107 @@ impl Picker {
         if let Some(g) = self.unqueued.pop() {
             return Some(g);
         }
-        let root = self.best(tree, state, &tree.roots)?;
-        let leaf = self.descend(tree, state, root);
-        let g = self.lists[leaf][self.cursor[leaf]];
+        let pick = self.best(tree, state, &tree.roots)?;
+        let leaf = pick.leaf;
         self.cursor[leaf] += 1;
         for q in tree.path(leaf) {
             self.left[q] -= 1;
+            self.picks[q] = None;
         }
-        Some(g)
+        Some(pick.gang)
     }
 
-    fn descend(&self, tree: &QueueTree, state: &QueueState, mut q: usize) -> usize {
-        while !tree.queues[q].is_leaf() {
-            q = self
-                .best(tree, state, &tree.queues[q].children)
-                .expect("a subtree with gangs left has a child with some");
+    /// The pick of the subtree at `q` (which has gangs left).
+    fn pick(&mut self, tree: &QueueTree, state: &QueueState, q: usize) -> Pick {
+        if let Some(pick) = self.picks[q] {
+            return pick;
         }
-        q
+        let (leaf, gang) = if tree.queues[q].is_leaf() {
+            (q, self.lists[q][self.cursor[q]])
+        } else {
+            let child = self.best(tree, state, &tree.queues[q].children).expect("a subtree with gangs left has one");
+            (child.leaf, child.gang)
+        };
+        let pick = Pick { leaf, gang, standing: self.standing(tree, state, q, self.needs.now(gang)) };
+        self.picks[q] = Some(pick);
+        pick
     }
 
-    /// The sibling whose next gang goes first.
-    fn best(&self, tree: &QueueTree, state: &QueueState, siblings: &[usize]) -> Option<usize> {
-        let mut best: Option<(usize, usize)> = None;
-        for &q in siblings.iter().filter(|&&q| self.left[q] > 0) {
-            let leaf = self.descend(tree, state, q);
-            let gang = self.lists[leaf][self.cursor[leaf]];
+    /// The pick of the sibling whose next gang goes first.
+    fn best(&mut self, tree: &QueueTree, state: &QueueState, siblings: &[usize]) -> Option<Pick> {
+        let mut best: Option<(usize, Pick)> = None;
+        for &q in siblings {
+            if self.left[q] == 0 {
+                continue;
+            }
+            let pick = self.pick(tree, state, q);
             best = match best {
-                Some((bq, bg)) if compare(tree, state, (q, &self.needs[gang]), (bq, &self.needs[bg])).is_ge() => {
-                    Some((bq, bg))
-                }
-                _ => Some((q, gang)),
+                Some((bq, b)) if self.compare(tree, (q, &pick.standing), (bq, &b.standing)).is_ge() => Some((bq, b)),
+                _ => Some((q, pick)),
             };
         }
-        best.map(|(q, _)| q)
+        best.map(|(_, pick)| pick)
+    }
+
+    fn standing(&self, tree: &QueueTree, state: &QueueState, q: usize, need: &[i64]) -> Standing {
+        let queue = &tree.queues[q];
+        let allocated = &state.allocated[q];
+        let mut starved = false;
+        let mut not_starved = false;
+        let (mut with, mut without) = (0.0f64, 0.0f64);
+        let mut zero_share = false;
+        for (k, &n) in need.iter().enumerate() {
+            if queue.governed[k] {
+                match queue.rules[k].quota {
+                    Some(quota) if allocated[k] + n > quota => not_starved = true,
+                    Some(0) => {}
+                    _ => starved = true,
+                }
+            }
+            let of = self.allocatable[q][k];
+            zero_share |= n > 0 && of == 0;
+            let share = |held: i64| {
+                if held <= 0 {
+                    0.0
+                } else if of <= 0 {
+                    1000.0 * held as f64
+                } else {
+                    held as f64 / of as f64
+                }
+            };
+            with = with.max(share(allocated[k] + n));
+            without = without.max(share(allocated[k]));
+        }
+        Standing {
+            over_fair_share: allocated.iter().zip(&state.fair_share[q]).any(|(a, f)| a > f),
+            not_starved: not_starved || !starved,
+            priority: queue.spec.priority,
+            zero_share,
+            share_with: with,
+            share_without: without,
+        }
+    }
+
+    /// Rules 1–5 by standing, then 6 (the smaller allocatable share), then 7 (older, then
+    /// name): `Less` when `a` goes first.
+    fn compare(&self, tree: &QueueTree, a: (usize, &Standing), b: (usize, &Standing)) -> Ordering {
+        let (qa, sa) = a;
+        let (qb, sb) = b;
+        sa.cmp(sb)
+            .then_with(|| {
+                let (x, y) = (&self.allocatable[qa], &self.allocatable[qb]);
+                let less = x.iter().zip(y).any(|(x, y)| x < y);
+                let more = x.iter().zip(y).any(|(x, y)| x > y);
+                match (less, more) {
+                    (true, false) => Ordering::Less,
+                    (false, true) => Ordering::Greater,
+                    _ => Ordering::Equal,
+                }
+            })
+            .then_with(|| {
+                let (a, b) = (&tree.queues[qa].spec, &tree.queues[qb].spec);
+                a.created.cmp(&b.created).then_with(|| a.name.cmp(&b.name))
+            })
     }
 }
 
@@ -115,72 +219,4 @@ fn allocatable(tree: &QueueTree, state: &QueueState, q: usize, k: usize) -> i64 
     let capacity = state.capacity[k].max(0);
     let deserved = rule.quota.map_or(capacity, |quota| quota.max(state.fair_share[q][k]));
     rule.limit.map_or(deserved, |limit| limit.min(deserved))
-}
-
-fn dominant(tree: &QueueTree, state: &QueueState, q: usize, need: &[i64], with: bool) -> f64 {
-    let mut share = 0.0f64;
-    for (k, &n) in need.iter().enumerate() {
-        let held = state.allocated[q][k] + if with { n } else { 0 };
-        if held <= 0 {
-            continue;
-        }
-        let of = allocatable(tree, state, q, k);
-        let s = if of <= 0 { 1000.0 * held as f64 } else { held as f64 / of as f64 };
-        share = share.max(s);
-    }
-    share
-}
-
-/// QUEUES.md §2.5, rules 1–7: `Less` when queue `a` (with its next gang's needs) goes first.
-pub fn compare(tree: &QueueTree, state: &QueueState, a: (usize, &[i64]), b: (usize, &[i64])) -> Ordering {
-    let keys = tree.keys.len();
-    let over = |q: usize| (0..keys).any(|k| state.allocated[q][k] > state.fair_share[q][k]);
-    let starved = |q: usize, need: &[i64]| {
-        let queue = &tree.queues[q];
-        let mut any = false;
-        for (k, &n) in need.iter().enumerate() {
-            if !queue.governed[k] {
-                continue;
-            }
-            match queue.rules[k].quota {
-                Some(quota) if state.allocated[q][k] + n > quota => return false,
-                Some(quota) if quota > 0 => any = true,
-                Some(_) => {}
-                None => any = true,
-            }
-        }
-        any
-    };
-    let zero =
-        |q: usize, need: &[i64]| need.iter().enumerate().any(|(k, &n)| n > 0 && allocatable(tree, state, q, k) == 0);
-    let (qa, na) = a;
-    let (qb, nb) = b;
-    let (sa, sb) = (&tree.queues[qa].spec, &tree.queues[qb].spec);
-    over(qa)
-        .cmp(&over(qb))
-        .then_with(|| starved(qb, nb).cmp(&starved(qa, na)))
-        .then_with(|| sb.priority.cmp(&sa.priority))
-        .then_with(|| zero(qa, na).cmp(&zero(qb, nb)))
-        .then_with(|| dominant(tree, state, qa, na, true).total_cmp(&dominant(tree, state, qb, nb, true)))
-        .then_with(|| dominant(tree, state, qa, na, false).total_cmp(&dominant(tree, state, qb, nb, false)))
-        .then_with(|| {
-            let smaller = |x: usize, y: usize| {
-                let (mut less, mut more) = (false, false);
-                for k in 0..keys {
-                    let (sx, sy) = (allocatable(tree, state, x, k), allocatable(tree, state, y, k));
-                    less |= sx < sy;
-                    more |= sx > sy;
-                }
-                less && !more
-            };
-            if smaller(qa, qb) {
-                Ordering::Less
-            } else if smaller(qb, qa) {
-                Ordering::Greater
-            } else {
-                Ordering::Equal
-            }
-        })
-        .then_with(|| sa.created.cmp(&sb.created))
-        .then_with(|| sa.name.cmp(&sb.name))
 }

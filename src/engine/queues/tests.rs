@@ -27,7 +27,7 @@ fn two_nodes() -> SnapshotBuilder {
 }
 
 fn share(snapshot: &Snapshot, queue: &str) -> i64 {
-    let state = QueueState::new(snapshot);
+    let state = QueueState::of(snapshot);
     let q = snapshot.queues.get(queue).unwrap();
     let k = snapshot.queues.key_index(snapshot.resources.get(G).unwrap()).unwrap();
     state.fair_share[q][k]
