@@ -53,6 +53,8 @@ pub struct CycleOutcome {
     pub placements: Vec<Placement>,
     /// Gangs left waiting, in queue order.
     pub waiting: Vec<Waiting>,
+    /// What queues hold and deserve after this cycle's placements.
+    pub queues: QueueState,
 }
 
 /// Queue order: higher priority first, then older, then by name for determinism.
@@ -180,5 +182,6 @@ pub fn schedule_with(snapshot: &Snapshot, config: &CycleConfig, selectors: &mut 
             }
         }
     }
+    outcome.queues = queues;
     outcome
 }

@@ -21,6 +21,7 @@ pub mod health;
 pub mod leader;
 pub mod quantity;
 pub mod queue_crd;
+pub mod queue_status;
 pub mod request;
 pub mod safety;
 pub mod scheduler;

@@ -39,7 +39,14 @@ pub struct GroupFacts<'a> {
     pub evicted: Option<(&'a str, &'a str)>,
 }
 
-fn condition(kind: &str, ok: bool, reason: &str, message: &str, previous: &[Condition], now: &Time) -> Condition {
+pub(crate) fn condition(
+    kind: &str,
+    ok: bool,
+    reason: &str,
+    message: &str,
+    previous: &[Condition],
+    now: &Time,
+) -> Condition {
     let status = if ok { "True" } else { "False" };
     // The transition time moves only when the status or the reason changes.
     let since = previous
@@ -208,6 +215,13 @@ impl ApiSink {
             Write::Evict { pod } => {
                 let key = PodKey { namespace: pod.namespace.clone(), name: pod.name.clone() };
                 super::bind::evict(&self.client, self.retry, &key, pod.uid.as_deref()).await
+            }
+            Write::Queue { name, status } => {
+                let api: Api<super::queue_crd::Queue> = Api::all(self.client.clone());
+                let patch = Patch::Merge(json!({"status": status}));
+                request::retry(self.retry, Operation::Idempotent, || api.patch_status(name, &params, &patch))
+                    .await
+                    .map(|_| ())
             }
             Write::ReleaseClaim(release) => {
                 tracing::info!(claim = %release.claim, consumers = release.remove.len(), "releasing a claim whose pods are gone");

@@ -18,6 +18,7 @@ use tokio::sync::Notify;
 
 use super::claim_bind::Release;
 use super::crd::PodGroupStatus;
+use super::queue_crd::QueueStatus;
 use super::request::RequestError;
 use crate::metrics::Metrics;
 
@@ -66,6 +67,8 @@ pub enum Write {
     Evict { pod: PodRef },
     /// Reservations to drop from a claim whose pods are gone.
     ReleaseClaim(Release),
+    /// A Muster Queue's whole status.
+    Queue { name: String, status: QueueStatus },
 }
 
 /// What a write is about: a newer write with the same key replaces a queued one.
@@ -79,6 +82,7 @@ pub enum WriteKey {
     KubernetesGroup(String, String),
     Evict(PodRef),
     Claim(String, String),
+    Queue(String),
 }
 
 impl Write {
@@ -94,6 +98,7 @@ impl Write {
             Write::ReleaseClaim(release) => {
                 WriteKey::Claim(release.claim.namespace.clone(), release.claim.name.clone())
             }
+            Write::Queue { name, .. } => WriteKey::Queue(name.clone()),
         }
     }
 
@@ -105,6 +110,7 @@ impl Write {
             Write::MusterGroup { .. } | Write::KubernetesGroup { .. } => "podgroup_status",
             Write::Evict { .. } => "eviction",
             Write::ReleaseClaim(_) => "claim_release",
+            Write::Queue { .. } => "queue_status",
         }
     }
 

@@ -11,8 +11,8 @@ pub mod server;
 pub use server::{Error, Probes, Result, serve, serve_listener};
 
 use prometheus::{
-    Gauge, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
-    TextEncoder,
+    Gauge, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
 };
 
 /// Buckets for durations from a millisecond to a minute.
@@ -62,6 +62,13 @@ pub struct Metrics {
     pub domain_gpus: IntGaugeVec,
     pub domain_gpus_allocated: IntGaugeVec,
     pub domain_gpus_stranded: IntGaugeVec,
+    /// Per queue and resource key, in base units (cores, bytes, devices); only while
+    /// Queue objects exist.
+    pub queue_quota: GaugeVec,
+    pub queue_fair_share: GaugeVec,
+    pub queue_allocated: GaugeVec,
+    pub queue_requested: GaugeVec,
+    pub queue_limit: GaugeVec,
     /// Time spent evaluating CEL selectors on devices not seen before, per cycle.
     pub cel_evaluation_duration: Histogram,
     pub cel_evaluations: IntCounter,
@@ -122,6 +129,12 @@ impl Metrics {
         let gauge_vec = |name: &str, help: &str, labels: &[&str]| {
             catalog.borrow_mut().push((name.to_string(), MetricKind::Gauge));
             let g = IntGaugeVec::new(Opts::new(name, help), labels).expect("valid gauge");
+            registry.register(Box::new(g.clone())).expect("unique metric name");
+            g
+        };
+        let float_gauge_vec = |name: &str, help: &str, labels: &[&str]| {
+            catalog.borrow_mut().push((name.to_string(), MetricKind::Gauge));
+            let g = GaugeVec::new(Opts::new(name, help), labels).expect("valid gauge");
             registry.register(Box::new(g.clone())).expect("unique metric name");
             g
         };
@@ -194,6 +207,31 @@ impl Metrics {
                 "muster_topology_domain_gpus_stranded",
                 "GPUs of a topology domain held by pods of gangs with fewer than minMember pods bound.",
                 &["level", "domain"],
+            ),
+            queue_quota: float_gauge_vec(
+                "muster_queue_quota",
+                "A queue's guaranteed amount of a resource (unset: not exported).",
+                &["queue", "resource"],
+            ),
+            queue_fair_share: float_gauge_vec(
+                "muster_queue_fair_share",
+                "A queue's fair share of a resource, from quota, priority, weight and demand.",
+                &["queue", "resource"],
+            ),
+            queue_allocated: float_gauge_vec(
+                "muster_queue_allocated",
+                "What a queue's running gangs (its subtree's) request of a resource.",
+                &["queue", "resource"],
+            ),
+            queue_requested: float_gauge_vec(
+                "muster_queue_requested",
+                "What a queue's pending gangs (its subtree's) request of a resource.",
+                &["queue", "resource"],
+            ),
+            queue_limit: float_gauge_vec(
+                "muster_queue_limit",
+                "A queue's hard cap on a resource (unset: not exported).",
+                &["queue", "resource"],
             ),
             cel_evaluation_duration: histogram(
                 "muster_cel_evaluation_duration_seconds",

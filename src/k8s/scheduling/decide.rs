@@ -10,8 +10,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use crate::engine::dra::model::ClaimNeed;
 use crate::engine::dra::selectors::SelectorCache;
 use crate::engine::model::{GangKey, GangKind, Snapshot};
+use crate::engine::queues::QueueState;
+use crate::engine::queues::report::{QueueReport, report as queue_report};
 use crate::k8s::assemble::ClusterView;
+use crate::k8s::cache::Store;
 use crate::k8s::groups::GroupSpec;
+use crate::k8s::queue_crd::{Queue, QueueGangCounts};
+use crate::k8s::queue_status::queue_status;
 use crate::k8s::status::{GroupFacts, initially_scheduled, podgroup_status};
 use crate::k8s::writer::Write;
 
@@ -120,4 +125,29 @@ pub fn warm_selectors(snapshot: &Snapshot, selectors: &mut SelectorCache) {
             }
         }
     }
+}
+
+/// Queue statuses to write, and the reports they come from (for the metrics): one per
+/// Queue object, from what queues hold and deserve after the cycle.
+pub fn queue_statuses(
+    snapshot: &Snapshot,
+    state: &QueueState,
+    objects: &Store<Queue>,
+    now: i64,
+) -> (Vec<QueueReport>, Vec<Write>) {
+    let reports = queue_report(snapshot, state);
+    let now = k8s_time(now);
+    let mut writes = Vec::new();
+    for report in &reports {
+        // The implicit default has no object to write to.
+        let Some(object) = objects.get("", &report.name) else { continue };
+        let pending = snapshot.gangs.iter().filter(|g| g.queue == report.name).count() as i32;
+        let running = snapshot.running.iter().filter(|g| g.queue == report.name).count() as i32;
+        let previous = object.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
+        let status = queue_status(report, &snapshot.resources, QueueGangCounts { pending, running }, previous, &now);
+        if object.status.as_ref() != Some(&status) {
+            writes.push(Write::Queue { name: report.name.clone(), status });
+        }
+    }
+    (reports, writes)
 }

@@ -437,6 +437,10 @@ impl Scheduler {
         for release in self.releases.check(&view, unix) {
             writes.push(Write::ReleaseClaim(release));
         }
+        let (queue_reports, queue_writes) =
+            decide::queue_statuses(&assembled.snapshot, &outcome.queues, &cache.queues, unix);
+        super::queue_status::export(&queue_reports, &assembled.snapshot.resources, &self.metrics);
+        writes.extend(queue_writes);
         writes.extend(decide::group_statuses(
             &view,
             &assembled.specs,
