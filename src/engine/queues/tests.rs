@@ -35,7 +35,8 @@ fn share(snapshot: &Snapshot, queue: &str) -> i64 {
 
 #[test]
 fn with_no_queue_objects_every_gang_is_in_the_implicit_default_and_placed_as_before() {
-    let snapshot = two_nodes().gang("a", 2, 2, &[(G, 8)]).build();
+    // Even a gang that names a queue (a KAI label, say) is placed as before.
+    let snapshot = two_nodes().gang("a", 2, 2, &[(G, 8)]).in_queue("kai-default").build();
     assert!(!snapshot.queues.is_configured());
     assert_eq!(run(&snapshot), vec!["a -> n1 n2"]);
 }

@@ -240,6 +240,11 @@ impl QueueTree {
 
 /// The leaf queue a gang is admitted through, or why it has none.
 pub fn resolve(tree: &QueueTree, name: &str, namespace: &str) -> Result<usize, Refusal> {
+    // Without Queue objects every gang is in the implicit default, whatever it names
+    // (a KAI or Kueue queue label, say): queues change nothing until the first exists.
+    if !tree.is_configured() {
+        return Ok(tree.roots[0]);
+    }
     let Some(q) = tree.get(name) else {
         return Err(Refusal::QueueDoesNotExist(name.to_string()));
     };
