@@ -103,12 +103,12 @@ pub fn schedule_with(snapshot: &Snapshot, config: &CycleConfig, selectors: &mut 
             outcome.waiting.push(wait(WaitReason::TooFewPods { exist, min_member: gang.min_member }));
             continue;
         }
-        let leaf = match picker.leaf(index).ok_or(()).or_else(|()| resolve(tree, &gang.queue, &gang.key.namespace)) {
-            Ok(leaf) => leaf,
-            Err(refusal) => {
+        // A gang without a leaf is one whose queue does not resolve: say why.
+        let Some(leaf) = picker.leaf(index) else {
+            if let Err(refusal) = resolve(tree, &gang.queue, &gang.key.namespace) {
                 outcome.waiting.push(wait(WaitReason::Queue(refusal)));
-                continue;
             }
+            continue;
         };
         let queueing = match tree.queues[leaf].spec.queueing {
             None => config.queueing,

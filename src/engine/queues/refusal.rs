@@ -40,22 +40,6 @@ pub enum Refusal {
     },
 }
 
-impl Refusal {
-    /// The short reason, as KAI names it (for conditions and metrics).
-    pub fn code(&self) -> &'static str {
-        match self {
-            Refusal::QueueDoesNotExist(_) => "QueueDoesNotExist",
-            Refusal::QueueInvalid { .. } => "QueueInvalid",
-            Refusal::QueueNotLeaf(_) => "QueueNotLeaf",
-            Refusal::QueueStopped(_) => "QueueStopped",
-            Refusal::NamespaceNotAllowed { .. } => "NamespaceNotAllowed",
-            Refusal::OverLimit { .. } => "OverLimit",
-            Refusal::NonPreemptibleOverQuota { .. } => "NonPreemptibleOverQuota",
-            Refusal::LendingLimit { .. } => "LendingLimit",
-        }
-    }
-}
-
 impl fmt::Display for Refusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
