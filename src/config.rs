@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::engine::topology::DomainChoice;
+use crate::engine::preempt::PreemptionConfig;
 use crate::engine::{CycleConfig, Queueing, Scoring};
 
 #[derive(Debug, Error)]
@@ -87,7 +88,53 @@ impl Default for LeaderElection {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// Reclaim and preemption between and inside queues (QUEUES.md §2.6–2.9). Durations as
+/// Kubernetes writes them ("10m", "90s", "1h30m").
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct Preemption {
+    /// `m` of the reclaim post-condition: a gang that ends over its share may still
+    /// reclaim from a queue more than `m` times as saturated. At least 1, which rules out
+    /// two queues taking the same capacity back and forth.
+    pub reclaimer_saturation_multiplier: f64,
+    /// How long a gang runs before another queue may reclaim it, where no queue sets one.
+    pub default_reclaim_min_runtime: String,
+    /// How long a gang runs before a higher-priority gang of its queue may preempt it.
+    pub default_preempt_min_runtime: String,
+    /// How long a gang waits after creation before it may evict anyone.
+    pub default_preemption_delay: String,
+    /// How long capacity freed by evictions is held for the gang they were made for;
+    /// "auto" is the victims' longest terminationGracePeriodSeconds plus 60 seconds.
+    pub reservation_timeout: String,
+    /// The most gangs evicted in one cycle; 0 is no cap.
+    pub max_evicted_gangs_per_cycle: u64,
+}
+
+impl Default for Preemption {
+    fn default() -> Self {
+        Preemption {
+            reclaimer_saturation_multiplier: 1.0,
+            default_reclaim_min_runtime: "0s".into(),
+            default_preempt_min_runtime: "0s".into(),
+            default_preemption_delay: "0s".into(),
+            reservation_timeout: "auto".into(),
+            max_evicted_gangs_per_cycle: 0,
+        }
+    }
+}
+
+/// A duration as Kubernetes and Muster's objects write it ("10m", "1h30m", "90s"), in
+/// seconds; never negative.
+pub fn parse_duration(text: &str) -> Result<i64, String> {
+    let parsed: jiff::SignedDuration =
+        text.trim().parse().map_err(|_| format!("{text:?} is not a duration (write it as 90s, 10m or 1h30m)"))?;
+    if parsed.is_negative() {
+        return Err(format!("{text:?} is negative"));
+    }
+    Ok(parsed.as_secs())
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Config {
     /// Pods with this `spec.schedulerName` are Muster's.
@@ -121,6 +168,7 @@ pub struct Config {
     /// `/healthz` fails when the scheduling loop owes a cycle for this long, or, under leader
     /// election, when the API server has not answered this replica for this long.
     pub stall_timeout_seconds: u64,
+    pub preemption: Preemption,
 }
 
 impl Default for Config {
@@ -143,6 +191,7 @@ impl Default for Config {
             leader_election: LeaderElection::default(),
             request_timeout_seconds: 4,
             stall_timeout_seconds: 60,
+            preemption: Preemption::default(),
         }
     }
 }
@@ -206,6 +255,20 @@ impl Config {
                 election.lease_duration_seconds - election.renew_deadline_seconds
             ));
         }
+        let p = &self.preemption;
+        if !(p.reclaimer_saturation_multiplier >= 1.0 && p.reclaimer_saturation_multiplier.is_finite()) {
+            return Err("preemption.reclaimerSaturationMultiplier must be at least 1, which keeps two queues from reclaiming the same capacity back and forth".into());
+        }
+        for (field, value) in [
+            ("defaultReclaimMinRuntime", &p.default_reclaim_min_runtime),
+            ("defaultPreemptMinRuntime", &p.default_preempt_min_runtime),
+            ("defaultPreemptionDelay", &p.default_preemption_delay),
+        ] {
+            parse_duration(value).map_err(|e| format!("preemption.{field}: {e}"))?;
+        }
+        if p.reservation_timeout != "auto" {
+            parse_duration(&p.reservation_timeout).map_err(|e| format!("preemption.reservationTimeout: {e}"))?;
+        }
         if self.metrics_address.parse::<std::net::SocketAddr>().is_err() {
             return Err(format!("metricsAddress {:?} is not an address and port", self.metrics_address));
         }
@@ -234,6 +297,21 @@ impl Config {
                 TopologyFit::BestFit => DomainChoice::BestFit,
                 TopologyFit::FirstFit => DomainChoice::FirstFit,
             },
+            preemption: self.preemption_config(),
+        }
+    }
+
+    /// The engine's preemption settings (the file was checked on load).
+    fn preemption_config(&self) -> PreemptionConfig {
+        let p = &self.preemption;
+        let seconds = |text: &str| parse_duration(text).unwrap_or(0);
+        PreemptionConfig {
+            saturation_milli: (p.reclaimer_saturation_multiplier * 1000.0).round().clamp(1000.0, u32::MAX as f64) as u32,
+            reclaim_min_runtime: seconds(&p.default_reclaim_min_runtime),
+            preempt_min_runtime: seconds(&p.default_preempt_min_runtime),
+            preemption_delay: seconds(&p.default_preemption_delay),
+            reservation_timeout: (p.reservation_timeout != "auto").then(|| seconds(&p.reservation_timeout)),
+            max_evicted_gangs: usize::try_from(p.max_evicted_gangs_per_cycle).unwrap_or(usize::MAX),
         }
     }
 }
@@ -256,6 +334,7 @@ struct PartialConfig {
     leader_election: Option<PartialLeaderElection>,
     request_timeout_seconds: Option<u64>,
     stall_timeout_seconds: Option<u64>,
+    preemption: Option<Preemption>,
 }
 
 #[derive(Deserialize, Default)]
@@ -302,6 +381,32 @@ impl PartialConfig {
             },
             request_timeout_seconds: self.request_timeout_seconds.unwrap_or(d.request_timeout_seconds),
             stall_timeout_seconds: self.stall_timeout_seconds.unwrap_or(d.stall_timeout_seconds),
+            preemption: self.preemption.unwrap_or(d.preemption),
         }
+    }
+}
+
+#[cfg(test)]
+mod preemption_tests {
+    use super::*;
+
+    #[test]
+    fn durations_are_read_as_kubernetes_writes_them() {
+        assert_eq!(parse_duration("10m"), Ok(600));
+        assert_eq!(parse_duration("1h30m"), Ok(5400));
+        assert_eq!(parse_duration("90s"), Ok(90));
+        assert_eq!(parse_duration("0s"), Ok(0));
+        assert!(parse_duration("soon").unwrap_err().contains("\"soon\" is not a duration"));
+    }
+
+    #[test]
+    fn a_saturation_multiplier_below_one_is_refused() {
+        let error = Config::parse("preemption: {reclaimerSaturationMultiplier: 0.5}", "c.yaml").unwrap_err();
+        assert!(error.to_string().contains("reclaimerSaturationMultiplier must be at least 1"), "{error}");
+        let error = Config::parse("preemption: {defaultPreemptionDelay: later}", "c.yaml").unwrap_err();
+        assert!(error.to_string().contains("preemption.defaultPreemptionDelay"), "{error}");
+        let config = Config::parse("preemption: {defaultReclaimMinRuntime: 10m, reservationTimeout: 2m}", "c.yaml").unwrap();
+        let engine = config.cycle().preemption;
+        assert_eq!((engine.reclaim_min_runtime, engine.reservation_timeout), (600, Some(120)));
     }
 }

@@ -186,6 +186,8 @@ impl SnapshotBuilder {
                 node: index as super::model::NodeIdx,
                 demand: demand.clone(),
                 started,
+                devices: Vec::new(),
+                grace_seconds: 30,
             })
             .collect::<Vec<_>>();
         self.snapshot.running.push(RunningGang {
@@ -196,6 +198,18 @@ impl SnapshotBuilder {
             min_member: pods.len(),
             pods,
         });
+        self
+    }
+
+    /// Changes the last running gang added.
+    pub fn with_last_running(mut self, change: impl FnOnce(&mut RunningGang)) -> SnapshotBuilder {
+        change(self.snapshot.running.last_mut().expect("no running gang added yet"));
+        self
+    }
+
+    /// The time the snapshot describes, in seconds.
+    pub fn at(mut self, now: i64) -> SnapshotBuilder {
+        self.snapshot.now = now;
         self
     }
 

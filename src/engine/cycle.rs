@@ -3,8 +3,9 @@
 
 use super::claims::ClaimPlacement;
 use super::dra::selectors::SelectorCache;
-use super::model::{Gang, GangKey, NodeIdx, PodKey, Snapshot};
-use super::place::{Scoring, Workspace};
+use super::model::{Gang, GangKey, NodeIdx, PodKey, Reservation, Snapshot};
+use super::place::{GangFit, Scoring, Workspace};
+use super::preempt::{Eviction, Evictor, PreemptionConfig, Room};
 use super::queues::admit::{admit, resolve};
 use super::queues::order::Picker;
 use super::queues::{GangNeeds, QueueState, QueueingStrategy};
@@ -35,6 +36,8 @@ pub struct CycleConfig {
     /// Backfill: how long a gang waits before it gets a reservation. Until then gangs
     /// behind it may overtake it, which keeps small jobs fast when large ones clear soon.
     pub reserve_after_seconds: i64,
+    /// Reclaim and preemption between and inside queues (only with Queue objects).
+    pub preemption: PreemptionConfig,
 }
 
 /// A gang placed in this cycle: every pod that got a node, and every claim its pods
@@ -55,6 +58,10 @@ pub struct CycleOutcome {
     pub waiting: Vec<Waiting>,
     /// What queues hold and deserve after this cycle's placements.
     pub queues: QueueState,
+    /// Pods to evict, per victim gang, in the order they were decided.
+    pub evictions: Vec<Eviction>,
+    /// Capacity held for gangs that evictions were made for, to keep for the next cycle.
+    pub reservations: Vec<Reservation>,
 }
 
 /// Queue order: higher priority first, then older, then by name for determinism.
@@ -83,14 +90,15 @@ pub fn schedule_with(snapshot: &Snapshot, config: &CycleConfig, selectors: &mut 
     let needs = GangNeeds::new(snapshot);
     let mut queues = QueueState::new(snapshot, &needs);
     let mut picker = Picker::new(snapshot, needs, &queues, &queue_order(&snapshot.gangs));
-    let mut charged = vec![0; tree.keys.len()];
+    let mut evictor = Evictor::new(snapshot, config.preemption);
+    let held = hold_reservations(snapshot, &mut workspace, &mut queues, &picker, &mut outcome);
     // The backfill reservation, at most one per cycle.
     let mut reserved = false;
     // StrictFIFO: per leaf queue, the first gang that did not fit.
     let mut heads: Vec<Option<&GangKey>> = vec![None; tree.queues.len()];
     while let Some(index) = picker.next(tree, &queues) {
         let gang = &snapshot.gangs[index];
-        if gang.pods.is_empty() {
+        if gang.pods.is_empty() || held.contains(&index) {
             continue;
         }
         let wait = |reason| Waiting { gang: gang.key.clone(), reason };
@@ -126,26 +134,18 @@ pub fn schedule_with(snapshot: &Snapshot, config: &CycleConfig, selectors: &mut 
                 continue;
             }
         };
-        let attempt = if admitted < gang.pods.len() {
-            let mut fewer = gang.clone();
-            fewer.pods.truncate(admitted);
-            workspace.place(&fewer)
+        let fewer;
+        let admitted_gang = if admitted < gang.pods.len() {
+            let mut copy = gang.clone();
+            copy.pods.truncate(admitted);
+            fewer = copy;
+            &fewer
         } else {
-            workspace.place(gang)
+            gang
         };
-        match attempt {
+        match workspace.place(admitted_gang) {
             Ok(fit) => {
-                if !tree.keys.is_empty() {
-                    charged.fill(0);
-                    for &(pod, _) in &fit.pods {
-                        for &(id, amount) in gang.pods[pod].demand.entries() {
-                            if let Some(k) = tree.key_index(id) {
-                                charged[k] += amount;
-                            }
-                        }
-                    }
-                    queues.charge(tree, leaf, &charged, !gang.preemptible);
-                }
+                charge(snapshot, &mut queues, leaf, gang, &fit);
                 outcome.placements.push(Placement {
                     gang: gang.key.clone(),
                     pods: Workspace::keys(gang, &fit.pods),
@@ -158,13 +158,43 @@ pub fn schedule_with(snapshot: &Snapshot, config: &CycleConfig, selectors: &mut 
                     outcome.waiting.push(wait(WaitReason::DeviceError { pod, error }));
                     continue;
                 }
-                let reason = if let Some(message) = shortfall.topology.clone() {
+                let mut reason = if let Some(message) = shortfall.topology.clone() {
                     WaitReason::Topology { message, never_fits: shortfall.never_fits }
                 } else if shortfall.never_fits {
                     WaitReason::NeverFits { nodes: shortfall.nodes, needed: shortfall.needed, fit: shortfall.fit }
                 } else {
                     WaitReason::DoesNotFit { nodes: shortfall.nodes, needed: shortfall.needed, fit: shortfall.fit }
                 };
+                if !shortfall.never_fits {
+                    let need = picker.need_now(index).to_vec();
+                    match evictor.make_room(&mut workspace, &mut queues, admitted_gang, leaf, &need) {
+                        Ok(plan) => {
+                            picker.changed(tree, leaf);
+                            let mut victims: Vec<GangKey> = Vec::new();
+                            let mut pods = 0;
+                            for eviction in &plan.evictions {
+                                let victim = snapshot.running.iter().find(|r| r.key == eviction.gang);
+                                if let Some(victim_leaf) = victim.and_then(|v| tree.get(&v.queue)) {
+                                    picker.changed(tree, victim_leaf);
+                                }
+                                victims.push(eviction.gang.clone());
+                                pods += eviction.pods.len();
+                            }
+                            let room = Room::Evicting {
+                                victims,
+                                pods,
+                                reason: plan.evictions[0].reason,
+                                until: plan.until,
+                            };
+                            outcome.reservations.push(reservation(snapshot, gang, &plan.fit, plan.until));
+                            outcome.evictions.extend(plan.evictions);
+                            outcome.waiting.push(wait(WaitReason::Room { shortfall: Box::new(reason), room }));
+                            continue;
+                        }
+                        Err(Some(room)) => reason = WaitReason::Room { shortfall: Box::new(reason), room },
+                        Err(None) => {}
+                    }
+                }
                 // A gang that could never fit must not hold the cluster hostage, and one that
                 // already has its minimum bound is only waiting for optional extra pods.
                 let starving = snapshot.now.saturating_sub(gang.created) >= config.reserve_after_seconds;
@@ -184,4 +214,90 @@ pub fn schedule_with(snapshot: &Snapshot, config: &CycleConfig, selectors: &mut 
     }
     outcome.queues = queues;
     outcome
+}
+
+/// Charges a placed gang's pods to its queue and every ancestor.
+fn charge(snapshot: &Snapshot, queues: &mut QueueState, leaf: usize, gang: &Gang, fit: &GangFit) {
+    let tree = &snapshot.queues;
+    if tree.keys.is_empty() {
+        return;
+    }
+    let mut charged = vec![0; tree.keys.len()];
+    for &(pod, _) in &fit.pods {
+        for &(id, amount) in gang.pods[pod].demand.entries() {
+            if let Some(k) = tree.key_index(id) {
+                charged[k] += amount;
+            }
+        }
+    }
+    queues.charge(tree, leaf, &charged, !gang.preemptible);
+}
+
+/// The reservation for a gang that evictions were made for: the nodes of its trial.
+fn reservation(snapshot: &Snapshot, gang: &Gang, fit: &GangFit, until: i64) -> Reservation {
+    let mut nodes: Vec<String> = fit.pods.iter().map(|&(_, n)| snapshot.nodes[n as usize].name.clone()).collect();
+    nodes.sort();
+    nodes.dedup();
+    Reservation { gang: gang.key.clone(), nodes, until }
+}
+
+/// Serves reservations from earlier cycles before anything else: a gang holding one is
+/// placed if it fits now; otherwise it keeps its nodes (hidden from every other gang) and
+/// counts as holding what it needs in its queue, and waits for the evicted pods to go. A
+/// lapsed reservation, or one whose gang is gone, is dropped. Returns the gangs served.
+fn hold_reservations(
+    snapshot: &Snapshot,
+    workspace: &mut Workspace<'_>,
+    queues: &mut QueueState,
+    picker: &Picker,
+    outcome: &mut CycleOutcome,
+) -> Vec<usize> {
+    let mut served = Vec::new();
+    if snapshot.reservations.is_empty() {
+        return served;
+    }
+    let tree = &snapshot.queues;
+    let mut keep: Vec<NodeIdx> = Vec::new();
+    for held in &snapshot.reservations {
+        if held.until <= snapshot.now {
+            continue;
+        }
+        let Some(index) = snapshot.gangs.iter().position(|g| g.key == held.gang) else { continue };
+        let gang = &snapshot.gangs[index];
+        let Some(leaf) = picker.leaf(index) else { continue };
+        if gang.pods.is_empty() || gang.blocked.is_some() {
+            continue;
+        }
+        served.push(index);
+        match workspace.place(gang) {
+            Ok(fit) => {
+                charge(snapshot, queues, leaf, gang, &fit);
+                outcome.placements.push(Placement {
+                    gang: gang.key.clone(),
+                    pods: Workspace::keys(gang, &fit.pods),
+                    claims: fit.claims,
+                });
+            }
+            Err(shortfall) => {
+                if !tree.keys.is_empty() {
+                    queues.charge(tree, leaf, picker.need_now(index), !gang.preemptible);
+                }
+                for name in &held.nodes {
+                    if let Some(n) = snapshot.nodes.iter().position(|node| &node.name == name) {
+                        keep.push(n as NodeIdx);
+                    }
+                }
+                let shortfall = WaitReason::DoesNotFit { nodes: shortfall.nodes, needed: shortfall.needed, fit: shortfall.fit };
+                outcome.waiting.push(Waiting {
+                    gang: gang.key.clone(),
+                    reason: WaitReason::Room { shortfall: Box::new(shortfall), room: Room::Reserved { until: held.until } },
+                });
+                outcome.reservations.push(held.clone());
+            }
+        }
+    }
+    for n in keep {
+        workspace.reserved[n as usize] = true;
+    }
+    served
 }

@@ -11,6 +11,7 @@ pub mod filter;
 pub mod model;
 pub mod node;
 pub mod place;
+pub mod preempt;
 pub mod queues;
 pub mod reason;
 pub mod resources;

@@ -6,7 +6,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use super::dra::model::{ClaimNeed, DraSnapshot, ExtendedRequest, PodClaim};
+use super::dra::model::{ClaimNeed, DeviceUse, DraSnapshot, ExtendedRequest, PodClaim};
 pub use super::node::{
     LabelRequirement, Node, NodeIdx, SelectorOperator, Taint, TaintEffect, Toleration, TolerationOperator,
 };
@@ -172,6 +172,10 @@ pub struct RunningPod {
     pub demand: Demand,
     /// When it started (or was bound), in seconds.
     pub started: i64,
+    /// Devices its own claims hold (claims reserved for it alone), given back with it.
+    pub devices: Vec<DeviceUse>,
+    /// Its `terminationGracePeriodSeconds`: how long it may take to go once evicted.
+    pub grace_seconds: i64,
 }
 
 /// A gang with pods running, as queues account for it.
@@ -183,6 +187,29 @@ pub struct RunningGang {
     pub preemptible: bool,
     pub min_member: usize,
     pub pods: Vec<RunningPod>,
+}
+
+impl RunningGang {
+    /// When its newest pod started.
+    pub fn last_started(&self) -> i64 {
+        self.pods.iter().map(|p| p.started).max().unwrap_or(0)
+    }
+
+    /// When its oldest pod started: how long the gang has run.
+    pub fn first_started(&self) -> i64 {
+        self.pods.iter().map(|p| p.started).min().unwrap_or(0)
+    }
+}
+
+/// Capacity freed by evictions and held for the gang they were made for, until it binds or
+/// `until` passes. The shell keeps it between cycles (the engine keeps no state).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reservation {
+    pub gang: GangKey,
+    /// The nodes of its trial placement, by name (indices change between snapshots).
+    pub nodes: Vec<String>,
+    /// When it lapses, in seconds.
+    pub until: i64,
 }
 
 /// Everything one scheduling cycle reads.
@@ -201,6 +228,8 @@ pub struct Snapshot {
     /// Team queues; with no Queue objects, only the implicit default.
     pub queues: QueueTree,
     /// Muster's running gangs, listed only when queues are configured (they are what
-    /// queues hold).
+    /// queues hold). Pods already terminating are not listed: they are leaving.
     pub running: Vec<RunningGang>,
+    /// Reservations made by earlier cycles' evictions.
+    pub reservations: Vec<Reservation>,
 }

@@ -87,6 +87,9 @@ pub enum WaitReason {
     Topology { message: String, never_fits: bool },
     /// Its queue does not admit it now.
     Queue(super::queues::Refusal),
+    /// It does not fit in free capacity (`shortfall`), and this is where it stands with
+    /// evicting others.
+    Room { shortfall: Box<WaitReason>, room: super::preempt::Room },
 }
 
 /// A gang left waiting, with its reason.
@@ -99,6 +102,10 @@ pub struct Waiting {
 impl fmt::Display for Waiting {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.reason {
+            WaitReason::Room { shortfall, room } => {
+                let inner = Waiting { gang: self.gang.clone(), reason: (**shortfall).clone() };
+                write!(f, "{inner}; {room}")
+            }
             WaitReason::Blocked(why) => write!(f, "{why}"),
             WaitReason::DoesNotFit { nodes, needed, fit } => {
                 write!(f, "{nodes}")?;

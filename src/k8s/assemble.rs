@@ -212,6 +212,7 @@ pub fn assemble_view(objects: &ClusterView<'_>, scheduler_name: &str, now: i64, 
         objects.namespaces.iter().filter_map(|n| Some((n.metadata.name.as_deref()?, *n))).collect();
     let namespace_of = |pod: &Pod| namespaces.get(pod.metadata.namespace.as_deref().unwrap_or("default")).copied();
     let mut running: BTreeMap<GangKey, RunningGang> = BTreeMap::new();
+    let running_devices = queued.then(|| convert_dra::HeldDevices::new(&out.snapshot.dra, &claims_by_name));
     let mut preemptibility: HashMap<GangKey, bool> = HashMap::new();
 
     let mut gangs: BTreeMap<GangKey, Gang> = BTreeMap::new();
@@ -229,7 +230,8 @@ pub fn assemble_view(objects: &ClusterView<'_>, scheduler_name: &str, now: i64, 
             match (memo.pod(pod), node_index.get(node_name.as_str())) {
                 (Ok((demand, _)), Some(&i)) => {
                     out.snapshot.nodes[i].requested.add(&demand, 1);
-                    if ours && queued {
+                    // A terminating pod is leaving: its queue no longer holds it.
+                    if ours && queued && pod.metadata.deletion_timestamp.is_none() {
                         let gang = gang_key(pod);
                         let group = facts.get(&gang);
                         let priority = group
@@ -253,6 +255,8 @@ pub fn assemble_view(objects: &ClusterView<'_>, scheduler_name: &str, now: i64, 
                             node: i as u32,
                             demand,
                             started: started.unwrap_or_else(|| created(&pod.metadata)),
+                            devices: running_devices.as_ref().map_or_else(Vec::new, |h| h.of(pod)),
+                            grace_seconds: spec.and_then(|s| s.termination_grace_period_seconds).unwrap_or(30),
                         });
                     }
                 }

@@ -11,6 +11,10 @@ enum Undo {
     Exclusive(DeviceIdx),
     Share(DeviceIdx, Vec<(usize, Quantity)>),
     Counter((u32, String, String), Quantity),
+    /// A device given back (by an evicted pod), taken again on rollback.
+    Released(DeviceIdx, Option<Vec<(usize, Quantity)>>),
+    /// A counter given back with a released device.
+    CounterReleased((u32, String, String), Quantity),
 }
 
 /// A point to roll back to.
@@ -70,6 +74,54 @@ impl DeviceState {
                     let c = self.counters.get_mut(&key).expect("a counter was consumed");
                     *c = c.checked_sub(q).unwrap_or_default();
                 }
+                Undo::Released(d, amounts) => self.apply(d, amounts.as_deref(), 1),
+                Undo::CounterReleased(key, q) => {
+                    let c = self.counters.entry(key).or_default();
+                    *c = c.checked_add(q).unwrap_or(*c);
+                }
+            }
+        }
+    }
+
+    /// Adds (`sign` 1) or removes (`sign` -1) one use of a device without logging it:
+    /// exclusive when `amounts` is None, else one share consuming `amounts`.
+    fn apply(&mut self, device: DeviceIdx, amounts: Option<&[(usize, Quantity)]>, sign: i8) {
+        match amounts {
+            None => self.exclusive[device as usize] = sign > 0,
+            Some(amounts) => {
+                let shares = &mut self.shares[device as usize];
+                *shares = if sign > 0 { *shares + 1 } else { shares.saturating_sub(1) };
+                if let Some(consumed) = self.consumed.get_mut(&device) {
+                    for &(i, q) in amounts {
+                        consumed[i] =
+                            if sign > 0 { consumed[i].checked_add(q).unwrap_or(consumed[i]) } else { consumed[i].checked_sub(q).unwrap_or_default() };
+                    }
+                }
+            }
+        }
+    }
+
+    /// Gives back one use of a device held before the cycle (an evicted pod's claim), so
+    /// a trial placement may take it; undone by [`DeviceState::rollback`].
+    pub fn release(&mut self, dra: &DraSnapshot, used: &DeviceUse) {
+        let device = used.device;
+        if used.admin_access || device as usize >= dra.devices.len() || self.is_free(device) {
+            return;
+        }
+        let amounts: Option<Vec<(usize, Quantity)>> = used.consumed.as_ref().map(|c| {
+            let d = &dra.devices[device as usize];
+            c.iter().filter_map(|(name, q)| d.capacity_index(name).map(|i| (i, *q))).collect()
+        });
+        self.apply(device, amounts.as_deref(), -1);
+        self.undo.push(Undo::Released(device, amounts));
+        if self.is_free(device) {
+            // Free again: its pool's counters come back too.
+            let pool_index = dra.device_pools[device as usize];
+            for (set, counter, q) in &dra.devices[device as usize].consumes {
+                let key = (pool_index, set.clone(), counter.clone());
+                let c = self.counters.entry(key.clone()).or_default();
+                *c = c.checked_sub(*q).unwrap_or_default();
+                self.undo.push(Undo::CounterReleased(key, *q));
             }
         }
     }

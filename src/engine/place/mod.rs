@@ -14,6 +14,7 @@ mod score;
 mod shapes;
 mod shortfall;
 mod transaction;
+mod trial;
 
 use std::collections::HashMap;
 
@@ -27,6 +28,7 @@ pub use score::Scoring;
 use shapes::{Shape, ShapeKey};
 pub use shortfall::Shortfall;
 pub use transaction::{Assignment, GangFit};
+pub use trial::TrialMark;
 
 /// Which nodes a placement attempt may use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,6 +67,8 @@ pub struct Workspace<'s> {
     shape_ids: HashMap<ShapeKey, usize>,
     accelerators: Vec<ResourceId>,
     pub(crate) claims: ClaimWork<'s>,
+    /// During a trial (eviction plans), every change of free capacity, to undo it.
+    journal: Option<Vec<(NodeIdx, crate::engine::resources::Demand, i64)>>,
 }
 
 impl<'s> Workspace<'s> {
@@ -109,6 +113,7 @@ impl<'s> Workspace<'s> {
             shape_ids: HashMap::new(),
             accelerators,
             claims: ClaimWork::new(&snapshot.dra, selectors),
+            journal: None,
         }
     }
 

@@ -26,15 +26,20 @@ pub struct GangFit {
     pub claims: Vec<ClaimPlacement>,
 }
 
-/// Takes `k` copies of `demand` from a node's free capacity and from its domains'.
-fn take(
+/// Takes `k` copies of `demand` from a node's free capacity and from its domains' (and,
+/// during a trial, notes it in the journal).
+pub(super) fn take(
     free: &mut [Capacity],
     domain_free: &mut [Vec<Capacity>],
+    journal: &mut Option<Vec<(NodeIdx, Demand, i64)>>,
     topology: &DomainIndex,
     node: NodeIdx,
     demand: &Demand,
     k: i64,
 ) {
+    if let Some(journal) = journal {
+        journal.push((node, demand.clone(), k));
+    }
     free[node as usize].sub(demand, k);
     for (level, domains) in domain_free.iter_mut().enumerate() {
         if let Some(d) = topology.domain_of(level, node) {
@@ -134,7 +139,7 @@ impl Workspace<'_> {
                 Delta::Own(demand) => demand,
             };
             // Giving back is taking a negative amount.
-            take(&mut self.free, &mut self.domain_free, &self.snapshot.topology, node, demand, -k);
+            take(&mut self.free, &mut self.domain_free, &mut self.journal, &self.snapshot.topology, node, demand, -k);
         }
         for (shape_id, cursor) in saved_cursors {
             self.shapes[shape_id].cursor = cursor;
@@ -166,7 +171,7 @@ impl Workspace<'_> {
         let Some(devices) = shape.devices.as_mut() else {
             let k = self.free[node as usize].fit_count(&shape.demand, remaining);
             if k > 0 {
-                take(&mut self.free, &mut self.domain_free, &self.snapshot.topology, node, &shape.demand, k as i64);
+                take(&mut self.free, &mut self.domain_free, &mut self.journal, &self.snapshot.topology, node, &shape.demand, k as i64);
                 deltas.push((node, Delta::Shape(shape_id), k as i64));
                 for _ in 0..k {
                     fit.pods.push((*next.next().expect("counted"), node));
@@ -190,7 +195,7 @@ impl Workspace<'_> {
             }
         }
         if placed > 0 {
-            take(&mut self.free, &mut self.domain_free, &self.snapshot.topology, node, &demand, placed as i64);
+            take(&mut self.free, &mut self.domain_free, &mut self.journal, &self.snapshot.topology, node, &demand, placed as i64);
             deltas.push((node, Delta::Own(demand), placed as i64));
         }
         Ok(placed)

@@ -171,6 +171,12 @@ impl QueueState {
         self.add(tree, leaf, need, non_preemptible, true);
     }
 
+    /// Takes back what evicted pods held from their queue and every ancestor.
+    pub fn discharge(&mut self, tree: &QueueTree, leaf: usize, need: &[i64], non_preemptible: bool) {
+        let negative: Vec<i64> = need.iter().map(|a| -a).collect();
+        self.add(tree, leaf, &negative, non_preemptible, true);
+    }
+
     /// Capped demand and fair share of every queue, level by level. With `trace`, returns
     /// each division (queue or None for the top level, key index, division) in words.
     pub fn divide(&mut self, tree: &QueueTree, trace: bool) -> Vec<(Option<usize>, usize, Division)> {

@@ -70,6 +70,41 @@ pub enum QueueingStrategy {
     StrictFifo,
 }
 
+/// May a queue's gangs reclaim capacity lent to other queues (`preemption.reclaim`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ReclaimPolicy {
+    Never,
+    /// Only from gangs of lower priority than the reclaiming gang.
+    LowerPriority,
+    #[default]
+    Any,
+}
+
+/// Which gangs of the same queue a gang may preempt (`preemption.withinQueue`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WithinQueue {
+    Never,
+    #[default]
+    LowerPriority,
+    /// Lower priority, or equal priority and newer.
+    LowerOrNewerEqualPriority,
+}
+
+/// A queue's `preemption` rules; durations in seconds, None where the queue sets none
+/// (its ancestors' or the global default then apply).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueuePreemption {
+    pub reclaim: ReclaimPolicy,
+    /// Whether others may reclaim this queue's gangs running over its share. Default true.
+    pub not_reclaimable: bool,
+    pub within: WithinQueue,
+    pub reclaim_min_runtime: Option<i64>,
+    pub preempt_min_runtime: Option<i64>,
+    pub preemption_delay: Option<i64>,
+    /// Gangs below this queue never evict outside its subtree.
+    pub fence: bool,
+}
+
 /// A queue as the shell read it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct QueueSpec {
@@ -88,6 +123,7 @@ pub struct QueueSpec {
     pub namespaces: Option<Vec<String>>,
     /// None: the cycle's queueing policy.
     pub queueing: Option<QueueingStrategy>,
+    pub preemption: QueuePreemption,
     /// What the shell found wrong with the object (an unknown resource key, a bad
     /// quantity); gangs in it wait with this reason.
     pub problem: Option<String>,
@@ -105,6 +141,7 @@ impl QueueSpec {
             stopped: false,
             namespaces: None,
             queueing: None,
+            preemption: QueuePreemption::default(),
             problem: None,
         }
     }

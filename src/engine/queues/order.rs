@@ -118,6 +118,14 @@ impl Picker {
         Some(pick.gang)
     }
 
+    /// Forgets the picks along `leaf`'s path: what its queues hold changed outside
+    /// [`Picker::next`] (evictions).
+    pub fn changed(&mut self, tree: &QueueTree, leaf: usize) {
+        for q in tree.path(leaf) {
+            self.picks[q] = None;
+        }
+    }
+
     /// The pick of the subtree at `q` (which has gangs left).
     fn pick(&mut self, tree: &QueueTree, state: &QueueState, q: usize) -> Pick {
         if let Some(pick) = self.picks[q] {

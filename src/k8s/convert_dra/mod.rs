@@ -6,6 +6,7 @@
 //! resourceVersion, so an unchanged slice keeps its devices (and their selector results).
 
 mod claims;
+mod held;
 mod slices;
 mod snapshot;
 
@@ -17,6 +18,7 @@ use crate::engine::dra::allocate::MAX_RESULTS;
 use crate::engine::dra::model::{ClaimKey, DeviceTaint, DeviceTaintEffect, DeviceToleration, NodeSelector};
 use crate::quantity;
 pub use claims::{SpecInterner, claim_spec, pod_devices};
+pub use held::HeldDevices;
 pub use snapshot::{DeviceMemo, DraView, classes, snapshot};
 
 /// The annotation the resourceclaim controller puts on a claim made from a template.

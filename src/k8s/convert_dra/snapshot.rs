@@ -182,23 +182,32 @@ pub fn snapshot(
     }
 
     // Devices that allocated claims hold.
-    let index: HashMap<(&str, &str, &str), DeviceIdx> = dra
-        .devices
-        .iter()
-        .enumerate()
-        .map(|(i, d)| ((&*d.driver, &*d.pool, d.name.as_str()), i as DeviceIdx))
-        .collect();
+    let index = device_index(&dra);
     let mut in_use = Vec::new();
     for claim in view.claims {
-        let results = claim.status.as_ref().and_then(|s| s.allocation.as_ref()).and_then(|a| a.devices.as_ref());
-        for r in results.and_then(|d| d.results.as_ref()).into_iter().flatten() {
-            let Some(&device) = index.get(&(r.driver.as_str(), r.pool.as_str(), r.device.as_str())) else { continue };
-            let consumed = r.consumed_capacity.as_ref().map(|c| {
-                c.iter().filter_map(|(name, q)| Quantity::parse(&q.0).ok().map(|q| (name.clone(), q))).collect()
-            });
-            in_use.push(DeviceUse { device, admin_access: r.admin_access == Some(true), consumed });
-        }
+        in_use.extend(claim_uses(&index, claim));
     }
     dra.in_use = in_use;
     dra
+}
+
+/// Devices by (driver, pool, name).
+pub type DeviceIndex<'d> = HashMap<(&'d str, &'d str, &'d str), DeviceIdx>;
+
+pub fn device_index(dra: &DraSnapshot) -> DeviceIndex<'_> {
+    dra.devices.iter().enumerate().map(|(i, d)| ((&*d.driver, &*d.pool, d.name.as_str()), i as DeviceIdx)).collect()
+}
+
+/// The devices an allocated claim holds (none for a claim not allocated).
+pub fn claim_uses(index: &DeviceIndex<'_>, claim: &ResourceClaim) -> Vec<DeviceUse> {
+    let results = claim.status.as_ref().and_then(|s| s.allocation.as_ref()).and_then(|a| a.devices.as_ref());
+    let mut uses = Vec::new();
+    for r in results.and_then(|d| d.results.as_ref()).into_iter().flatten() {
+        let Some(&device) = index.get(&(r.driver.as_str(), r.pool.as_str(), r.device.as_str())) else { continue };
+        let consumed = r.consumed_capacity.as_ref().map(|c| {
+            c.iter().filter_map(|(name, q)| Quantity::parse(&q.0).ok().map(|q| (name.clone(), q))).collect()
+        });
+        uses.push(DeviceUse { device, admin_access: r.admin_access == Some(true), consumed });
+    }
+    uses
 }

@@ -1,0 +1,124 @@
+//! Reclaim and preemption (QUEUES.md §2.6–2.9): when a gang does not fit in free capacity,
+//! whole gangs (or the surplus pods of elastic ones) of other queues running beyond their
+//! share are evicted for it (reclaim), else lower-priority gangs of its own queue
+//! (preemption). Victims are chosen in bundles that never leave a gang below its
+//! minMember, kept only when a full trial placement of the gang succeeds, trimmed to the
+//! fewest, and the capacity they free is reserved for the gang until it binds.
+
+mod candidates;
+mod plan;
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+
+pub use plan::{Evictor, Plan};
+
+use super::model::{GangKey, PodKey};
+
+/// Why a gang's pods are evicted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum EvictionReason {
+    /// For a gang of another queue that is owed the capacity (its fair share).
+    Reclaimed,
+    /// For a gang of higher priority in the same queue.
+    Preempted,
+}
+
+impl EvictionReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EvictionReason::Reclaimed => "Reclaimed",
+            EvictionReason::Preempted => "Preempted",
+        }
+    }
+}
+
+/// Pods of one running gang evicted for a pending gang.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Eviction {
+    pub gang: GangKey,
+    pub pods: Vec<PodKey>,
+    /// Every pod of the gang goes (else only pods above its minMember).
+    pub whole: bool,
+    pub reason: EvictionReason,
+    pub preemptor: GangKey,
+}
+
+/// Global preemption settings (the `preemption` section of the configuration); durations
+/// in seconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PreemptionConfig {
+    /// `m` of the reclaim post-condition, in thousandths (1000 = 1, the least allowed).
+    pub saturation_milli: u32,
+    pub reclaim_min_runtime: i64,
+    pub preempt_min_runtime: i64,
+    pub preemption_delay: i64,
+    /// How long freed capacity is held for the gang; None: the victims' longest grace
+    /// period plus 60 seconds.
+    pub reservation_timeout: Option<i64>,
+    /// The most gangs evicted in one cycle; 0 is no cap.
+    pub max_evicted_gangs: usize,
+}
+
+impl Default for PreemptionConfig {
+    fn default() -> Self {
+        PreemptionConfig {
+            saturation_milli: 1000,
+            reclaim_min_runtime: 0,
+            preempt_min_runtime: 0,
+            preemption_delay: 0,
+            reservation_timeout: None,
+            max_evicted_gangs: 0,
+        }
+    }
+}
+
+/// A time in seconds, as RFC 3339.
+pub fn at(seconds: i64) -> String {
+    jiff::Timestamp::from_second(seconds).map_or_else(|_| format!("{seconds}s"), |t| t.to_string())
+}
+
+/// Where a gang that does not fit in free capacity stands with evictions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Room {
+    /// Pods were evicted for it in this cycle; the freed capacity is held for it.
+    Evicting { victims: Vec<GangKey>, pods: usize, reason: EvictionReason, until: i64 },
+    /// Capacity is held for it while the pods evicted for it go.
+    Reserved { until: i64 },
+    /// It may not evict anyone yet.
+    InPreemptionDelay { until: i64 },
+    /// Its queue holds its fair share already: it waits for free capacity.
+    FairShareReached { queue: String, resource: String, fair_share: String, allocated: String, needs: String },
+    /// Gangs that could make room have not run their minimum runtime.
+    ProtectedByMinRuntime { until: i64 },
+}
+
+impl fmt::Display for Room {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Room::Evicting { victims, pods, reason, until } => {
+                let names: Vec<String> = victims.iter().map(ToString::to_string).collect();
+                write!(
+                    f,
+                    "evicting {pods} pod(s) of {} ({}) to make room; the freed capacity is held for it until {}",
+                    names.join(", "),
+                    reason.as_str(),
+                    at(*until)
+                )
+            }
+            Room::Reserved { until } => {
+                write!(f, "waiting for evicted pods to exit; capacity is held for it until {}", at(*until))
+            }
+            Room::InPreemptionDelay { until } => write!(f, "in its preemption delay until {}", at(*until)),
+            Room::FairShareReached { queue, resource, fair_share, allocated, needs } => write!(
+                f,
+                "queue {queue} has reached its fair share of {fair_share} {resource} ({allocated} allocated, \
+                 the gang needs {needs}); it waits for free capacity"
+            ),
+            Room::ProtectedByMinRuntime { until } => {
+                write!(f, "the gangs that could make room are protected by their minimum runtime until {}", at(*until))
+            }
+        }
+    }
+}

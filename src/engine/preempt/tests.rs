@@ -1,0 +1,208 @@
+//! Cycles that evict: reclaim of the newest whole gang, a queue within its share left
+//! alone, priority that never crosses queues, surplus pods before cores, minimum runtimes,
+//! and reservations that carry the freed capacity to the next cycle.
+
+use crate::engine::build::{GPU, SnapshotBuilder};
+use crate::engine::model::{GangKey, Reservation, Snapshot};
+use crate::engine::{CycleConfig, CycleOutcome, schedule};
+
+const G: &str = GPU;
+
+/// Evictions as `victim pods (reason for preemptor)`, placements as `name -> nodes`,
+/// waiting gangs as `name waits: reason`.
+fn run(snapshot: &Snapshot) -> (Vec<String>, CycleOutcome) {
+    let outcome = schedule(snapshot, &CycleConfig::default());
+    let mut lines = Vec::new();
+    for e in &outcome.evictions {
+        let pods: Vec<&str> = e.pods.iter().map(|p| p.name.as_str()).collect();
+        let whole = if e.whole { "whole" } else { "part" };
+        lines.push(format!("evict {} {whole} [{}] ({} for {})", e.gang.name, pods.join(" "), e.reason.as_str(), e.preemptor.name));
+    }
+    for p in &outcome.placements {
+        let nodes: Vec<&str> = p.pods.iter().map(|(_, n)| snapshot.nodes[*n as usize].name.as_str()).collect();
+        lines.push(format!("{} -> {}", p.gang.name, nodes.join(" ")));
+    }
+    for w in &outcome.waiting {
+        lines.push(format!("{} waits: {w}", w.gang.name));
+    }
+    (lines, outcome)
+}
+
+/// Two 8-GPU nodes and two queues with quota 8 each.
+fn two_teams() -> SnapshotBuilder {
+    SnapshotBuilder::new()
+        .gpu_node("n1", 64, 512, 8, &[])
+        .gpu_node("n2", 64, 512, 8, &[])
+        .queue("a", "", &[(G, 8, 1, None, None)], |_| {})
+        .queue("b", "", &[(G, 8, 1, None, None)], |_| {})
+        .at(10_000)
+}
+
+#[test]
+fn reclaim_takes_the_newest_whole_gang_of_the_queue_over_its_share() {
+    let snapshot = two_teams()
+        .running("a-old", "a", "n1", 2, &[(G, 4)], 100)
+        .running("a-new", "a", "n2", 2, &[(G, 4)], 200)
+        .gang("b-job", 2, 2, &[(G, 4)])
+        .in_queue("b")
+        .build();
+    let (lines, outcome) = run(&snapshot);
+    assert_eq!(lines[0], "evict a-new whole [a-new-0 a-new-1] (Reclaimed for b-job)");
+    assert!(
+        lines[1].starts_with("b-job waits: 0/2 nodes are available")
+            && lines[1].contains("evicting 2 pod(s) of gang default/a-new (Reclaimed) to make room"),
+        "{lines:?}"
+    );
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert_eq!(
+        outcome.reservations,
+        vec![Reservation { gang: snapshot.gangs[0].key.clone(), nodes: vec!["n2".into()], until: 10_000 + 90 }]
+    );
+}
+
+#[test]
+fn a_queue_within_its_share_is_never_reclaimed_and_the_gang_says_its_queue_is_at_its_share() {
+    // a and b each run their quota; b wants more.
+    let snapshot = two_teams()
+        .running("a-1", "a", "n1", 2, &[(G, 4)], 100)
+        .running("b-1", "b", "n2", 2, &[(G, 4)], 100)
+        .gang("b-more", 1, 1, &[(G, 4)])
+        .in_queue("b")
+        .build();
+    let (lines, outcome) = run(&snapshot);
+    assert!(outcome.evictions.is_empty());
+    assert!(
+        lines[0].ends_with(
+            "queue b has reached its fair share of 8 nvidia.com/gpu (8 allocated, the gang needs 4); it waits for free capacity"
+        ),
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn priority_preempts_inside_a_queue_and_never_across_queues() {
+    // a runs within quota at low priority; b's own low-priority gang is the one preempted.
+    let snapshot = two_teams()
+        .running("a-low", "a", "n1", 2, &[(G, 4)], 100)
+        .running("b-low", "b", "n2", 2, &[(G, 4)], 100)
+        .gang("b-urgent", 2, 2, &[(G, 4)])
+        .in_queue("b")
+        .with_last_gang(|g| g.priority = 50)
+        .build();
+    let (lines, _) = run(&snapshot);
+    assert_eq!(lines[0], "evict b-low whole [b-low-0 b-low-1] (Preempted for b-urgent)");
+    assert_eq!(lines.len(), 2, "{lines:?}");
+}
+
+#[test]
+fn an_elastic_gang_gives_up_one_surplus_pod_and_keeps_its_core() {
+    let snapshot = SnapshotBuilder::new()
+        .gpu_node("n1", 64, 512, 8, &[])
+        .queue("a", "", &[(G, 0, 1, None, None)], |_| {})
+        .queue("b", "", &[(G, 8, 1, None, None)], |_| {})
+        .at(10_000)
+        .running("elastic", "a", "n1", 4, &[(G, 2)], 100)
+        .with_last_running(|r| r.min_member = 2)
+        .gang("b-small", 1, 1, &[(G, 2)])
+        .in_queue("b")
+        .build();
+    let (lines, _) = run(&snapshot);
+    assert_eq!(lines[0], "evict elastic part [elastic-3] (Reclaimed for b-small)");
+}
+
+#[test]
+fn a_young_gang_is_protected_by_its_queues_minimum_runtime() {
+    let snapshot = two_teams()
+        .queue("c", "", &[(G, 0, 1, None, None)], |q| q.preemption.reclaim_min_runtime = Some(600))
+        .running("young", "c", "n1", 2, &[(G, 4)], 9_900)
+        .running("a-own", "a", "n2", 2, &[(G, 4)], 100)
+        .gang("b-job", 2, 2, &[(G, 4)])
+        .in_queue("b")
+        .build();
+    let (lines, outcome) = run(&snapshot);
+    assert!(outcome.evictions.is_empty(), "{lines:?}");
+    assert!(
+        lines[0].ends_with(
+            "the gangs that could make room are protected by their minimum runtime until 1970-01-01T02:55:00Z"
+        ),
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn a_gang_in_its_preemption_delay_evicts_nobody() {
+    let snapshot = two_teams()
+        .queue("c", "", &[(G, 0, 1, None, None)], |_| {})
+        .running("c-1", "c", "n1", 2, &[(G, 4)], 100)
+        .running("c-2", "c", "n2", 2, &[(G, 4)], 100)
+        .gang("b-job", 2, 2, &[(G, 4)])
+        .in_queue("b")
+        .with_last_gang(|g| g.created = 9_990)
+        .build();
+    let mut config = CycleConfig::default();
+    config.preemption.preemption_delay = 60;
+    let outcome = schedule(&snapshot, &config);
+    assert!(outcome.evictions.is_empty());
+    assert!(outcome.waiting[0].to_string().ends_with("in its preemption delay until 1970-01-01T02:47:30Z"));
+}
+
+#[test]
+fn non_preemptible_gangs_and_unreclaimable_queues_are_not_victims() {
+    let snapshot = two_teams()
+        .queue("c", "", &[(G, 0, 1, None, None)], |q| q.preemption.not_reclaimable = true)
+        .running("kept", "c", "n1", 2, &[(G, 4)], 100)
+        .running("vital", "a", "n2", 2, &[(G, 4)], 100)
+        .with_last_running(|r| r.preemptible = false)
+        .gang("b-job", 2, 2, &[(G, 4)])
+        .in_queue("b")
+        .build();
+    let (lines, outcome) = run(&snapshot);
+    assert!(outcome.evictions.is_empty(), "{lines:?}");
+}
+
+#[test]
+fn only_as_many_gangs_as_needed_are_evicted() {
+    // Four 1-node gangs of a over two nodes; b needs one node's worth.
+    let snapshot = two_teams()
+        .running("a-1", "a", "n1", 1, &[(G, 4)], 100)
+        .running("a-2", "a", "n1", 1, &[(G, 4)], 200)
+        .running("a-3", "a", "n2", 1, &[(G, 4)], 300)
+        .running("a-4", "a", "n2", 1, &[(G, 4)], 400)
+        .gang("b-job", 1, 1, &[(G, 8)])
+        .in_queue("b")
+        .build();
+    let (lines, _) = run(&snapshot);
+    // The newest (a-4) alone frees no whole node; a-3 with it does.
+    assert_eq!(lines[0], "evict a-3 whole [a-3-0] (Reclaimed for b-job)");
+    assert_eq!(lines[1], "evict a-4 whole [a-4-0] (Reclaimed for b-job)");
+    assert_eq!(lines.len(), 3, "{lines:?}");
+}
+
+#[test]
+fn a_reservation_keeps_the_freed_nodes_for_its_gang_in_the_next_cycle() {
+    // The next cycle: the victims are gone and recreated as a pending gang of a; b-job
+    // holds n2 and is placed there first, before a's older gang can take it back.
+    let gang = |name: &str| GangKey { kind: crate::engine::model::GangKind::Muster, namespace: "default".into(), name: name.into() };
+    let mut snapshot = two_teams()
+        .running("a-old", "a", "n1", 2, &[(G, 4)], 100)
+        .gang("a-new", 2, 2, &[(G, 4)])
+        .in_queue("a")
+        .with_last_gang(|g| g.created = 50)
+        .gang("b-job", 2, 2, &[(G, 4)])
+        .in_queue("b")
+        .with_last_gang(|g| g.created = 9_000)
+        .build();
+    snapshot.reservations = vec![Reservation { gang: gang("b-job"), nodes: vec!["n2".into()], until: 10_090 }];
+    let (lines, outcome) = run(&snapshot);
+    assert_eq!(lines[0], "b-job -> n2 n2", "{lines:?}");
+    assert!(outcome.evictions.is_empty(), "a does not reclaim it back: {lines:?}");
+    assert!(outcome.reservations.is_empty());
+    // While the victims are still there, the nodes stay held and nobody else gets them.
+    let mut busy = snapshot.clone();
+    busy.nodes[1].requested.add(&busy.gangs[1].pods[0].demand, 2);
+    busy.gangs.swap(0, 1);
+    let (lines, outcome) = run(&busy);
+    assert!(lines.iter().any(|l| l.starts_with("b-job waits") && l.contains("waiting for evicted pods to exit")), "{lines:?}");
+    assert_eq!(outcome.reservations, busy.reservations);
+    assert!(outcome.evictions.is_empty(), "{lines:?}");
+}
