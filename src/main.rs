@@ -33,6 +33,16 @@ enum Command {
         config: Option<PathBuf>,
         #[arg(long, value_enum, default_value = "table")]
         output: Output,
+        /// The simulation's clock (RFC 3339, such as 2026-12-04T09:00:00Z); default: the
+        /// newest creationTimestamp or startTime in the input. Waits and minimum runtimes
+        /// are measured against it.
+        #[arg(long, value_name = "TIME")]
+        now: Option<String>,
+        /// The most scheduling cycles; the run stops earlier when a cycle changes nothing.
+        /// Evicted pods are pending again in the next cycle, as their controller would
+        /// recreate them.
+        #[arg(long, value_name = "N", default_value_t = 100)]
+        cycles: usize,
     },
     /// Run the scheduler against a cluster: pods with `schedulerName: muster` (or the
     /// configured name) are placed by Muster.
@@ -188,7 +198,7 @@ fn run(command: Command) -> Result<(), String> {
             print!("{}", muster::k8s::crd::definitions_yaml().map_err(|e| format!("failed to render the CRDs: {e}"))?);
             Ok(())
         }
-        Command::Simulate { cluster, config, output } => {
+        Command::Simulate { cluster, config, output, now, cycles } => {
             let config = load_config(config)?;
             if cluster.is_empty() {
                 let text = muster::sim::builtin::run_builtin(&config);
@@ -202,7 +212,16 @@ fn run(command: Command) -> Result<(), String> {
             for note in &loaded.notes {
                 eprintln!("note: {note}");
             }
-            let report = muster::sim::run::run(&mut loaded.objects, &config);
+            let now = match now {
+                Some(text) => Some(
+                    text.parse::<k8s_openapi::jiff::Timestamp>()
+                        .map_err(|e| format!("--now {text:?} is not an RFC 3339 time: {e}"))?
+                        .as_second(),
+                ),
+                None => None,
+            };
+            let options = muster::sim::run::Options { now, cycles };
+            let report = muster::sim::run::run_with(&mut loaded.objects, &config, &options);
             match output {
                 Output::Json => println!("{}", serde_json::to_string_pretty(&report).expect("serialisable")),
                 Output::Table => print!("{}", muster::sim::table::report_table(&report)),

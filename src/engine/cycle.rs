@@ -90,8 +90,11 @@ pub fn schedule_with(snapshot: &Snapshot, config: &CycleConfig, selectors: &mut 
     let needs = GangNeeds::new(snapshot);
     let mut queues = QueueState::new(snapshot, &needs);
     let mut picker = Picker::new(snapshot, needs, &queues, &queue_order(&snapshot.gangs));
-    let mut evictor = Evictor::new(snapshot, config.preemption);
     let held = hold_reservations(snapshot, &mut workspace, &mut queues, &picker, &mut outcome);
+    let mut evictor = Evictor::new(snapshot, config.preemption, &queues);
+    for placement in &outcome.placements {
+        evictor.placed(&placement.gang);
+    }
     // The backfill reservation, at most one per cycle.
     let mut reserved = false;
     // StrictFIFO: per leaf queue, the first gang that did not fit.
@@ -102,6 +105,11 @@ pub fn schedule_with(snapshot: &Snapshot, config: &CycleConfig, selectors: &mut 
             continue;
         }
         let wait = |reason| Waiting { gang: gang.key.clone(), reason };
+        if evictor.is_victim(&gang.key) {
+            let why = format!("{} is losing pods to an eviction in this cycle; its other pods wait", gang.key);
+            outcome.waiting.push(wait(WaitReason::Blocked(why)));
+            continue;
+        }
         if let Some(why) = &gang.blocked {
             outcome.waiting.push(wait(WaitReason::Blocked(why.clone())));
             continue;
@@ -145,6 +153,7 @@ pub fn schedule_with(snapshot: &Snapshot, config: &CycleConfig, selectors: &mut 
         };
         match workspace.place(admitted_gang) {
             Ok(fit) => {
+                evictor.placed(&gang.key);
                 charge(snapshot, &mut queues, leaf, gang, &fit);
                 outcome.placements.push(Placement {
                     gang: gang.key.clone(),
@@ -235,10 +244,37 @@ fn charge(snapshot: &Snapshot, queues: &mut QueueState, leaf: usize, gang: &Gang
 
 /// The reservation for a gang that evictions were made for: the nodes of its trial.
 fn reservation(snapshot: &Snapshot, gang: &Gang, fit: &GangFit, until: i64) -> Reservation {
-    let mut nodes: Vec<String> = fit.pods.iter().map(|&(_, n)| snapshot.nodes[n as usize].name.clone()).collect();
+    let pods: Vec<(PodKey, String)> =
+        fit.pods.iter().map(|&(p, n)| (gang.pods[p].key.clone(), snapshot.nodes[n as usize].name.clone())).collect();
+    let mut nodes: Vec<String> = pods.iter().map(|(_, n)| n.clone()).collect();
     nodes.sort();
     nodes.dedup();
-    Reservation { gang: gang.key.clone(), nodes, until }
+    Reservation { gang: gang.key.clone(), nodes, pods, until }
+}
+
+/// The gang's pods of a reservation, each pinned to its node (by `metadata.name`, as a
+/// node affinity's matchFields).
+fn pinned(gang: &Gang, pods: &[(PodKey, String)]) -> Gang {
+    use super::model::{LabelRequirement, NodeConstraints, SelectorOperator};
+    let mut copy = gang.clone();
+    copy.pods = pods
+        .iter()
+        .filter_map(|(key, node)| {
+            let mut pod = gang.pods.iter().find(|p| &p.key == key)?.clone();
+            let requirement =
+                LabelRequirement { key: "metadata.name".into(), operator: SelectorOperator::In, values: vec![node.clone()] };
+            let mut constraints = NodeConstraints::clone(&pod.constraints);
+            if constraints.affinity_terms.is_empty() {
+                constraints.affinity_terms.push(Vec::new());
+            }
+            for term in &mut constraints.affinity_terms {
+                term.push(requirement.clone());
+            }
+            pod.constraints = std::sync::Arc::new(constraints);
+            Some(pod)
+        })
+        .collect();
+    copy
 }
 
 /// Serves reservations from earlier cycles before anything else: a gang holding one is
@@ -269,7 +305,15 @@ fn hold_reservations(
             continue;
         }
         served.push(index);
-        match workspace.place(gang) {
+        // Exactly where its trial put it: what was freed there is its own.
+        let nodes: Vec<NodeIdx> = held
+            .nodes
+            .iter()
+            .filter_map(|name| snapshot.nodes.iter().position(|node| &node.name == name))
+            .map(|n| n as NodeIdx)
+            .collect();
+        let attempt = workspace.place(&pinned(gang, &held.pods));
+        match attempt {
             Ok(fit) => {
                 charge(snapshot, queues, leaf, gang, &fit);
                 outcome.placements.push(Placement {
@@ -282,11 +326,7 @@ fn hold_reservations(
                 if !tree.keys.is_empty() {
                     queues.charge(tree, leaf, picker.need_now(index), !gang.preemptible);
                 }
-                for name in &held.nodes {
-                    if let Some(n) = snapshot.nodes.iter().position(|node| &node.name == name) {
-                        keep.push(n as NodeIdx);
-                    }
-                }
+                keep.extend(nodes);
                 let shortfall = WaitReason::DoesNotFit { nodes: shortfall.nodes, needed: shortfall.needed, fit: shortfall.fit };
                 outcome.waiting.push(Waiting {
                     gang: gang.key.clone(),

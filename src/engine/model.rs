@@ -162,6 +162,13 @@ impl Gang {
     pub fn still_needed(&self) -> usize {
         self.min_member.saturating_sub(self.bound)
     }
+
+    /// How many of its pending pods it takes at the least when it is placed now: those it
+    /// still needs, or one when it only adds pods beyond minMember. Queues order, admit and
+    /// charge it by these.
+    pub fn pods_now(&self) -> usize {
+        self.still_needed().max(1).min(self.pods.len())
+    }
 }
 
 /// A pod of Muster's running on a node.
@@ -208,6 +215,9 @@ pub struct Reservation {
     pub gang: GangKey,
     /// The nodes of its trial placement, by name (indices change between snapshots).
     pub nodes: Vec<String>,
+    /// Each pod of the trial and its node: the gang goes exactly there, so that gangs
+    /// holding parts of one node each find their own part.
+    pub pods: Vec<(PodKey, String)>,
     /// When it lapses, in seconds.
     pub until: i64,
 }

@@ -15,7 +15,10 @@ use super::queue_crd::{self, Queue, StopPolicy};
 pub use super::view::{
     KAI_PREEMPTIBILITY_LABEL, KAI_QUEUE_LABELS, QUEUE_LABEL, labelled_preemptibility, labelled_queue,
 };
-use crate::engine::queues::{DEFAULT_PRIORITY, DEFAULT_QUEUE, QueueSpec, QueueingStrategy, ResourceRule};
+use crate::config::parse_duration;
+use crate::engine::queues::{
+    DEFAULT_PRIORITY, DEFAULT_QUEUE, QueuePreemption, QueueSpec, QueueingStrategy, ReclaimPolicy, ResourceRule, WithinQueue,
+};
 use crate::engine::resources::{ResourceId, ResourceNames};
 
 /// The namespace label naming the queue of its gangs that name none.
@@ -132,10 +135,47 @@ pub fn queue_spec(queue: &Queue, namespaces: &[&Namespace], names: &mut Resource
             spec.namespaces = Some(allowed);
         }
     }
+    if let Some(p) = &queue.spec.preemption {
+        spec.preemption = preemption(p, &mut problems);
+    }
     if !problems.is_empty() {
         spec.problem = Some(problems.join("; "));
     }
     spec
+}
+
+/// A queue's `preemption` rules; a duration that does not parse is a problem.
+fn preemption(p: &queue_crd::QueuePreemption, problems: &mut Vec<String>) -> QueuePreemption {
+    let mut duration = |field: &str, text: &Option<String>| {
+        text.as_deref().and_then(|t| match parse_duration(t) {
+            Ok(seconds) => Some(seconds),
+            Err(why) => {
+                problems.push(format!("preemption.{field}: {why}"));
+                None
+            }
+        })
+    };
+    let rules = QueuePreemption {
+        reclaim: match p.reclaim {
+            Some(queue_crd::ReclaimPolicy::Never) => ReclaimPolicy::Never,
+            Some(queue_crd::ReclaimPolicy::LowerPriority) => ReclaimPolicy::LowerPriority,
+            Some(queue_crd::ReclaimPolicy::Any) | None => ReclaimPolicy::Any,
+        },
+        not_reclaimable: p.reclaimable == Some(false),
+        within: match p.within_queue {
+            Some(queue_crd::WithinQueuePolicy::Never) => WithinQueue::Never,
+            Some(queue_crd::WithinQueuePolicy::LowerPriority) | None => WithinQueue::LowerPriority,
+            Some(queue_crd::WithinQueuePolicy::LowerOrNewerEqualPriority) => WithinQueue::LowerOrNewerEqualPriority,
+        },
+        reclaim_min_runtime: duration("reclaimMinRuntime", &p.reclaim_min_runtime),
+        preempt_min_runtime: duration("preemptMinRuntime", &p.preempt_min_runtime),
+        preemption_delay: duration("preemptionDelay", &p.preemption_delay),
+        fence: p.fence == Some(true),
+    };
+    if p.borrow_within_parent.as_ref().and_then(|b| b.policy.as_deref()).is_some_and(|policy| policy != "Never") {
+        problems.push("preemption.borrowWithinParent is not supported yet (leave it out or set policy: Never)".into());
+    }
+    rules
 }
 
 /// The queue a gang is in (QUEUES.md §3.1): its PodGroup's queue, else its pod's
@@ -161,6 +201,23 @@ mod tests {
 
     fn queue(yaml: &str) -> Queue {
         serde_yaml::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn preemption_rules_convert_and_a_bad_duration_is_the_queues_problem() {
+        let q = queue(
+            "apiVersion: muster.dev/v1alpha1\nkind: Queue\nmetadata: {name: team-a}\nspec:\n  preemption: {reclaim: LowerPriority, reclaimable: false, withinQueue: Never, reclaimMinRuntime: 10m, preemptionDelay: 30s, fence: true}\n",
+        );
+        let spec = queue_spec(&q, &[], &mut ResourceNames::default());
+        assert_eq!(spec.problem, None);
+        let p = spec.preemption;
+        assert_eq!((p.reclaim, p.not_reclaimable, p.within, p.fence), (ReclaimPolicy::LowerPriority, true, WithinQueue::Never, true));
+        assert_eq!((p.reclaim_min_runtime, p.preempt_min_runtime, p.preemption_delay), (Some(600), None, Some(30)));
+        let q = queue(
+            "apiVersion: muster.dev/v1alpha1\nkind: Queue\nmetadata: {name: team-a}\nspec:\n  preemption: {preemptMinRuntime: a while}\n",
+        );
+        let problem = queue_spec(&q, &[], &mut ResourceNames::default()).problem.unwrap();
+        assert!(problem.starts_with("preemption.preemptMinRuntime: \"a while\" is not a duration"), "{problem}");
     }
 
     #[test]

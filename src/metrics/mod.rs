@@ -174,8 +174,8 @@ impl Metrics {
                 "Gang bindings rolled back because fewer than minMember pods could be bound.",
             ),
             evictions: counter_vec(
-                "muster_gang_evictions_total",
-                "Gangs evicted whole, by reason (BindFailed, PodsReadyTimeout, GangBroken).",
+                "muster_evictions_total",
+                "Gangs evicted, once per gang and eviction, by reason: the safety net (BindFailed, PodsReadyTimeout, GangBroken) whole gangs, queues (Reclaimed, Preempted) whole gangs or their pods above minMember.",
                 &["reason"],
             ),
             node_gpus: gauge_vec(
@@ -270,7 +270,7 @@ impl Metrics {
         for result in ["scheduled", "unschedulable", "error", "bind_failed"] {
             metrics.gang_attempts.with_label_values(&[result]);
         }
-        for reason in ["BindFailed", "PodsReadyTimeout", "GangBroken"] {
+        for reason in ["BindFailed", "PodsReadyTimeout", "GangBroken", "Reclaimed", "Preempted"] {
             metrics.evictions.with_label_values(&[reason]);
         }
         metrics.catalog = catalog.into_inner();

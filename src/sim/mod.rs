@@ -2,6 +2,7 @@
 //! YAML, and built-in scenarios beside a per-pod baseline.
 
 pub mod builtin;
+pub mod evict;
 pub mod load;
 pub mod objects;
 pub mod run;

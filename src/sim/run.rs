@@ -22,6 +22,7 @@ use crate::engine::{CycleOutcome, schedule_with};
 use crate::k8s::allocation;
 use crate::k8s::assemble::{ClusterObjects, Memo, assemble_view};
 use crate::k8s::convert_dra::POD_CLAIM_NAME_ANNOTATION;
+use crate::sim::evict::{EvictionResult, evict};
 
 /// One device allocated to a pod's claim.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -40,6 +41,9 @@ pub struct PodResult {
     pub node: Option<String>,
     pub devices: Vec<DeviceResult>,
     pub reason: Option<String>,
+    /// Evicted during the run (reclaim or preemption); `reason` says by whom.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub evicted: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -85,11 +89,26 @@ pub struct Report {
     /// Only when the input has Queue objects.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub queues: Vec<QueueResult>,
+    /// Pods evicted by reclaim or preemption, one entry per pod, in order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub evictions: Vec<EvictionResult>,
 }
 
-/// How many cycles at most; each placing cycle binds at least one pod, so a cluster
-/// settles long before this.
-const MAX_CYCLES: usize = 100_000;
+/// How a simulation runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// The clock, in Unix seconds; None: the newest creationTimestamp or startTime in the
+    /// input.
+    pub now: Option<i64>,
+    /// The most cycles; the run stops earlier when a cycle changes nothing.
+    pub cycles: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { now: None, cycles: 100 }
+    }
+}
 
 fn key_of(meta: &ObjectMeta) -> (String, String) {
     (meta.namespace.clone().unwrap_or_else(|| "default".into()), meta.name.clone().unwrap_or_default())
@@ -220,35 +239,63 @@ pub fn apply(objects: &mut ClusterObjects, snapshot: &Snapshot, outcome: &CycleO
     count
 }
 
-/// Schedules until a cycle places nothing, then reports.
+/// Schedules with the default options.
 pub fn run(objects: &mut ClusterObjects, config: &Config) -> Report {
+    run_with(objects, config, &Options::default())
+}
+
+/// Schedules cycle after cycle until one changes nothing (no pod placed or evicted), then
+/// reports. Evicted pods are pending again in the next cycle, as their controller would
+/// recreate them, and capacity freed for a gang stays reserved for it between cycles.
+pub fn run_with(objects: &mut ClusterObjects, config: &Config, options: &Options) -> Report {
     create_template_claims(objects);
     let cycle = config.cycle();
     let mut last = CycleOutcome::default();
-    let now = latest_creation(objects);
+    let now = options.now.unwrap_or_else(|| latest_time(objects));
     let mut memo = Memo::new(&config.topology);
     let mut selectors = SelectorCache::default();
-    for _ in 0..MAX_CYCLES {
-        let assembled = assemble_view(&objects.view(), &config.scheduler_name, now, &mut memo);
+    let mut reservations = Vec::new();
+    let mut evictions = Vec::new();
+    let mut version = 0;
+    for number in 1..=options.cycles.max(1) {
+        let mut assembled = assemble_view(&objects.view(), &config.scheduler_name, now, &mut memo);
+        assembled.snapshot.reservations = std::mem::take(&mut reservations);
         last = schedule_with(&assembled.snapshot, &cycle, &mut selectors);
-        if apply(objects, &assembled.snapshot, &last) == 0 {
+        reservations = last.reservations.clone();
+        let placed = apply(objects, &assembled.snapshot, &last);
+        evictions.extend(evict(objects, &last.evictions, number, &mut version));
+        if placed == 0 && last.evictions.is_empty() {
             break;
         }
     }
-    report(objects, config, &last, &mut memo)
+    let mut report = report(objects, config, &last, now, &mut memo);
+    for pod in &mut report.pods {
+        if let Some(e) = evictions.iter().rev().find(|e| e.namespace == pod.namespace && e.name == pod.name) {
+            pod.evicted = true;
+            if pod.node.is_none() {
+                let why = pod.reason.take().unwrap_or_default();
+                pod.reason =
+                    Some(format!("evicted ({}) for gang {} in cycle {}; {why}", e.reason, e.preemptor, e.cycle));
+            }
+        }
+    }
+    report.evictions = evictions;
+    report
 }
 
-/// A YAML cluster is a moment in time: the simulation runs as of its newest object, so
-/// gangs have waited as long as their creation times say.
-fn latest_creation(objects: &ClusterObjects) -> i64 {
+/// A YAML cluster is a moment in time: the simulation runs as of its newest object (or
+/// the newest start of a running pod), so gangs have waited as long as their creation
+/// times say.
+fn latest_time(objects: &ClusterObjects) -> i64 {
     let pods = objects.pods.iter().map(|p| &p.metadata);
     let groups =
         objects.muster_groups.iter().map(|g| &g.metadata).chain(objects.kubernetes_groups.iter().map(|g| &g.metadata));
-    pods.chain(groups)
+    let created = pods
+        .chain(groups)
         .chain(objects.plugin_groups.iter().map(|g| &g.metadata))
-        .filter_map(|m| m.creation_timestamp.as_ref().map(|t| t.0.as_second()))
-        .max()
-        .unwrap_or(0)
+        .filter_map(|m| m.creation_timestamp.as_ref().map(|t| t.0.as_second()));
+    let started = objects.pods.iter().filter_map(|p| p.status.as_ref()?.start_time.as_ref().map(|t| t.0.as_second()));
+    created.chain(started).max().unwrap_or(0)
 }
 
 /// The devices a bound pod holds, through its claims.
@@ -308,8 +355,8 @@ fn allocated(
         .flatten()
 }
 
-fn report(objects: &ClusterObjects, config: &Config, last: &CycleOutcome, memo: &mut Memo) -> Report {
-    let assembled = assemble_view(&objects.view(), &config.scheduler_name, latest_creation(objects), memo);
+fn report(objects: &ClusterObjects, config: &Config, last: &CycleOutcome, now: i64, memo: &mut Memo) -> Report {
+    let assembled = assemble_view(&objects.view(), &config.scheduler_name, now, memo);
     let waiting: HashMap<_, String> = last.waiting.iter().map(|w| (w.gang.clone(), w.to_string())).collect();
     let claims: HashMap<(String, String), &ResourceClaim> =
         objects.resource_claims.iter().map(|c| (key_of(&c.metadata), c)).collect();
@@ -336,7 +383,7 @@ fn report(objects: &ClusterObjects, config: &Config, last: &CycleOutcome, memo: 
             Some(gang.and_then(|g| waiting.get(g).cloned()).unwrap_or_else(|| "not considered for scheduling".into()))
         };
         let devices = if node.is_some() { pod_devices(pod, &claims) } else { Vec::new() };
-        pods.push(PodResult { namespace: key.namespace, name: key.name, node, devices, reason });
+        pods.push(PodResult { namespace: key.namespace, name: key.name, node, devices, reason, evicted: false });
     }
     pods.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
 
@@ -388,5 +435,5 @@ fn report(objects: &ClusterObjects, config: &Config, last: &CycleOutcome, memo: 
                 .collect(),
         })
         .collect();
-    Report { pods, gangs, queues }
+    Report { pods, gangs, queues, evictions: Vec::new() }
 }

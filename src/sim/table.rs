@@ -28,6 +28,13 @@ pub fn report_table(report: &Report) -> String {
             );
         }
     }
+    if !report.evictions.is_empty() {
+        let _ = writeln!(out, "\n{:<5}  {:<40}  {:<10}  {:<30}  FOR", "CYCLE", "EVICTED POD", "REASON", "GANG");
+        for e in &report.evictions {
+            let pod = format!("{}/{}", e.namespace, e.name);
+            let _ = writeln!(out, "{:<5}  {pod:<40}  {:<10}  {:<30}  {}", e.cycle, e.reason, e.gang, e.preemptor);
+        }
+    }
     if !report.queues.is_empty() {
         let _ = writeln!(
             out,

@@ -90,6 +90,7 @@ pub(super) fn candidates(
     need: &[i64],
     kind: Kind,
     gone: &[Vec<bool>],
+    grown: &[bool],
 ) -> Candidates {
     let tree = &snapshot.queues;
     let now = snapshot.now;
@@ -97,7 +98,7 @@ pub(super) fn candidates(
     let mut found = Candidates::default();
     let mut keyed: Vec<(Order, Bundle)> = Vec::new();
     for (r, victim) in snapshot.running.iter().enumerate() {
-        if !victim.preemptible {
+        if !victim.preemptible || grown[r] {
             continue;
         }
         let Some(victim_leaf) = tree.get(&victim.queue).filter(|&q| tree.queues[q].problem.is_none()) else {

@@ -28,12 +28,39 @@ pub struct Evictor<'a> {
     /// Per running gang, per pod: evicted in this cycle.
     gone: Vec<Vec<bool>>,
     evicted_gangs: usize,
+    /// Running gangs that got more pods in this cycle: not victims now.
+    grown: Vec<bool>,
+    /// What queues held when the cycle started, less what was evicted since: whether a
+    /// queue is beyond its share is judged on this, so that gangs placed in this cycle do
+    /// not make a queue's older gangs victims in the same cycle (one picture per cycle).
+    start: Vec<Vec<i64>>,
 }
 
 impl<'a> Evictor<'a> {
-    pub fn new(snapshot: &'a Snapshot, config: PreemptionConfig) -> Evictor<'a> {
+    /// `state` is what queues hold as the cycle starts.
+    pub fn new(snapshot: &'a Snapshot, config: PreemptionConfig, state: &QueueState) -> Evictor<'a> {
         let gone = snapshot.running.iter().map(|r| vec![false; r.pods.len()]).collect();
-        Evictor { snapshot, config, gone, evicted_gangs: 0 }
+        Evictor {
+            snapshot,
+            config,
+            gone,
+            evicted_gangs: 0,
+            grown: vec![false; snapshot.running.len()],
+            start: state.allocated.clone(),
+        }
+    }
+
+    /// Notes a gang placed in this cycle: if some of its pods already run, it is no victim
+    /// in this cycle (its new pods would be left without their gang).
+    pub fn placed(&mut self, gang: &crate::engine::model::GangKey) {
+        if let Some(r) = self.snapshot.running.iter().position(|r| &r.key == gang) {
+            self.grown[r] = true;
+        }
+    }
+
+    /// Whether pods of this gang were evicted in this cycle: it gets none placed now.
+    pub fn is_victim(&self, gang: &crate::engine::model::GangKey) -> bool {
+        self.snapshot.running.iter().position(|r| &r.key == gang).is_some_and(|r| self.gone[r].iter().any(|&g| g))
     }
 
     /// Tries to make room for `gang` (the pods its queue admits) in `leaf`, needing `need`
@@ -50,7 +77,8 @@ impl<'a> Evictor<'a> {
     ) -> Result<Plan, Option<Room>> {
         let snapshot = self.snapshot;
         let tree = &snapshot.queues;
-        if !tree.is_configured() || snapshot.running.is_empty() {
+        // Only a gang short of its minMember evicts: pods beyond it are optional.
+        if !tree.is_configured() || snapshot.running.is_empty() || gang.still_needed() == 0 {
             return Err(None);
         }
         if self.config.max_evicted_gangs > 0 && self.evicted_gangs >= self.config.max_evicted_gangs {
@@ -70,7 +98,7 @@ impl<'a> Evictor<'a> {
             match self.fair_share_reached(state, leaf, need) {
                 Some(room) => why = Some(room),
                 None => {
-                    let found = candidates(snapshot, state, &self.config, gang, leaf, need, Kind::Reclaim, &self.gone);
+                    let found = candidates(snapshot, state, &self.config, gang, leaf, need, Kind::Reclaim, &self.gone, &self.grown);
                     protected = found.protected_until;
                     if let Some(plan) = self.try_bundles(workspace, state, gang, leaf, need, &found.bundles, Kind::Reclaim)
                     {
@@ -80,7 +108,7 @@ impl<'a> Evictor<'a> {
             }
         }
         if rules.within != WithinQueue::Never {
-            let found = candidates(snapshot, state, &self.config, gang, leaf, need, Kind::Preempt, &self.gone);
+            let found = candidates(snapshot, state, &self.config, gang, leaf, need, Kind::Preempt, &self.gone, &self.grown);
             protected = match (protected, found.protected_until) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
@@ -236,7 +264,7 @@ impl<'a> Evictor<'a> {
             .iter()
             .map(|&(id, _)| (0..snapshot.nodes.len() as u32).map(|n| workspace.free(n).get(id).max(0)).sum())
             .collect();
-        let mut a = state.allocated.clone();
+        let mut a = self.start.clone();
         let mut counted: Vec<Vec<bool>> = self.gone.clone();
         let mut chosen: Vec<usize> = Vec::new();
         let mut fits = false;
@@ -329,7 +357,13 @@ impl<'a> Evictor<'a> {
             self.gone[r][p] = true;
             grace = grace.max(victim.pods[p].grace_seconds);
             if let Some(leaf) = tree.get(&victim.queue) {
-                state.discharge(tree, leaf, &self.amounts(r, std::iter::once(p)), !victim.preemptible);
+                let amounts = self.amounts(r, std::iter::once(p));
+                state.discharge(tree, leaf, &amounts, !victim.preemptible);
+                for q in tree.path(leaf) {
+                    for (k, t) in amounts.iter().enumerate() {
+                        self.start[q][k] -= t;
+                    }
+                }
             }
             match evictions.last_mut() {
                 Some(e) if e.gang == victim.key => e.pods.push(victim.pods[p].key.clone()),

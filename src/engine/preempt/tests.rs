@@ -3,10 +3,14 @@
 //! and reservations that carry the freed capacity to the next cycle.
 
 use crate::engine::build::{GPU, SnapshotBuilder};
-use crate::engine::model::{GangKey, Reservation, Snapshot};
+use crate::engine::model::{GangKey, PodKey, Reservation, Snapshot};
 use crate::engine::{CycleConfig, CycleOutcome, schedule};
 
 const G: &str = GPU;
+
+fn pod(name: &str) -> PodKey {
+    PodKey { namespace: "default".into(), name: name.into() }
+}
 
 /// Evictions as `victim pods (reason for preemptor)`, placements as `name -> nodes`,
 /// waiting gangs as `name waits: reason`.
@@ -56,7 +60,12 @@ fn reclaim_takes_the_newest_whole_gang_of_the_queue_over_its_share() {
     assert_eq!(lines.len(), 2, "{lines:?}");
     assert_eq!(
         outcome.reservations,
-        vec![Reservation { gang: snapshot.gangs[0].key.clone(), nodes: vec!["n2".into()], until: 10_000 + 90 }]
+        vec![Reservation {
+            gang: snapshot.gangs[0].key.clone(),
+            nodes: vec!["n2".into()],
+            pods: vec![(pod("b-job-0"), "n2".into()), (pod("b-job-1"), "n2".into())],
+            until: 10_000 + 90
+        }]
     );
 }
 
@@ -192,7 +201,12 @@ fn a_reservation_keeps_the_freed_nodes_for_its_gang_in_the_next_cycle() {
         .in_queue("b")
         .with_last_gang(|g| g.created = 9_000)
         .build();
-    snapshot.reservations = vec![Reservation { gang: gang("b-job"), nodes: vec!["n2".into()], until: 10_090 }];
+    snapshot.reservations = vec![Reservation {
+        gang: gang("b-job"),
+        nodes: vec!["n2".into()],
+        pods: vec![(pod("b-job-0"), "n2".into()), (pod("b-job-1"), "n2".into())],
+        until: 10_090,
+    }];
     let (lines, outcome) = run(&snapshot);
     assert_eq!(lines[0], "b-job -> n2 n2", "{lines:?}");
     assert!(outcome.evictions.is_empty(), "a does not reclaim it back: {lines:?}");

@@ -48,7 +48,7 @@ fn add_pods<'p>(tree: &QueueTree, need: &mut [i64], pods: impl Iterator<Item = &
 }
 
 /// Per pending gang of the snapshot, computed once per cycle: its leaf queue (when it
-/// resolves), what it needs now (its pods up to minMember) and what all its pods request,
+/// resolves), what it needs now ([`Gang::pods_now`](crate::engine::model::Gang::pods_now)) and what all its pods request,
 /// per key, in two flat arrays.
 #[derive(Clone, Debug, Default)]
 pub struct GangNeeds {
@@ -69,7 +69,7 @@ impl GangNeeds {
             if keys == 0 || needs.leaf[g].is_none() {
                 continue;
             }
-            let now = gang.still_needed().min(gang.pods.len());
+            let now = gang.pods_now();
             let range = g * keys..(g + 1) * keys;
             add_pods(tree, &mut needs.now[range.clone()], gang.pods[..now].iter());
             needs.all[range.clone()].copy_from_slice(&needs.now[range.clone()]);

@@ -94,7 +94,7 @@ pub fn admit(
         return Ok(gang.pods.len());
     }
     check(tree, state, names, leaf, now, gang.preemptible)?;
-    let needed = gang.still_needed().min(gang.pods.len());
+    let needed = gang.pods_now();
     let mut admitted = needed;
     let mut need = now.to_vec();
     for pod in &gang.pods[needed..] {

@@ -51,7 +51,7 @@ pub struct Picker {
     cursor: Vec<usize>,
     /// Per queue: gangs not yet handed out in its subtree.
     left: Vec<usize>,
-    /// Per gang: its leaf, and what it needs now (its pods up to minMember), per key.
+    /// Per gang: its leaf, and what it needs now (`Gang::pods_now`), per key.
     needs: GangNeeds,
     /// Per queue, per key: its allocatable share (fixed for the cycle).
     allocatable: Vec<Vec<i64>>,

@@ -32,7 +32,7 @@ use super::writer::{PodRef, Write, WriteKey, Writer};
 use crate::config::{Config, QueueingStrategy};
 use crate::engine::CycleConfig;
 use crate::engine::dra::selectors::SelectorCache;
-use crate::engine::model::{GangKey, PodKey};
+use crate::engine::model::{GangKey, PodKey, Reservation};
 use crate::engine::reason::WaitReason;
 use crate::engine::schedule_with;
 use crate::metrics::Metrics;
@@ -79,6 +79,10 @@ pub struct Scheduler {
     selectors: SelectorCache,
     /// Gangs bound whose pods are not all Running yet: (created, minMember).
     awaiting_running: HashMap<GangKey, (i64, usize)>,
+    /// Capacity freed by evictions and held for the gangs they were made for, from the
+    /// last cycle (lost on restart: a new leader sees the victims terminating and their
+    /// queues' figures without them, so it evicts nothing more for the same gang).
+    reservations: Vec<Reservation>,
     next_wake: Option<Instant>,
 }
 
@@ -120,6 +124,7 @@ impl Scheduler {
             last_eviction: HashMap::new(),
             selectors: SelectorCache::default(),
             awaiting_running: HashMap::new(),
+            reservations: Vec::new(),
             next_wake: None,
         }
     }
@@ -317,6 +322,10 @@ impl Scheduler {
         drop(pending);
         let (backoff, in_flight) = (&self.backoff, &self.in_flight);
         assembled.snapshot.gangs.retain(|g| !backoff.waiting(&g.key, now) && !in_flight.contains(&g.key));
+        // Gangs being bound or evicted are nobody's victims.
+        let evicting = &self.evicting;
+        assembled.snapshot.running.retain(|r| !in_flight.contains(&r.key) && !evicting.contains_key(&r.key));
+        assembled.snapshot.reservations = std::mem::take(&mut self.reservations);
 
         let cel_started = Instant::now();
         let evaluations_before = self.selectors.evaluations;
@@ -332,6 +341,7 @@ impl Scheduler {
         self.metrics.cel_evaluations.inc_by(self.selectors.evaluations - evaluations_before);
         phase("engine", engine_started);
         tracing::debug!(placed = outcome.placements.len(), waiting = outcome.waiting.len(), elapsed = ?started.elapsed(), "cycle");
+        self.reservations = outcome.reservations.clone();
 
         let plan_started = Instant::now();
         // The rest reads the cache again (the engine ran without holding it).
@@ -434,6 +444,13 @@ impl Scheduler {
             self.backoff.fail(&eviction.gang, now);
             report.evicted.push(eviction.gang.clone());
         }
+        for write in self.queue_evictions(&cache, &outcome, &assembled.snapshot, now, &mut report) {
+            writes.push(write);
+        }
+        // A reservation that lapses frees its nodes: look again then.
+        if let Some(until) = self.reservations.iter().map(|r| r.until).min() {
+            self.wake_at(now + Duration::from_secs((until - unix).max(0) as u64 + 1));
+        }
         for release in self.releases.check(&view, unix) {
             writes.push(Write::ReleaseClaim(release));
         }
@@ -489,6 +506,65 @@ impl Scheduler {
         self.metrics.last_cycle.set(unix_now() as f64);
         self.health.cycled(started);
         report
+    }
+
+    /// Reclaim and preemption decided by the engine: every victim pod evicted through the
+    /// Eviction API with an event naming the gang it makes room for, the victim gang's
+    /// PodGroup condition `Evicted`, and an event on the gang room is made for.
+    fn queue_evictions(
+        &mut self,
+        cache: &Cache,
+        outcome: &crate::engine::CycleOutcome,
+        snapshot: &crate::engine::model::Snapshot,
+        now: Instant,
+        report: &mut CycleReport,
+    ) -> Vec<Write> {
+        let mut writes = Vec::new();
+        for eviction in &outcome.evictions {
+            let reason = eviction.reason.as_str();
+            let what = if eviction.whole {
+                format!("{} evicted whole", eviction.gang)
+            } else {
+                format!("{} pod(s) of {} above its minMember evicted", eviction.pods.len(), eviction.gang)
+            };
+            let why = match eviction.reason {
+                crate::engine::preempt::EvictionReason::Reclaimed => "whose queue is owed this capacity",
+                crate::engine::preempt::EvictionReason::Preempted => "of higher priority in the same queue",
+            };
+            let message = format!("{what} ({reason}) to make room for {}, {why}", eviction.preemptor);
+            tracing::info!(gang = %eviction.gang, preemptor = %eviction.preemptor, reason, pods = eviction.pods.len(), "{message}");
+            self.metrics.evictions.with_label_values(&[reason]).inc();
+            self.last_eviction.insert(eviction.gang.clone(), (reason, message.clone()));
+            for pod in &eviction.pods {
+                let pod = Self::pod_ref(cache, pod);
+                writes.push(Write::Evict { pod: pod.clone() });
+                writes.push(Write::PodEvent {
+                    pod,
+                    warning: true,
+                    reason: reason.into(),
+                    note: message.clone(),
+                    action: "Evicting".into(),
+                });
+            }
+            if eviction.whole {
+                self.awaiting_running.remove(&eviction.gang);
+                self.evicting.insert(eviction.gang.clone(), (now, eviction.pods.clone()));
+                self.backoff.fail(&eviction.gang, now);
+                report.evicted.push(eviction.gang.clone());
+            }
+            if let Some(preemptor) = snapshot.gangs.iter().find(|g| g.key == eviction.preemptor) {
+                for pod in &preemptor.pods {
+                    writes.push(Write::PodEvent {
+                        pod: Self::pod_ref(cache, &pod.key),
+                        warning: false,
+                        reason: if reason == "Reclaimed" { "Reclaiming" } else { "Preempting" }.into(),
+                        note: format!("evicting {} pod(s) of {} ({reason}) to make room", eviction.pods.len(), eviction.gang),
+                        action: "Evicting".into(),
+                    });
+                }
+            }
+        }
+        writes
     }
 
     fn start_binding(&mut self, binding: GangBinding) {

@@ -1,0 +1,97 @@
+//! Evictions in the simulator, as the cluster would carry them out: the API server deletes
+//! the pods, the resourceclaim controller deletes the claims made for them (so their
+//! devices are free), and the pods' controller recreates them under the same names,
+//! pending, for the next cycle.
+
+use std::collections::HashSet;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::Serialize;
+
+use crate::engine::preempt::Eviction;
+use crate::k8s::assemble::ClusterObjects;
+
+/// One evicted pod, for the JSON output.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct EvictionResult {
+    pub namespace: String,
+    pub name: String,
+    /// The victim's gang as `namespace/name`.
+    pub gang: String,
+    /// `Reclaimed` or `Preempted`.
+    pub reason: String,
+    /// The gang the room was made for, as `namespace/name`.
+    pub preemptor: String,
+    /// The cycle that decided it, from 1.
+    pub cycle: usize,
+}
+
+fn is(meta: &ObjectMeta, namespace: &str, name: &str) -> bool {
+    meta.namespace.as_deref().unwrap_or("default") == namespace && meta.name.as_deref() == Some(name)
+}
+
+/// Carries out a cycle's evictions; returns one result per pod evicted.
+pub fn evict(objects: &mut ClusterObjects, evictions: &[Eviction], cycle: usize, version: &mut u64) -> Vec<EvictionResult> {
+    let mut results = Vec::new();
+    let mut uids: HashSet<String> = HashSet::new();
+    let mut own_claims: HashSet<(String, String)> = HashSet::new();
+    for eviction in evictions {
+        for key in &eviction.pods {
+            let Some(pod) = objects.pods.iter_mut().find(|p| is(&p.metadata, &key.namespace, &key.name)) else {
+                continue;
+            };
+            if let Some(spec) = pod.spec.as_mut() {
+                spec.node_name = None;
+            }
+            if let Some(status) = pod.status.as_mut() {
+                status.start_time = None;
+                if let Some(extended) = status.extended_resource_claim_status.take() {
+                    own_claims.insert((key.namespace.clone(), extended.resource_claim_name));
+                }
+                for claim in status.resource_claim_statuses.iter().flatten() {
+                    if let Some(name) = &claim.resource_claim_name {
+                        own_claims.insert((key.namespace.clone(), name.clone()));
+                    }
+                }
+            }
+            *version += 1;
+            pod.metadata.resource_version = Some(format!("sim-evicted-{version}"));
+            uids.extend(pod.metadata.uid.clone());
+            results.push(EvictionResult {
+                namespace: key.namespace.clone(),
+                name: key.name.clone(),
+                gang: format!("{}/{}", eviction.gang.namespace, eviction.gang.name),
+                reason: eviction.reason.as_str().to_string(),
+                preemptor: format!("{}/{}", eviction.preemptor.namespace, eviction.preemptor.name),
+                cycle,
+            });
+        }
+    }
+    // Extended-resource claims go with their pod; a claim made from a template for the
+    // pod is deleted and made again, unallocated; any other claim only loses the pod's
+    // reservation (and its allocation once nobody holds it).
+    objects.resource_claims.retain(|c| {
+        let key = (c.metadata.namespace.clone().unwrap_or_else(|| "default".into()), c.metadata.name.clone().unwrap_or_default());
+        !(own_claims.contains(&key) && key.1.ends_with("-extended-resources"))
+    });
+    for claim in &mut objects.resource_claims {
+        let key = (claim.metadata.namespace.clone().unwrap_or_else(|| "default".into()), claim.metadata.name.clone().unwrap_or_default());
+        let Some(status) = claim.status.as_mut() else { continue };
+        let before = status.reserved_for.as_ref().map_or(0, Vec::len);
+        if let Some(reserved) = status.reserved_for.as_mut() {
+            reserved.retain(|r| !uids.contains(&r.uid));
+        }
+        let after = status.reserved_for.as_ref().map_or(0, Vec::len);
+        if after == before && !own_claims.contains(&key) {
+            continue;
+        }
+        if after == 0 {
+            status.reserved_for = None;
+            status.allocation = None;
+            claim.metadata.finalizers = None;
+        }
+        *version += 1;
+        claim.metadata.resource_version = Some(format!("sim-evicted-{version}"));
+    }
+    results
+}

@@ -1,0 +1,311 @@
+//! `muster simulate` with team queues: fair shares, reclaim of whole gangs, preemption
+//! inside a queue, surplus pods before cores, minimum runtimes, and no ping-pong over many
+//! cycles. Each test writes a small cluster of ordinary YAML and reads the JSON document.
+
+use std::fmt::Write;
+use std::process::Command;
+
+use serde_json::Value;
+
+/// A cluster written as YAML, one object at a time.
+#[derive(Default)]
+struct Cluster(String);
+
+const T0: &str = "2026-01-01T00:00:00Z";
+
+fn time(minutes: u32) -> String {
+    format!("2026-01-01T{:02}:{:02}:00Z", minutes / 60, minutes % 60)
+}
+
+impl Cluster {
+    fn nodes(mut self, count: usize, gpus: u32) -> Cluster {
+        for i in 1..=count {
+            let _ = write!(
+                self.0,
+                "---\napiVersion: v1\nkind: Node\nmetadata: {{name: node-{i}}}\nstatus:\n  allocatable: {{cpu: \"64\", memory: 512Gi, pods: \"110\", nvidia.com/gpu: \"{gpus}\"}}\n"
+            );
+        }
+        self
+    }
+
+    /// A queue with a GPU quota and any further spec lines (indented two spaces).
+    fn queue(mut self, name: &str, parent: &str, gpu_rule: &str, extra: &str) -> Cluster {
+        let _ = write!(
+            self.0,
+            "---\napiVersion: muster.dev/v1alpha1\nkind: Queue\nmetadata: {{name: {name}, creationTimestamp: \"{T0}\"}}\nspec:\n  parent: \"{parent}\"\n  resources:\n    nvidia.com/gpu: {gpu_rule}\n{extra}"
+        );
+        self
+    }
+
+    /// A gang in `queue` of `pods` pods with `gpus` GPUs each, created at minute
+    /// `created`; with `on`, its pods run on that node since minute `started`.
+    #[allow(clippy::too_many_arguments)]
+    fn gang(
+        mut self,
+        name: &str,
+        queue: &str,
+        min: usize,
+        pods: usize,
+        gpus: u32,
+        created: u32,
+        on: Option<(&str, u32)>,
+        spec_extra: &str,
+    ) -> Cluster {
+        let _ = write!(
+            self.0,
+            "---\napiVersion: muster.dev/v1alpha1\nkind: PodGroup\nmetadata: {{name: {name}, namespace: ml, creationTimestamp: \"{}\"}}\nspec: {{minMember: {min}, queue: {queue}{spec_extra}}}\n",
+            time(created)
+        );
+        for i in 0..pods {
+            let _ = write!(
+                self.0,
+                "---\napiVersion: v1\nkind: Pod\nmetadata: {{name: {name}-{i}, namespace: ml, uid: {name}-{i}, creationTimestamp: \"{}\", labels: {{muster.dev/pod-group: {name}}}}}\nspec:\n  schedulerName: muster\n",
+                time(created)
+            );
+            if let Some((node, _)) = on {
+                let _ = writeln!(self.0, "  nodeName: {node}");
+            }
+            let _ = writeln!(
+                self.0,
+                "  containers: [{{name: c, image: train, resources: {{limits: {{nvidia.com/gpu: \"{gpus}\"}}}}}}]"
+            );
+            if let Some((_, started)) = on {
+                let _ = writeln!(self.0, "status: {{phase: Running, startTime: \"{}\"}}", time(started));
+            }
+        }
+        self
+    }
+
+    fn priority_class(mut self, name: &str, value: i32) -> Cluster {
+        let _ = write!(
+            self.0,
+            "---\napiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {{name: {name}}}\nvalue: {value}\n"
+        );
+        self
+    }
+
+    fn simulate(&self, extra: &[&str]) -> Value {
+        let dir = std::env::temp_dir().join(format!("muster-simq-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(format!("{:x}.yaml", fxhash(&self.0)));
+        std::fs::write(&path, &self.0).unwrap();
+        let output = Command::new(env!("CARGO_BIN_EXE_muster"))
+            .args(["simulate", "--output", "json", "--cluster", path.to_str().unwrap()])
+            .args(extra)
+            .output()
+            .expect("muster runs");
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        serde_json::from_slice(&output.stdout).expect("one JSON document")
+    }
+}
+
+fn fxhash(text: &str) -> u64 {
+    text.bytes().fold(0xcbf29ce484222325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100000001b3))
+}
+
+fn pod<'a>(report: &'a Value, name: &str) -> &'a Value {
+    report["pods"].as_array().unwrap().iter().find(|p| p["name"] == name).unwrap_or_else(|| panic!("no pod {name}"))
+}
+
+/// Evictions as `pod reason preemptor cycle`.
+fn evictions(report: &Value) -> Vec<String> {
+    report
+        .get("evictions")
+        .and_then(Value::as_array)
+        .map(|list| {
+            list.iter()
+                .map(|e| format!("{} {} {} {}", e["name"].as_str().unwrap(), e["reason"].as_str().unwrap(), e["preemptor"].as_str().unwrap(), e["cycle"]))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Two 8-GPU nodes, team-a and team-b with quota 8 each; team-a runs two gangs of 2×4.
+fn two_teams() -> Cluster {
+    Cluster::default()
+        .nodes(2, 8)
+        .queue("team-a", "", "{quota: \"8\"}", "")
+        .queue("team-b", "", "{quota: \"8\"}", "")
+        .gang("a-old", "team-a", 2, 2, 4, 0, Some(("node-1", 10)), "")
+        .gang("a-new", "team-a", 2, 2, 4, 60, Some(("node-2", 70)), "")
+}
+
+#[test]
+fn reclaim_evicts_the_newest_whole_gang_once_and_the_freed_gpus_go_to_the_owner() {
+    let report = two_teams().gang("b-job", "team-b", 2, 2, 4, 120, None, "").simulate(&[]);
+    // Both pods of a-new, in one cycle, and nothing after: the capacity was reserved.
+    assert_eq!(evictions(&report), ["a-new-0 Reclaimed ml/b-job 1", "a-new-1 Reclaimed ml/b-job 1"]);
+    assert_eq!(report["evictions"][0]["gang"], "ml/a-new");
+    assert_eq!(pod(&report, "b-job-0")["node"], "node-2");
+    assert_eq!(pod(&report, "b-job-1")["node"], "node-2");
+    let victim = pod(&report, "a-new-0");
+    assert_eq!(victim["evicted"], true);
+    assert_eq!(victim["node"], Value::Null);
+    let reason = victim["reason"].as_str().unwrap();
+    assert!(reason.starts_with("evicted (Reclaimed) for gang ml/b-job in cycle 1; "), "{reason}");
+    assert!(reason.contains("queue team-a has reached its fair share of 8 nvidia.com/gpu"), "{reason}");
+    // The older gang is untouched.
+    assert_eq!(pod(&report, "a-old-0")["node"], "node-1");
+    assert!(pod(&report, "a-old-0").get("evicted").is_none());
+}
+
+#[test]
+fn a_queue_within_its_quota_is_never_reclaimed() {
+    // team-b runs its quota on node-2; team-a runs its quota on node-1 and wants more.
+    let report = Cluster::default()
+        .nodes(2, 8)
+        .queue("team-a", "", "{quota: \"8\"}", "")
+        .queue("team-b", "", "{quota: \"8\"}", "")
+        .gang("a-run", "team-a", 2, 2, 4, 0, Some(("node-1", 10)), "")
+        .gang("b-run", "team-b", 2, 2, 4, 0, Some(("node-2", 10)), "")
+        .gang("a-more", "team-a", 1, 1, 4, 30, None, "")
+        .simulate(&[]);
+    assert!(evictions(&report).is_empty());
+    assert!(pod(&report, "a-more-0")["reason"].as_str().unwrap().contains("queue team-a has reached its fair share"));
+}
+
+#[test]
+fn priority_preempts_a_whole_two_pod_gang_inside_a_queue_and_never_crosses_queues() {
+    // team-a runs low-priority work within its quota on node-1; team-b's own low-priority
+    // gang on node-2 is what team-b's urgent gang preempts.
+    let report = Cluster::default()
+        .nodes(2, 8)
+        .queue("team-a", "", "{quota: \"8\"}", "")
+        .queue("team-b", "", "{quota: \"8\"}", "")
+        .gang("a-low", "team-a", 2, 2, 4, 0, Some(("node-1", 10)), "")
+        .gang("b-low", "team-b", 2, 2, 4, 0, Some(("node-2", 10)), "")
+        .gang("b-urgent", "team-b", 2, 2, 4, 30, None, ", priorityClassName: urgent")
+        .priority_class("urgent", 50)
+        .simulate(&[]);
+    assert_eq!(evictions(&report), ["b-low-0 Preempted ml/b-urgent 1", "b-low-1 Preempted ml/b-urgent 1"]);
+    assert_eq!(pod(&report, "b-urgent-0")["node"], "node-2");
+    assert_eq!(pod(&report, "a-low-0")["node"], "node-1");
+}
+
+#[test]
+fn an_elastic_gang_loses_one_surplus_pod_and_keeps_its_core() {
+    let report = Cluster::default()
+        .nodes(1, 8)
+        .queue("team-a", "", "{quota: \"0\"}", "")
+        .queue("team-b", "", "{quota: \"8\"}", "")
+        .gang("elastic", "team-a", 2, 4, 2, 0, Some(("node-1", 10)), "")
+        .gang("b-small", "team-b", 1, 1, 2, 30, None, "")
+        .simulate(&[]);
+    assert_eq!(evictions(&report), ["elastic-3 Reclaimed ml/b-small 1"]);
+    assert_eq!(pod(&report, "b-small-0")["node"], "node-1");
+    for core in ["elastic-0", "elastic-1", "elastic-2"] {
+        assert_eq!(pod(&report, core)["node"], "node-1");
+    }
+}
+
+#[test]
+fn a_minimum_runtime_protects_a_young_gang_until_the_clock_passes_it() {
+    let cluster = two_teams()
+        .queue("team-c", "", "{quota: \"0\"}", "  preemption: {reclaimMinRuntime: 2h}\n")
+        .gang("b-job", "team-b", 2, 2, 4, 120, None, "");
+    // Replace team-a's gangs' queue with team-c: both run beyond a zero quota.
+    let cluster = Cluster(cluster.0.replace("queue: team-a", "queue: team-c"));
+    let young = cluster.simulate(&["--now", "2026-01-01T02:00:00Z"]);
+    assert!(evictions(&young).is_empty());
+    let reason = pod(&young, "b-job-0")["reason"].as_str().unwrap().to_string();
+    assert!(
+        reason.ends_with("protected by their minimum runtime until 2026-01-01T02:10:00Z"),
+        "the older gang (started 00:10) is the first to pass 2h: {reason}"
+    );
+    let later = cluster.simulate(&["--now", "2026-01-01T03:30:00Z"]);
+    assert_eq!(evictions(&later), ["a-new-0 Reclaimed ml/b-job 1", "a-new-1 Reclaimed ml/b-job 1"]);
+}
+
+#[test]
+fn non_preemptible_gangs_stay_within_quota_and_are_never_victims() {
+    let report = Cluster::default()
+        .nodes(2, 8)
+        .queue("team-a", "", "{quota: \"4\"}", "")
+        .queue("team-b", "", "{quota: \"12\"}", "")
+        .gang("a-vital", "team-a", 2, 2, 4, 0, Some(("node-1", 10)), ", preemptibility: NonPreemptible")
+        .gang("a-extra", "team-a", 2, 2, 4, 10, None, ", preemptibility: NonPreemptible")
+        .gang("b-job", "team-b", 2, 2, 4, 20, None, "")
+        .simulate(&[]);
+    // a-vital runs beyond team-a's quota of 4 but cannot be reclaimed; b-job takes node-2.
+    assert!(evictions(&report).is_empty());
+    assert_eq!(pod(&report, "b-job-0")["node"], "node-2");
+    let reason = pod(&report, "a-extra-0")["reason"].as_str().unwrap();
+    assert!(reason.starts_with("a non-preemptible gang runs only within quota: queue team-a has 4"), "{reason}");
+}
+
+#[test]
+fn in_a_hierarchy_reclaim_takes_from_the_sibling_over_its_share_not_from_a_cousin_at_its_share() {
+    // org-x holds x1 and x2; org-y holds y1. Each org has quota 8 of 16 GPUs. x2 runs
+    // beyond its share inside org-x; y1 runs exactly org-y's share. x1 reclaims from x2.
+    let report = Cluster::default()
+        .nodes(2, 8)
+        .queue("org-x", "", "{quota: \"8\"}", "")
+        .queue("org-y", "", "{quota: \"8\"}", "")
+        .queue("x1", "org-x", "{quota: \"4\"}", "")
+        .queue("x2", "org-x", "{quota: \"4\"}", "")
+        .queue("y1", "org-y", "{quota: \"8\"}", "")
+        .gang("x2-run", "x2", 2, 2, 4, 0, Some(("node-1", 10)), "")
+        .gang("y1-run", "y1", 2, 2, 4, 0, Some(("node-2", 10)), "")
+        .gang("x1-job", "x1", 1, 1, 4, 30, None, "")
+        .simulate(&[]);
+    assert_eq!(evictions(&report), ["x2-run-0 Reclaimed ml/x1-job 1", "x2-run-1 Reclaimed ml/x1-job 1"]);
+    assert_eq!(pod(&report, "y1-run-0")["node"], "node-2");
+    assert_eq!(pod(&report, "x1-job-0")["node"], "node-1");
+}
+
+#[test]
+fn many_cycles_of_two_teams_wanting_everything_evict_once_and_settle() {
+    // Both teams want the whole cluster; a holds it all at the start. One reclaim makes
+    // the shares 8 and 8, and then nothing moves again within 50 cycles.
+    let mut cluster = two_teams();
+    for i in 0..3 {
+        cluster = cluster.gang(&format!("a-wait-{i}"), "team-a", 2, 2, 4, 100 + i, None, "");
+        cluster = cluster.gang(&format!("b-wait-{i}"), "team-b", 2, 2, 4, 110 + i, None, "");
+    }
+    let report = cluster.simulate(&["--cycles", "50"]);
+    assert_eq!(evictions(&report), ["a-new-0 Reclaimed ml/b-wait-0 1", "a-new-1 Reclaimed ml/b-wait-0 1"]);
+    let queues = report["queues"].as_array().unwrap();
+    let allocated: Vec<&str> = queues.iter().filter(|q| q["name"] != "default").map(|q| q["resources"]["nvidia.com/gpu"]["allocated"].as_str().unwrap()).collect();
+    assert_eq!(allocated, ["8", "8"]);
+}
+
+#[test]
+fn a_queue_with_the_higher_priority_takes_the_surplus_first() {
+    // Neither has quota; high's gang is younger but its queue's priority wins the node.
+    let report = Cluster::default()
+        .nodes(1, 8)
+        .queue("low", "", "{quota: \"0\"}", "")
+        .queue("high", "", "{quota: \"0\"}", "  priority: 200\n")
+        .gang("low-job", "low", 1, 1, 8, 0, None, "")
+        .gang("high-job", "high", 1, 1, 8, 30, None, "")
+        .simulate(&[]);
+    assert_eq!(pod(&report, "high-job-0")["node"], "node-1");
+    assert_eq!(pod(&report, "low-job-0")["node"], Value::Null);
+}
+
+#[test]
+fn weights_split_the_surplus_and_a_small_demand_caps_a_share() {
+    // QUEUES.md §2.3: quotas 4 and 4, weights 1 and 3, both wanting everything: 6 and 10.
+    let share = |report: &Value, queue: &str| -> String {
+        let queues = report["queues"].as_array().unwrap();
+        let q = queues.iter().find(|q| q["name"] == queue).unwrap();
+        q["resources"]["nvidia.com/gpu"]["fairShare"].as_str().unwrap().to_string()
+    };
+    let weighted = Cluster::default()
+        .nodes(2, 8)
+        .queue("light", "", "{quota: \"4\", overQuotaWeight: 1}", "")
+        .queue("heavy", "", "{quota: \"4\", overQuotaWeight: 3}", "")
+        .gang("light-job", "light", 16, 16, 1, 0, None, "")
+        .gang("heavy-job", "heavy", 16, 16, 1, 0, None, "")
+        .simulate(&[]);
+    assert_eq!((share(&weighted, "light"), share(&weighted, "heavy")), ("6".into(), "10".into()));
+    // A queue that wants only 2 deserves 2; the rest goes to the other.
+    let capped = Cluster::default()
+        .nodes(2, 8)
+        .queue("light", "", "{quota: \"4\", overQuotaWeight: 1}", "")
+        .queue("heavy", "", "{quota: \"4\", overQuotaWeight: 3}", "")
+        .gang("light-job", "light", 2, 2, 1, 0, None, "")
+        .gang("heavy-job", "heavy", 16, 16, 1, 0, None, "")
+        .simulate(&[]);
+    assert_eq!((share(&capped, "light"), share(&capped, "heavy")), ("2".into(), "14".into()));
+}
