@@ -35,5 +35,6 @@ mod gang;
 mod install;
 mod kubelet_plugin;
 mod leader;
+mod queues;
 mod support;
 mod topology;

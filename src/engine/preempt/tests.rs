@@ -220,3 +220,23 @@ fn a_reservation_keeps_the_freed_nodes_for_its_gang_in_the_next_cycle() {
     assert_eq!(outcome.reservations, busy.reservations);
     assert!(outcome.evictions.is_empty(), "{lines:?}");
 }
+
+#[test]
+fn gangs_nobody_queued_do_not_preempt_each_other_until_a_default_queue_asks_for_it() {
+    let build = |default_object: bool| {
+        let mut builder = SnapshotBuilder::new()
+            .gpu_node("n1", 64, 512, 8, &[])
+            .queue("team", "", &[(G, 0, 1, None, None)], |_| {})
+            .at(10_000);
+        if default_object {
+            builder = builder.queue("default", "", &[(G, 0, 1, None, None)], |_| {});
+        }
+        builder
+            .running("low", "default", "n1", 1, &[(G, 8)], 100)
+            .gang("high", 1, 1, &[(G, 8)])
+            .with_last_gang(|g| g.priority = 50)
+            .build()
+    };
+    assert!(run(&build(false)).1.evictions.is_empty());
+    assert_eq!(run(&build(true)).0[0], "evict low whole [low-0] (Preempted for high)");
+}

@@ -93,7 +93,11 @@ impl QueueTree {
             tree.push(spec.clone(), false);
         }
         if !tree.by_name.contains_key(DEFAULT_QUEUE) {
-            tree.push(QueueSpec::new(DEFAULT_QUEUE), true);
+            // Gangs nobody queued keep first come, first served among themselves: no
+            // priority preemption until a `default` Queue object asks for it.
+            let mut implicit = QueueSpec::new(DEFAULT_QUEUE);
+            implicit.preemption.within = super::WithinQueue::Never;
+            tree.push(implicit, true);
         }
         let mut keys: Vec<ResourceId> =
             tree.queues.iter().flat_map(|q| q.spec.resources.iter().map(|&(id, _)| id)).collect();
