@@ -145,6 +145,28 @@ fn bench(c: &mut Criterion) {
     group.throughput(Throughput::Elements(512));
     group.bench_function("512_pod_gang_in_one_block", |b| b.iter(|| schedule(&block_gang, &CycleConfig::default())));
     group.finish();
+
+    // Reclaim: team-a has lent itself the whole cluster, 2,000 running gangs of one 8-GPU
+    // pod on 2,000 nodes; team-b (quota 64) submits an 8-pod gang of 8 GPUs each. One
+    // cycle chooses the victims (with trial placements and minimising) and plans them.
+    let mut reclaim = SnapshotBuilder::new()
+        .queue("team-a", "", &[(GPU, 0, 1, None, None)], |_| {})
+        .queue("team-b", "", &[(GPU, 64, 1, None, None)], |_| {})
+        .at(1_000_000);
+    for i in 0..2_000 {
+        reclaim = reclaim.gpu_node(&format!("node-{i}"), 96, 1024, 8, &[("topology.muster.dev/rack", &format!("rack-{}", i / 50))]);
+    }
+    for i in 0..2_000 {
+        reclaim = reclaim.running(&format!("a-{i}"), "team-a", &format!("node-{i}"), 1, &[(GPU, 8)], i as i64);
+    }
+    let reclaim = reclaim.gang("b-job", 8, 8, &[(GPU, 8)]).in_queue("team-b").build();
+    let outcome = schedule(&reclaim, &CycleConfig::default());
+    let evicted: usize = outcome.evictions.iter().map(|e| e.pods.len()).sum();
+    eprintln!("reclaim over 2000 running gangs: {evicted} pods of {} gangs evicted", outcome.evictions.len());
+    let mut group = c.benchmark_group("reclaim");
+    group.sample_size(10);
+    group.bench_function("2000_running_gangs", |b| b.iter(|| schedule(&reclaim, &CycleConfig::default())));
+    group.finish();
 }
 
 criterion_group!(benches, bench);
