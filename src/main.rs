@@ -78,7 +78,8 @@ enum Command {
     /// `muster explain pod NAME -n NS`, `muster explain podgroup NAME -n NS` (or
     /// `podgroups.muster.dev`, `podgroups.scheduling.k8s.io`, `podgroups.scheduling.x-k8s.io`).
     Explain {
-        /// pod, podgroup, or a PodGroup kind by its full name (podgroups.muster.dev, ...).
+        /// pod, podgroup, a PodGroup kind by its full name (podgroups.muster.dev, ...), or
+        /// queue (cluster-scoped: the namespace is ignored).
         resource: String,
         name: String,
         #[arg(short, long, default_value = "default")]

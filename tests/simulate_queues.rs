@@ -309,3 +309,33 @@ fn weights_split_the_surplus_and_a_small_demand_caps_a_share() {
         .simulate(&[]);
     assert_eq!((share(&capped, "light"), share(&capped, "heavy")), ("2".into(), "14".into()));
 }
+
+#[test]
+fn explain_queue_shows_the_tree_the_figures_how_the_share_was_reached_and_why_gangs_wait() {
+    use muster::k8s::explain::{Target, explain_objects};
+    let cluster = two_teams().gang("a-more", "team-a", 1, 1, 4, 90, None, "");
+    let dir = std::env::temp_dir().join(format!("muster-explainq-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("cluster.yaml");
+    std::fs::write(&path, &cluster.0).unwrap();
+    let loaded = muster::sim::load::load(&[path]).unwrap();
+    let config = muster::config::Config::default();
+    let now = 1_767_232_800; // 2026-01-01T02:00:00Z
+    let text = explain_objects(&loaded.objects, &config, &Target::Queue { name: "team-a".into() }, now).unwrap();
+    for expected in [
+        "queue team-a (parent: none, top level, priority 100)",
+        "tree:\n  default\n  team-a  <-\n  team-b\n",
+        "nvidia.com/gpu: quota 8, limit none, fair share 16, allocated 16 (0 by non-preemptible gangs), requested 4",
+        "borrowed 8 beyond its quota: reclaimable when its owners need it",
+        "how the fair share was reached, from the top:\n    among the top level:",
+        "pending gangs: 1\n  gang ml/a-more: 0/2 nodes are available: 2 Insufficient nvidia.com/gpu",
+        "queue team-a has reached its fair share of 16 nvidia.com/gpu (16 allocated, the gang needs 4)",
+        "running gangs: 2\n",
+        "  gang ml/a-old: 2 pod(s), priority 0, preemptible, running since 2026-01-01T00:10:00Z",
+        "surplus 8, round 1: team-a +8",
+    ] {
+        assert!(text.contains(expected), "{expected:?} not in:\n{text}");
+    }
+    let missing = explain_objects(&loaded.objects, &config, &Target::Queue { name: "nope".into() }, now).unwrap_err();
+    assert_eq!(missing.to_string(), "queue nope not found");
+}

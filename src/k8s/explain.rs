@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::api::resource::v1::{DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::scheduling::v1beta1::PodGroup as KubernetesPodGroup;
@@ -17,6 +17,7 @@ use thiserror::Error;
 use super::assemble::{ClusterObjects, assemble, gang_key};
 use super::crd::PodGroup as MusterPodGroup;
 use super::foreign::PodGroup as PluginPodGroup;
+use super::queue_crd::Queue as MusterQueue;
 use crate::config::Config;
 use crate::engine::dra::model::{AllocationMode, AttributeValue, ClaimNeed};
 use crate::engine::model::{Gang, GangKey, GangKind, NodeIdx, Snapshot};
@@ -25,7 +26,7 @@ use crate::engine::schedule;
 #[derive(Debug, Error)]
 pub enum Error {
     #[error(
-        "unknown resource {0:?}: use pod, or podgroup (podgroups.muster.dev, podgroups.scheduling.k8s.io, podgroups.scheduling.x-k8s.io)"
+        "unknown resource {0:?}: use pod, podgroup (podgroups.muster.dev, podgroups.scheduling.k8s.io, podgroups.scheduling.x-k8s.io) or queue"
     )]
     UnknownResource(String),
     #[error("{what} not found")]
@@ -52,6 +53,8 @@ pub enum Target {
         namespace: String,
         name: String,
     },
+    /// A Muster Queue (cluster-scoped).
+    Queue { name: String },
 }
 
 /// Reads a resource name as kubectl does: `pod`/`pods`/`po`; `podgroup`/`podgroups`/`pg`
@@ -64,6 +67,7 @@ pub fn target(resource: &str, namespace: &str, name: &str) -> Result<Target> {
     match (plural, group) {
         ("pod" | "pods" | "po", None | Some("")) => Ok(Target::Pod { namespace, name }),
         ("mpg", None) => Ok(Target::PodGroup { kind: Some(GangKind::Muster), namespace, name }),
+        ("queue" | "queues" | "mq", None) | ("queue" | "queues", Some("muster.dev")) => Ok(Target::Queue { name }),
         ("podgroup" | "podgroups" | "pg", group) => {
             let kind = match group {
                 None => None,
@@ -116,6 +120,10 @@ pub async fn read_cluster(client: &kube::Client, config: &Config) -> Result<Clus
     if sources.device_taint_rules {
         objects.device_taint_rules = list(Api::<DeviceTaintRule>::all(c()), "devicetaintrules").await?;
     }
+    objects.namespaces = list(Api::<Namespace>::all(c()), "namespaces").await?;
+    if sources.muster_queues {
+        objects.queues = list(Api::<MusterQueue>::all(c()), "queues.muster.dev").await?;
+    }
     // Only the nodes this scheduler manages, as its cache keeps them.
     objects.nodes.retain(|node| {
         let labels = node.metadata.labels.as_ref();
@@ -148,6 +156,10 @@ pub fn explain_objects(objects: &ClusterObjects, config: &Config, target: &Targe
     };
     let mut out = String::new();
     let gang = match target {
+        Target::Queue { name } => {
+            return super::explain_queue::explain_queue(objects, config, name, now)
+                .ok_or_else(|| Error::NotFound { what: format!("queue {name}") });
+        }
         Target::Pod { namespace, name } => {
             let pod = objects
                 .pods

@@ -14,6 +14,7 @@ pub mod convert_queues;
 pub mod crd;
 pub mod discovery;
 pub mod explain;
+pub mod explain_queue;
 pub mod foreign;
 pub mod gpus;
 pub mod groups;

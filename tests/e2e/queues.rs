@@ -104,6 +104,14 @@ async fn a_team_gets_its_lent_gpus_back_and_the_lenders_newest_gang_is_evicted_w
     let evicted = status.conditions.iter().find(|c| c.type_ == "Evicted");
     assert!(evicted.is_some_and(|c| c.reason == "Reclaimed"), "{:?}", status.conditions);
 
+    // `muster explain queue` says the same, with the tree and the figures.
+    let target = muster::k8s::explain::Target::Queue { name: team_a.clone() };
+    let text = muster::k8s::explain::explain(&cluster.client, &scheduler::config(&cluster), &target).await.unwrap();
+    assert!(text.contains(&format!("queue {team_a} (parent: none, top level")), "{text}");
+    assert!(text.contains("nvidia.com/gpu: quota 8, limit none, fair share 8, allocated 8"), "{text}");
+    assert!(text.contains(&format!("gang {}/a2: ", cluster.namespace)), "{text}");
+    assert!(text.contains(&format!("queue {team_a} has reached its fair share of 8 nvidia.com/gpu")), "{text}");
+
     drop(kubelet);
     for queue in [team_a, team_b] {
         let _ = cluster.cluster_api::<Queue>().delete(&queue, &DeleteParams::default()).await;
