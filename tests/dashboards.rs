@@ -83,7 +83,7 @@ fn every_metric_a_dashboard_queries_is_one_the_scheduler_exports() {
 }
 
 #[test]
-fn the_dashboards_cover_gpu_stranding_and_gang_waiting() {
+fn the_dashboards_cover_gpu_stranding_gang_waiting_and_queues() {
     let mut used = BTreeSet::new();
     for file in dashboards() {
         let mut all = Vec::new();
@@ -95,6 +95,11 @@ fn the_dashboards_cover_gpu_stranding_and_gang_waiting() {
         "muster_topology_domain_gpus_stranded",
         "muster_gang_waiting_seconds_bucket",
         "muster_scheduling_cycle_duration_seconds_bucket",
+        "muster_queue_quota",
+        "muster_queue_fair_share",
+        "muster_queue_allocated",
+        "muster_queue_gangs",
+        "muster_evictions_total",
     ] {
         assert!(used.contains(needed), "no dashboard shows {needed}");
     }

@@ -68,7 +68,10 @@ pub fn export(reports: &[QueueReport], names: &ResourceNames, metrics: &Metrics)
     for gauge in gauges {
         gauge.reset();
     }
+    metrics.queue_gangs.reset();
     for report in reports {
+        metrics.queue_gangs.with_label_values(&[report.name.as_str(), "pending"]).set(report.pending_gangs as f64);
+        metrics.queue_gangs.with_label_values(&[report.name.as_str(), "running"]).set(report.running_gangs as f64);
         for &(id, f) in &report.resources {
             let labels = [report.name.as_str(), names.name(id)];
             let set = |gauge: &prometheus::GaugeVec, amount: i64| {
@@ -112,6 +115,8 @@ mod tests {
             problem: None,
             oversubscribed: false,
             resources: vec![(gpu, figures), (ResourceId::CPU, Figures { quota: Some(1500), ..Default::default() })],
+            pending_gangs: 1,
+            running_gangs: 2,
         };
         let now = Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
         let status = queue_status(&report, &names, QueueGangCounts { pending: 1, running: 2 }, &[], &now);
@@ -137,9 +142,12 @@ mod tests {
             problem: None,
             oversubscribed: false,
             resources: vec![(ResourceId::CPU, Figures { quota: Some(1500), allocated: 500, ..Default::default() })],
+            pending_gangs: 3,
+            running_gangs: 1,
         };
         export(std::slice::from_ref(&report), &names, &metrics);
         assert_eq!(metrics.queue_quota.with_label_values(&["q", "cpu"]).get(), 1.5);
+        assert_eq!(metrics.queue_gangs.with_label_values(&["q", "pending"]).get(), 3.0);
         assert_eq!(metrics.queue_allocated.with_label_values(&["q", "cpu"]).get(), 0.5);
         export(&[], &names, &metrics);
         let families = metrics.registry.gather();

@@ -69,6 +69,7 @@ pub struct Metrics {
     pub queue_allocated: GaugeVec,
     pub queue_requested: GaugeVec,
     pub queue_limit: GaugeVec,
+    pub queue_gangs: GaugeVec,
     /// Time spent evaluating CEL selectors on devices not seen before, per cycle.
     pub cel_evaluation_duration: Histogram,
     pub cel_evaluations: IntCounter,
@@ -232,6 +233,11 @@ impl Metrics {
                 "muster_queue_limit",
                 "A queue's hard cap on a resource (unset: not exported).",
                 &["queue", "resource"],
+            ),
+            queue_gangs: float_gauge_vec(
+                "muster_queue_gangs",
+                "Gangs in a queue's subtree, by state (pending, running).",
+                &["queue", "state"],
             ),
             cel_evaluation_duration: histogram(
                 "muster_cel_evaluation_duration_seconds",

@@ -35,6 +35,9 @@ pub struct QueueReport {
     pub oversubscribed: bool,
     /// Per key the queue governs (every key for the implicit default).
     pub resources: Vec<(ResourceId, Figures)>,
+    /// Gangs waiting and gangs running in its subtree.
+    pub pending_gangs: usize,
+    pub running_gangs: usize,
 }
 
 /// Every queue object (and the implicit default when others exist), in name order; empty
@@ -44,6 +47,18 @@ pub fn report(snapshot: &Snapshot, state: &QueueState) -> Vec<QueueReport> {
     if !tree.is_configured() {
         return Vec::new();
     }
+    // Gang counts per queue, each gang counted in its leaf and every ancestor.
+    let count = |queues: &mut dyn Iterator<Item = &String>| {
+        let mut counts = vec![0; tree.queues.len()];
+        for leaf in queues.filter_map(|queue| tree.get(queue)) {
+            for q in tree.path(leaf) {
+                counts[q] += 1;
+            }
+        }
+        counts
+    };
+    let pending = count(&mut snapshot.gangs.iter().map(|g| &g.queue));
+    let running = count(&mut snapshot.running.iter().map(|g| &g.queue));
     let mut out: Vec<QueueReport> = tree
         .queues
         .iter()
@@ -81,6 +96,8 @@ pub fn report(snapshot: &Snapshot, state: &QueueState) -> Vec<QueueReport> {
                 problem: queue.problem.as_ref().map(ToString::to_string),
                 oversubscribed: state.oversubscribed[q],
                 resources,
+                pending_gangs: pending[q],
+                running_gangs: running[q],
             }
         })
         .collect();

@@ -207,3 +207,20 @@ fn a_hierarchy_divides_the_parents_share_among_its_children() {
     // org's 12: x its quota 6, then the surplus 6 in halves.
     assert_eq!((share(&snapshot, "x"), share(&snapshot, "y")), (9, 3));
 }
+
+#[test]
+fn gang_counts_add_up_through_the_tree() {
+    let snapshot = two_nodes()
+        .queue("org", "", &[(G, 8, 1, None, None)], |_| {})
+        .queue("team", "org", &[(G, 8, 1, None, None)], |_| {})
+        .running("busy", "team", "n1", 1, &[(G, 4)], 0)
+        .gang("wait", 1, 1, &[(G, 4)])
+        .in_queue("team")
+        .build();
+    let reports = super::report::report(&snapshot, &QueueState::of(&snapshot));
+    let counts = |name: &str| {
+        let r = reports.iter().find(|r| r.name == name).unwrap();
+        (r.pending_gangs, r.running_gangs)
+    };
+    assert_eq!((counts("org"), counts("team"), counts("default")), ((1, 1), (1, 1), (0, 0)));
+}

@@ -141,8 +141,7 @@ pub fn queue_statuses(
     for report in &reports {
         // The implicit default has no object to write to.
         let Some(object) = objects.get("", &report.name) else { continue };
-        let pending = snapshot.gangs.iter().filter(|g| g.queue == report.name).count() as i32;
-        let running = snapshot.running.iter().filter(|g| g.queue == report.name).count() as i32;
+        let (pending, running) = (report.pending_gangs as i32, report.running_gangs as i32);
         let previous = object.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
         let status = queue_status(report, &snapshot.resources, QueueGangCounts { pending, running }, previous, &now);
         if object.status.as_ref() != Some(&status) {
