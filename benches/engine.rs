@@ -154,7 +154,13 @@ fn bench(c: &mut Criterion) {
         .queue("team-b", "", &[(GPU, 64, 1, None, None)], |_| {})
         .at(1_000_000);
     for i in 0..2_000 {
-        reclaim = reclaim.gpu_node(&format!("node-{i}"), 96, 1024, 8, &[("topology.muster.dev/rack", &format!("rack-{}", i / 50))]);
+        reclaim = reclaim.gpu_node(
+            &format!("node-{i}"),
+            96,
+            1024,
+            8,
+            &[("topology.muster.dev/rack", &format!("rack-{}", i / 50))],
+        );
     }
     for i in 0..2_000 {
         reclaim = reclaim.running(&format!("a-{i}"), "team-a", &format!("node-{i}"), 1, &[(GPU, 8)], i as i64);

@@ -5,8 +5,8 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::engine::topology::DomainChoice;
 use crate::engine::preempt::PreemptionConfig;
+use crate::engine::topology::DomainChoice;
 use crate::engine::{CycleConfig, Queueing, Scoring};
 
 #[derive(Debug, Error)]
@@ -123,6 +123,29 @@ impl Default for Preemption {
     }
 }
 
+/// Queue objects of other schedulers that Muster reads as its own queues.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum QueueImport {
+    /// KAI Scheduler's `scheduling.run.ai/v2` Queue.
+    Kai,
+}
+
+/// Team queues.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct Queues {
+    /// Other schedulers' queue objects to read (`[kai]`). Off by default: a KAI still
+    /// running would count the same quota twice.
+    pub import: Vec<QueueImport>,
+}
+
+impl Queues {
+    pub fn imports(&self, source: QueueImport) -> bool {
+        self.import.contains(&source)
+    }
+}
+
 /// A duration as Kubernetes and Muster's objects write it ("10m", "1h30m", "90s"), in
 /// seconds; never negative.
 pub fn parse_duration(text: &str) -> Result<i64, String> {
@@ -169,6 +192,7 @@ pub struct Config {
     /// election, when the API server has not answered this replica for this long.
     pub stall_timeout_seconds: u64,
     pub preemption: Preemption,
+    pub queues: Queues,
 }
 
 impl Default for Config {
@@ -192,6 +216,7 @@ impl Default for Config {
             request_timeout_seconds: 4,
             stall_timeout_seconds: 60,
             preemption: Preemption::default(),
+            queues: Queues::default(),
         }
     }
 }
@@ -306,7 +331,8 @@ impl Config {
         let p = &self.preemption;
         let seconds = |text: &str| parse_duration(text).unwrap_or(0);
         PreemptionConfig {
-            saturation_milli: (p.reclaimer_saturation_multiplier * 1000.0).round().clamp(1000.0, u32::MAX as f64) as u32,
+            saturation_milli: (p.reclaimer_saturation_multiplier * 1000.0).round().clamp(1000.0, u32::MAX as f64)
+                as u32,
             reclaim_min_runtime: seconds(&p.default_reclaim_min_runtime),
             preempt_min_runtime: seconds(&p.default_preempt_min_runtime),
             preemption_delay: seconds(&p.default_preemption_delay),
@@ -335,6 +361,7 @@ struct PartialConfig {
     request_timeout_seconds: Option<u64>,
     stall_timeout_seconds: Option<u64>,
     preemption: Option<Preemption>,
+    queues: Option<Queues>,
 }
 
 #[derive(Deserialize, Default)]
@@ -382,6 +409,7 @@ impl PartialConfig {
             request_timeout_seconds: self.request_timeout_seconds.unwrap_or(d.request_timeout_seconds),
             stall_timeout_seconds: self.stall_timeout_seconds.unwrap_or(d.stall_timeout_seconds),
             preemption: self.preemption.unwrap_or(d.preemption),
+            queues: self.queues.unwrap_or(d.queues),
         }
     }
 }
@@ -405,7 +433,8 @@ mod preemption_tests {
         assert!(error.to_string().contains("reclaimerSaturationMultiplier must be at least 1"), "{error}");
         let error = Config::parse("preemption: {defaultPreemptionDelay: later}", "c.yaml").unwrap_err();
         assert!(error.to_string().contains("preemption.defaultPreemptionDelay"), "{error}");
-        let config = Config::parse("preemption: {defaultReclaimMinRuntime: 10m, reservationTimeout: 2m}", "c.yaml").unwrap();
+        let config =
+            Config::parse("preemption: {defaultReclaimMinRuntime: 10m, reservationTimeout: 2m}", "c.yaml").unwrap();
         let engine = config.cycle().preemption;
         assert_eq!((engine.reclaim_min_runtime, engine.reservation_timeout), (600, Some(120)));
     }

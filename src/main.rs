@@ -221,6 +221,12 @@ fn run(command: Command) -> Result<(), String> {
                 ),
                 None => None,
             };
+            let kai = loaded.objects.kai_queues.len();
+            if kai > 0 && !config.queues.imports(muster::config::QueueImport::Kai) {
+                eprintln!(
+                    "note: {kai} KAI Queue(s) (scheduling.run.ai/v2) skipped: add `queues: {{import: [kai]}}` to the configuration to read them"
+                );
+            }
             let options = muster::sim::run::Options { now, cycles };
             let report = muster::sim::run::run_with(&mut loaded.objects, &config, &options);
             match output {

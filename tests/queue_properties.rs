@@ -42,9 +42,8 @@ fn random_cluster(seed: u64) -> Snapshot {
         let parent = if parents > 0 { format!("org{}", rng.next(parents)) } else { String::new() };
         let quota = rng.next(3) as i64 * 2;
         let priority = if rng.next(4) == 0 { 200 } else { 100 };
-        builder = builder.queue(&format!("q{l}"), &parent, &[(GPU, quota, 1 + rng.next(3), None, None)], |q| {
-            q.priority = priority
-        });
+        builder = builder
+            .queue(&format!("q{l}"), &parent, &[(GPU, quota, 1 + rng.next(3), None, None)], |q| q.priority = priority);
     }
     for g in 0..3 + rng.next(6) {
         let min = 1 + rng.next(2) as usize;
@@ -153,7 +152,11 @@ fn random_trees_at_fixed_demand_never_split_a_gang_evict_it_twice_or_evict_in_va
             victims.dedup();
             for victim in victims {
                 let placed_since = evicted.insert(victim.clone(), false);
-                assert_ne!(placed_since, Some(true), "seed {seed} cycle {cycle}: {victim} evicted, placed and evicted again");
+                assert_ne!(
+                    placed_since,
+                    Some(true),
+                    "seed {seed} cycle {cycle}: {victim} evicted, placed and evicted again"
+                );
             }
             for placement in &outcome.placements {
                 if let Some(placed) = evicted.get_mut(&placement.gang) {

@@ -114,7 +114,15 @@ fn evictions(report: &Value) -> Vec<String> {
         .and_then(Value::as_array)
         .map(|list| {
             list.iter()
-                .map(|e| format!("{} {} {} {}", e["name"].as_str().unwrap(), e["reason"].as_str().unwrap(), e["preemptor"].as_str().unwrap(), e["cycle"]))
+                .map(|e| {
+                    format!(
+                        "{} {} {} {}",
+                        e["name"].as_str().unwrap(),
+                        e["reason"].as_str().unwrap(),
+                        e["preemptor"].as_str().unwrap(),
+                        e["cycle"]
+                    )
+                })
                 .collect()
         })
         .unwrap_or_default()
@@ -265,7 +273,11 @@ fn many_cycles_of_two_teams_wanting_everything_evict_once_and_settle() {
     let report = cluster.simulate(&["--cycles", "50"]);
     assert_eq!(evictions(&report), ["a-new-0 Reclaimed ml/b-wait-0 1", "a-new-1 Reclaimed ml/b-wait-0 1"]);
     let queues = report["queues"].as_array().unwrap();
-    let allocated: Vec<&str> = queues.iter().filter(|q| q["name"] != "default").map(|q| q["resources"]["nvidia.com/gpu"]["allocated"].as_str().unwrap()).collect();
+    let allocated: Vec<&str> = queues
+        .iter()
+        .filter(|q| q["name"] != "default")
+        .map(|q| q["resources"]["nvidia.com/gpu"]["allocated"].as_str().unwrap())
+        .collect();
     assert_eq!(allocated, ["8", "8"]);
 }
 
@@ -338,4 +350,32 @@ fn explain_queue_shows_the_tree_the_figures_how_the_share_was_reached_and_why_ga
     }
     let missing = explain_objects(&loaded.objects, &config, &Target::Queue { name: "nope".into() }, now).unwrap_err();
     assert_eq!(missing.to_string(), "queue nope not found");
+}
+
+#[test]
+fn kai_queues_are_read_only_when_the_configuration_imports_them_and_keep_their_rules() {
+    // KAI's queues: team-a may hold at most 4 GPUs (limit), team-b's limit 0 allows nothing.
+    let kai = "---\napiVersion: scheduling.run.ai/v2\nkind: Queue\nmetadata: {name: team-a}\nspec:\n  resources:\n    gpu: {quota: 2, limit: 4}\n---\napiVersion: scheduling.run.ai/v2\nkind: Queue\nmetadata: {name: team-b}\nspec:\n  resources:\n    gpu: {quota: 0, limit: 0}\n";
+    let cluster = Cluster(format!("{}{kai}", Cluster::default().nodes(1, 8).0))
+        .gang("a-job", "team-a", 1, 1, 8, 0, None, "")
+        .gang("b-job", "team-b", 1, 1, 1, 0, None, "");
+    // Without the import the KAI queues are skipped and both gangs are in no queue at all.
+    let plain = cluster.simulate(&[]);
+    assert!(plain.get("queues").is_none());
+    assert_eq!(pod(&plain, "a-job-0")["node"], "node-1");
+    let dir = std::env::temp_dir().join(format!("muster-kai-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("config.yaml");
+    std::fs::write(&config, "queues: {import: [kai]}\n").unwrap();
+    let imported = cluster.simulate(&["--config", config.to_str().unwrap()]);
+    assert_eq!(
+        pod(&imported, "a-job-0")["reason"],
+        "queue team-a would exceed its limit of 4 nvidia.com/gpu (0 allocated, the gang needs 8)"
+    );
+    assert_eq!(
+        pod(&imported, "b-job-0")["reason"],
+        "queue team-b would exceed its limit of 0 nvidia.com/gpu (0 allocated, the gang needs 1)"
+    );
+    let names: Vec<&str> = imported["queues"].as_array().unwrap().iter().map(|q| q["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["default", "team-a", "team-b"]);
 }

@@ -189,12 +189,8 @@ pub fn schedule_with(snapshot: &Snapshot, config: &CycleConfig, selectors: &mut 
                                 victims.push(eviction.gang.clone());
                                 pods += eviction.pods.len();
                             }
-                            let room = Room::Evicting {
-                                victims,
-                                pods,
-                                reason: plan.evictions[0].reason,
-                                until: plan.until,
-                            };
+                            let room =
+                                Room::Evicting { victims, pods, reason: plan.evictions[0].reason, until: plan.until };
                             outcome.reservations.push(reservation(snapshot, gang, &plan.fit, plan.until));
                             outcome.evictions.extend(plan.evictions);
                             outcome.waiting.push(wait(WaitReason::Room { shortfall: Box::new(reason), room }));
@@ -261,8 +257,11 @@ fn pinned(gang: &Gang, pods: &[(PodKey, String)]) -> Gang {
         .iter()
         .filter_map(|(key, node)| {
             let mut pod = gang.pods.iter().find(|p| &p.key == key)?.clone();
-            let requirement =
-                LabelRequirement { key: "metadata.name".into(), operator: SelectorOperator::In, values: vec![node.clone()] };
+            let requirement = LabelRequirement {
+                key: "metadata.name".into(),
+                operator: SelectorOperator::In,
+                values: vec![node.clone()],
+            };
             let mut constraints = NodeConstraints::clone(&pod.constraints);
             if constraints.affinity_terms.is_empty() {
                 constraints.affinity_terms.push(Vec::new());
@@ -327,10 +326,14 @@ fn hold_reservations(
                     queues.charge(tree, leaf, picker.need_now(index), !gang.preemptible);
                 }
                 keep.extend(nodes);
-                let shortfall = WaitReason::DoesNotFit { nodes: shortfall.nodes, needed: shortfall.needed, fit: shortfall.fit };
+                let shortfall =
+                    WaitReason::DoesNotFit { nodes: shortfall.nodes, needed: shortfall.needed, fit: shortfall.fit };
                 outcome.waiting.push(Waiting {
                     gang: gang.key.clone(),
-                    reason: WaitReason::Room { shortfall: Box::new(shortfall), room: Room::Reserved { until: held.until } },
+                    reason: WaitReason::Room {
+                        shortfall: Box::new(shortfall),
+                        room: Room::Reserved { until: held.until },
+                    },
                 });
                 outcome.reservations.push(held.clone());
             }

@@ -22,6 +22,7 @@ use super::assemble::ClusterView;
 use super::convert_dra::EXTENDED_CLAIM_ANNOTATION;
 use super::crd::PodGroup as MusterPodGroup;
 use super::foreign::PodGroup as PluginPodGroup;
+use super::kai_queue::Queue as KaiQueue;
 use super::queue_crd::Queue as MusterQueue;
 use crate::engine::dra::model::ClaimKey;
 use crate::engine::model::PodKey;
@@ -98,6 +99,7 @@ pub struct Cache {
     pub resource_claims: Store<ResourceClaim>,
     pub device_taint_rules: Store<DeviceTaintRule>,
     pub queues: Store<MusterQueue>,
+    pub kai_queues: Store<KaiQueue>,
     pub namespaces: Store<Namespace>,
     assumed: HashMap<PodKey, String>,
     /// Claims whose allocation is being written: they hold their devices at once, until
@@ -246,6 +248,7 @@ impl Cache {
                 .collect(),
             device_taint_rules: self.device_taint_rules.values().collect(),
             queues: self.queues.values().collect(),
+            kai_queues: self.kai_queues.values().collect(),
             namespaces: self.namespaces.values().collect(),
             assumed: Some(&self.assumed),
         }

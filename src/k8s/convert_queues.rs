@@ -17,7 +17,8 @@ pub use super::view::{
 };
 use crate::config::parse_duration;
 use crate::engine::queues::{
-    DEFAULT_PRIORITY, DEFAULT_QUEUE, QueuePreemption, QueueSpec, QueueingStrategy, ReclaimPolicy, ResourceRule, WithinQueue,
+    DEFAULT_PRIORITY, DEFAULT_QUEUE, QueuePreemption, QueueSpec, QueueingStrategy, ReclaimPolicy, ResourceRule,
+    WithinQueue,
 };
 use crate::engine::resources::{ResourceId, ResourceNames};
 
@@ -211,7 +212,10 @@ mod tests {
         let spec = queue_spec(&q, &[], &mut ResourceNames::default());
         assert_eq!(spec.problem, None);
         let p = spec.preemption;
-        assert_eq!((p.reclaim, p.not_reclaimable, p.within, p.fence), (ReclaimPolicy::LowerPriority, true, WithinQueue::Never, true));
+        assert_eq!(
+            (p.reclaim, p.not_reclaimable, p.within, p.fence),
+            (ReclaimPolicy::LowerPriority, true, WithinQueue::Never, true)
+        );
         assert_eq!((p.reclaim_min_runtime, p.preempt_min_runtime, p.preemption_delay), (Some(600), None, Some(30)));
         let q = queue(
             "apiVersion: muster.dev/v1alpha1\nkind: Queue\nmetadata: {name: team-a}\nspec:\n  preemption: {preemptMinRuntime: a while}\n",

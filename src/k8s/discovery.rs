@@ -17,6 +17,8 @@ pub struct Sources {
     pub scheduler_plugins: bool,
     /// Muster's Queue (muster.dev/v1alpha1 queues).
     pub muster_queues: bool,
+    /// KAI Scheduler's queues: served, and imported by the configuration.
+    pub kai_queues: bool,
     /// resource.k8s.io/v1: ResourceSlices, DeviceClasses, ResourceClaims (Kubernetes 1.34+).
     pub dra: bool,
     pub device_taint_rules: bool,
@@ -30,6 +32,23 @@ async fn serves(client: &kube::Client, retry: Retry, group_version: &str, plural
     }
 }
 
+/// Keeps the foreign queue sources the configuration imports, with one log line for each
+/// that is served but not imported, or imported but not served.
+pub fn imported(mut sources: Sources, queues: &crate::config::Queues) -> Sources {
+    let kai = queues.imports(crate::config::QueueImport::Kai);
+    match (sources.kai_queues, kai) {
+        (true, false) => tracing::info!(
+            "KAI Scheduler's Queues (scheduling.run.ai/v2) exist but are not read: add kai to queues.import to use them as Muster's queues"
+        ),
+        (false, true) => tracing::warn!(
+            "queues.import names kai, but the API server does not serve scheduling.run.ai/v2 queues: no KAI queue is read"
+        ),
+        _ => {}
+    }
+    sources.kai_queues &= kai;
+    sources
+}
+
 /// Asks the API server which sources exist; logs one line for each that is off.
 pub async fn discover(client: &kube::Client, retry: Retry) -> Result<Sources, Error> {
     let sources = Sources {
@@ -37,6 +56,7 @@ pub async fn discover(client: &kube::Client, retry: Retry) -> Result<Sources, Er
         muster: serves(client, retry, "muster.dev/v1alpha1", "podgroups").await?,
         scheduler_plugins: serves(client, retry, "scheduling.x-k8s.io/v1alpha1", "podgroups").await?,
         muster_queues: serves(client, retry, "muster.dev/v1alpha1", "queues").await?,
+        kai_queues: serves(client, retry, "scheduling.run.ai/v2", "queues").await?,
         dra: serves(client, retry, "resource.k8s.io/v1", "resourceslices").await?,
         device_taint_rules: serves(client, retry, "resource.k8s.io/v1", "devicetaintrules").await?,
     };

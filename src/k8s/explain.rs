@@ -17,6 +17,7 @@ use thiserror::Error;
 use super::assemble::{ClusterObjects, assemble, gang_key};
 use super::crd::PodGroup as MusterPodGroup;
 use super::foreign::PodGroup as PluginPodGroup;
+use super::kai_queue::Queue as KaiQueue;
 use super::queue_crd::Queue as MusterQueue;
 use crate::config::Config;
 use crate::engine::dra::model::{AllocationMode, AttributeValue, ClaimNeed};
@@ -54,7 +55,9 @@ pub enum Target {
         name: String,
     },
     /// A Muster Queue (cluster-scoped).
-    Queue { name: String },
+    Queue {
+        name: String,
+    },
 }
 
 /// Reads a resource name as kubectl does: `pod`/`pods`/`po`; `podgroup`/`podgroups`/`pg`
@@ -95,7 +98,7 @@ where
 /// Reads every object a snapshot is made of, once, from the API server.
 pub async fn read_cluster(client: &kube::Client, config: &Config) -> Result<ClusterObjects> {
     let retry = super::request::Retry::new(std::time::Duration::from_secs(config.request_timeout_seconds));
-    let sources = super::discovery::discover(client, retry).await?;
+    let sources = super::discovery::imported(super::discovery::discover(client, retry).await?, &config.queues);
     let c = || client.clone();
     let mut objects = ClusterObjects {
         nodes: list(Api::<Node>::all(c()), "nodes").await?,
@@ -123,6 +126,9 @@ pub async fn read_cluster(client: &kube::Client, config: &Config) -> Result<Clus
     objects.namespaces = list(Api::<Namespace>::all(c()), "namespaces").await?;
     if sources.muster_queues {
         objects.queues = list(Api::<MusterQueue>::all(c()), "queues.muster.dev").await?;
+    }
+    if sources.kai_queues {
+        objects.kai_queues = list(Api::<KaiQueue>::all(c()), "queues.scheduling.run.ai").await?;
     }
     // Only the nodes this scheduler manages, as its cache keeps them.
     objects.nodes.retain(|node| {

@@ -51,6 +51,12 @@ pub fn explain_queue(objects: &ClusterObjects, config: &Config, name: &str, now:
     if queue.implicit {
         writeln!(out, "  added by Muster: no Queue object named {name} exists; no quota, no limit").ok();
     }
+    if let Some(origin) = &queue.spec.origin {
+        writeln!(out, "  imported from {origin}").ok();
+    }
+    for note in &queue.spec.notes {
+        writeln!(out, "  note: {note}").ok();
+    }
     if let Some(problem) = &queue.problem {
         writeln!(out, "  invalid: {problem}; its gangs wait for it to be fixed").ok();
     }
@@ -79,7 +85,8 @@ pub fn explain_queue(objects: &ClusterObjects, config: &Config, name: &str, now:
         )
         .ok();
         if f.borrowed > 0 {
-            writeln!(out, "  borrowed {} beyond its quota: reclaimable when its owners need it", amount(f.borrowed)).ok();
+            writeln!(out, "  borrowed {} beyond its quota: reclaimable when its owners need it", amount(f.borrowed))
+                .ok();
         }
         if f.lent > 0 {
             writeln!(out, "  lent {} of its quota it does not use", amount(f.lent)).ok();
@@ -89,7 +96,8 @@ pub fn explain_queue(objects: &ClusterObjects, config: &Config, name: &str, now:
         for &on_path in path.iter().rev() {
             let parent = tree.queues[on_path].parent;
             if let Some((_, _, division)) = steps.iter().find(|(p, key, _)| *p == parent && *key == k) {
-                let level = parent.map_or("the top level".to_string(), |p| format!("the children of {}", tree.queues[p].spec.name));
+                let level = parent
+                    .map_or("the top level".to_string(), |p| format!("the children of {}", tree.queues[p].spec.name));
                 writeln!(out, "    among {level}:").ok();
                 for step in &division.steps {
                     writeln!(out, "      {step}").ok();

@@ -19,6 +19,7 @@ pub mod foreign;
 pub mod gpus;
 pub mod groups;
 pub mod health;
+pub mod kai_queue;
 pub mod leader;
 pub mod quantity;
 pub mod queue_crd;

@@ -77,7 +77,7 @@ pub async fn run(client: kube::Client, config: Config, options: Options) -> Resu
     // Caches first: discovery, every watch, and their first lists.
     let retry = super::request::Retry::new(config.request_timeout());
     let sources = tokio::select! {
-        sources = discovery::discover(&client, retry) => sources?,
+        sources = discovery::discover(&client, retry) => discovery::imported(sources?, &config.queues),
         _ = &mut stopped => return Ok(()),
     };
     let cache = Arc::new(Mutex::new(Cache::new(config.node_selector.clone().into_iter().collect())));

@@ -14,6 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::crd::PodGroup as MusterPodGroup;
 use super::foreign::PodGroup as PluginPodGroup;
+use super::kai_queue::Queue as KaiQueue;
 use super::queue_crd::Queue as MusterQueue;
 use crate::engine::model::{GangKey, GangKind, PodKey};
 
@@ -60,6 +61,8 @@ pub struct ClusterObjects {
     pub device_taint_rules: Vec<DeviceTaintRule>,
     /// Muster's team queues.
     pub queues: Vec<MusterQueue>,
+    /// KAI Scheduler's queues, when the configuration imports them.
+    pub kai_queues: Vec<KaiQueue>,
     /// Read for queues: namespace selectors and default-queue labels.
     pub namespaces: Vec<Namespace>,
 }
@@ -79,6 +82,7 @@ impl ClusterObjects {
             resource_claims: self.resource_claims.iter().collect(),
             device_taint_rules: self.device_taint_rules.iter().collect(),
             queues: self.queues.iter().collect(),
+            kai_queues: self.kai_queues.iter().collect(),
             namespaces: self.namespaces.iter().collect(),
             assumed: None,
         }
@@ -102,6 +106,7 @@ pub struct ClusterView<'a> {
     pub resource_claims: Vec<&'a ResourceClaim>,
     pub device_taint_rules: Vec<&'a DeviceTaintRule>,
     pub queues: Vec<&'a MusterQueue>,
+    pub kai_queues: Vec<&'a KaiQueue>,
     pub namespaces: Vec<&'a Namespace>,
     /// Pods placed and being bound, not yet seen bound: they count on these nodes.
     pub assumed: Option<&'a HashMap<PodKey, String>>,

@@ -20,6 +20,7 @@ use super::crd::PodGroup as MusterPodGroup;
 use super::discovery::Sources;
 use super::foreign::PodGroup as PluginPodGroup;
 use super::health::Health;
+use super::kai_queue::Queue as KaiQueue;
 use super::queue_crd::Queue as MusterQueue;
 
 /// How a kind of object is kept in the cache.
@@ -87,6 +88,7 @@ cached!(KubernetesPodGroup, kubernetes_groups);
 cached!(MusterPodGroup, muster_groups);
 cached!(PluginPodGroup, plugin_groups);
 cached!(MusterQueue, queues);
+cached!(KaiQueue, kai_queues);
 cached!(Namespace, namespaces);
 
 /// Applies one watch event; pure apart from the cache it changes.
@@ -180,6 +182,9 @@ pub fn start(
     watch_all!(Namespace);
     if sources.muster_queues {
         watch_all!(MusterQueue);
+    }
+    if sources.kai_queues {
+        watch_all!(KaiQueue);
     }
     if sources.kubernetes {
         watch_all!(KubernetesPodGroup);

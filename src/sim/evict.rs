@@ -31,7 +31,12 @@ fn is(meta: &ObjectMeta, namespace: &str, name: &str) -> bool {
 }
 
 /// Carries out a cycle's evictions; returns one result per pod evicted.
-pub fn evict(objects: &mut ClusterObjects, evictions: &[Eviction], cycle: usize, version: &mut u64) -> Vec<EvictionResult> {
+pub fn evict(
+    objects: &mut ClusterObjects,
+    evictions: &[Eviction],
+    cycle: usize,
+    version: &mut u64,
+) -> Vec<EvictionResult> {
     let mut results = Vec::new();
     let mut uids: HashSet<String> = HashSet::new();
     let mut own_claims: HashSet<(String, String)> = HashSet::new();
@@ -71,11 +76,17 @@ pub fn evict(objects: &mut ClusterObjects, evictions: &[Eviction], cycle: usize,
     // pod is deleted and made again, unallocated; any other claim only loses the pod's
     // reservation (and its allocation once nobody holds it).
     objects.resource_claims.retain(|c| {
-        let key = (c.metadata.namespace.clone().unwrap_or_else(|| "default".into()), c.metadata.name.clone().unwrap_or_default());
+        let key = (
+            c.metadata.namespace.clone().unwrap_or_else(|| "default".into()),
+            c.metadata.name.clone().unwrap_or_default(),
+        );
         !(own_claims.contains(&key) && key.1.ends_with("-extended-resources"))
     });
     for claim in &mut objects.resource_claims {
-        let key = (claim.metadata.namespace.clone().unwrap_or_else(|| "default".into()), claim.metadata.name.clone().unwrap_or_default());
+        let key = (
+            claim.metadata.namespace.clone().unwrap_or_else(|| "default".into()),
+            claim.metadata.name.clone().unwrap_or_default(),
+        );
         let Some(status) = claim.status.as_mut() else { continue };
         let before = status.reserved_for.as_ref().map_or(0, Vec::len);
         if let Some(reserved) = status.reserved_for.as_mut() {

@@ -16,6 +16,7 @@ use crate::k8s::assemble::ClusterObjects;
 use crate::k8s::convert_dra;
 use crate::k8s::crd::PodGroup as MusterPodGroup;
 use crate::k8s::foreign::PodGroup as PluginPodGroup;
+use crate::k8s::kai_queue::Queue as KaiQueue;
 use crate::k8s::queue_crd::Queue as MusterQueue;
 
 #[derive(Debug, Error)]
@@ -142,7 +143,7 @@ impl Loader {
             ("", "Node" | "Namespace" | "PersistentVolume")
                 | ("resource.k8s.io", "ResourceSlice" | "DeviceClass" | "DeviceTaintRule")
                 | ("scheduling.k8s.io", "PriorityClass")
-                | ("muster.dev", "Queue")
+                | ("muster.dev" | "scheduling.run.ai", "Queue")
         );
         let mut value = value;
         let namespace = namespaced.then(|| {
@@ -166,7 +167,7 @@ impl Loader {
             (api_version.as_str(), kind.as_str()),
             ("v1", "Node" | "Pod" | "Namespace")
                 | ("scheduling.k8s.io/v1beta1" | "muster.dev/v1alpha1" | "scheduling.x-k8s.io/v1alpha1", "PodGroup")
-                | ("muster.dev/v1alpha1", "Queue")
+                | ("muster.dev/v1alpha1" | "scheduling.run.ai/v2", "Queue")
                 | ("scheduling.k8s.io/v1", "PriorityClass")
                 | (
                     "resource.k8s.io/v1",
@@ -199,6 +200,11 @@ impl Loader {
                 let mut q: MusterQueue = typed(value, path, &object)?;
                 q.metadata = stamp(q.metadata, &mut self.sequence);
                 c.objects.queues.push(q);
+            }
+            ("scheduling.run.ai/v2", "Queue") => {
+                let mut q: KaiQueue = typed(value, path, &object)?;
+                q.metadata = stamp(q.metadata, &mut self.sequence);
+                c.objects.kai_queues.push(q);
             }
             ("scheduling.k8s.io/v1beta1", _) => {
                 let mut g: KubernetesPodGroup = typed(value, path, &object)?;

@@ -248,6 +248,9 @@ pub fn run(objects: &mut ClusterObjects, config: &Config) -> Report {
 /// reports. Evicted pods are pending again in the next cycle, as their controller would
 /// recreate them, and capacity freed for a gang stays reserved for it between cycles.
 pub fn run_with(objects: &mut ClusterObjects, config: &Config, options: &Options) -> Report {
+    if !config.queues.imports(crate::config::QueueImport::Kai) {
+        objects.kai_queues.clear();
+    }
     create_template_claims(objects);
     let cycle = config.cycle();
     let mut last = CycleOutcome::default();

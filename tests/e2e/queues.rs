@@ -67,8 +67,10 @@ async fn a_team_gets_its_lent_gpus_back_and_the_lenders_newest_gang_is_evicted_w
         // Start times are in seconds: a2 must start later than a1 to be the newest.
         tokio::time::sleep(Duration::from_millis(1100)).await;
     }
-    let first: Vec<String> =
-        in_group(&crate::support::wait::pods(&cluster).await, "a2").iter().filter_map(|p| p.metadata.name.clone()).collect();
+    let first: Vec<String> = in_group(&crate::support::wait::pods(&cluster).await, "a2")
+        .iter()
+        .filter_map(|p| p.metadata.name.clone())
+        .collect();
 
     // Team B submits a gang of two 4-GPU pods: within its quota, owed its share.
     create_queued_group(&cluster, "b", 2, &team_b).await;
@@ -83,7 +85,10 @@ async fn a_team_gets_its_lent_gpus_back_and_the_lenders_newest_gang_is_evicted_w
         assert!(!all.iter().any(|p| p.metadata.name.as_ref() == Some(name)), "{name} should have been evicted");
         let events = wait_for_events(&cluster, name, "Reclaimed").await;
         assert!(
-            events.iter().any(|e| e.contains(&format!("gang {}/a2 evicted whole (Reclaimed) to make room for gang {}/b", cluster.namespace, cluster.namespace))),
+            events.iter().any(|e| e.contains(&format!(
+                "gang {}/a2 evicted whole (Reclaimed) to make room for gang {}/b",
+                cluster.namespace, cluster.namespace
+            ))),
             "{name}: {events:?}"
         );
     }
@@ -91,7 +96,8 @@ async fn a_team_gets_its_lent_gpus_back_and_the_lenders_newest_gang_is_evicted_w
     assert!(events[0].contains(&format!("evicting 2 pod(s) of gang {}/a2", cluster.namespace)), "{events:?}");
     // The Job recreated a2's pods; they wait, and say why.
     let all = wait_for_pods(&cluster, 30, "a2's new pods waiting with a reason", |p| {
-        let new: Vec<&Pod> = in_group(p, "a2").into_iter().filter(|p| !first.contains(p.metadata.name.as_ref().unwrap())).collect();
+        let new: Vec<&Pod> =
+            in_group(p, "a2").into_iter().filter(|p| !first.contains(p.metadata.name.as_ref().unwrap())).collect();
         new.len() == 2 && new.iter().all(|p| node_of(p).is_none() && unschedulable_message(p).is_some())
     })
     .await;

@@ -93,8 +93,11 @@ impl DeviceState {
                 *shares = if sign > 0 { *shares + 1 } else { shares.saturating_sub(1) };
                 if let Some(consumed) = self.consumed.get_mut(&device) {
                     for &(i, q) in amounts {
-                        consumed[i] =
-                            if sign > 0 { consumed[i].checked_add(q).unwrap_or(consumed[i]) } else { consumed[i].checked_sub(q).unwrap_or_default() };
+                        consumed[i] = if sign > 0 {
+                            consumed[i].checked_add(q).unwrap_or(consumed[i])
+                        } else {
+                            consumed[i].checked_sub(q).unwrap_or_default()
+                        };
                     }
                 }
             }

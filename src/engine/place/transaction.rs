@@ -171,7 +171,15 @@ impl Workspace<'_> {
         let Some(devices) = shape.devices.as_mut() else {
             let k = self.free[node as usize].fit_count(&shape.demand, remaining);
             if k > 0 {
-                take(&mut self.free, &mut self.domain_free, &mut self.journal, &self.snapshot.topology, node, &shape.demand, k as i64);
+                take(
+                    &mut self.free,
+                    &mut self.domain_free,
+                    &mut self.journal,
+                    &self.snapshot.topology,
+                    node,
+                    &shape.demand,
+                    k as i64,
+                );
                 deltas.push((node, Delta::Shape(shape_id), k as i64));
                 for _ in 0..k {
                     fit.pods.push((*next.next().expect("counted"), node));
@@ -195,7 +203,15 @@ impl Workspace<'_> {
             }
         }
         if placed > 0 {
-            take(&mut self.free, &mut self.domain_free, &mut self.journal, &self.snapshot.topology, node, &demand, placed as i64);
+            take(
+                &mut self.free,
+                &mut self.domain_free,
+                &mut self.journal,
+                &self.snapshot.topology,
+                node,
+                &demand,
+                placed as i64,
+            );
             deltas.push((node, Delta::Own(demand), placed as i64));
         }
         Ok(placed)

@@ -25,7 +25,15 @@ impl Workspace<'_> {
     /// Gives back what a running pod holds: its requests on its node and its own devices.
     /// Capacity grows, so every shape's cursor starts over.
     pub fn release(&mut self, pod: &RunningPod) {
-        take(&mut self.free, &mut self.domain_free, &mut self.journal, &self.snapshot.topology, pod.node, &pod.demand, -1);
+        take(
+            &mut self.free,
+            &mut self.domain_free,
+            &mut self.journal,
+            &self.snapshot.topology,
+            pod.node,
+            &pod.demand,
+            -1,
+        );
         for used in &pod.devices {
             self.claims.state.release(self.claims.dra, used);
         }

@@ -156,11 +156,7 @@ pub(super) fn candidates(
         keyed.push((order(true), Bundle { running: r, pods: alive, side, own_side }));
     }
     keyed.sort_by(|(a, _), (b, _)| {
-        a.0.cmp(&b.0)
-            .then(a.1.total_cmp(&b.1))
-            .then(a.2.cmp(&b.2))
-            .then(a.3.cmp(&b.3))
-            .then(a.4.cmp(&b.4))
+        a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)).then(a.2.cmp(&b.2)).then(a.3.cmp(&b.3)).then(a.4.cmp(&b.4))
     });
     found.bundles = keyed.into_iter().map(|(_, b)| b).collect();
     found
@@ -172,7 +168,8 @@ fn may_preempt(within: WithinQueue, victim: &RunningGang, gang: &Gang) -> bool {
         WithinQueue::Never => false,
         WithinQueue::LowerPriority => victim.priority < gang.priority,
         WithinQueue::LowerOrNewerEqualPriority => {
-            victim.priority < gang.priority || (victim.priority == gang.priority && victim.first_started() > gang.created)
+            victim.priority < gang.priority
+                || (victim.priority == gang.priority && victim.first_started() > gang.created)
         }
     }
 }

@@ -98,9 +98,20 @@ impl<'a> Evictor<'a> {
             match self.fair_share_reached(state, leaf, need) {
                 Some(room) => why = Some(room),
                 None => {
-                    let found = candidates(snapshot, state, &self.config, gang, leaf, need, Kind::Reclaim, &self.gone, &self.grown);
+                    let found = candidates(
+                        snapshot,
+                        state,
+                        &self.config,
+                        gang,
+                        leaf,
+                        need,
+                        Kind::Reclaim,
+                        &self.gone,
+                        &self.grown,
+                    );
                     protected = found.protected_until;
-                    if let Some(plan) = self.try_bundles(workspace, state, gang, leaf, need, &found.bundles, Kind::Reclaim)
+                    if let Some(plan) =
+                        self.try_bundles(workspace, state, gang, leaf, need, &found.bundles, Kind::Reclaim)
                     {
                         return Ok(plan);
                     }
@@ -108,7 +119,8 @@ impl<'a> Evictor<'a> {
             }
         }
         if rules.within != WithinQueue::Never {
-            let found = candidates(snapshot, state, &self.config, gang, leaf, need, Kind::Preempt, &self.gone, &self.grown);
+            let found =
+                candidates(snapshot, state, &self.config, gang, leaf, need, Kind::Preempt, &self.gone, &self.grown);
             protected = match (protected, found.protected_until) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
@@ -166,9 +178,11 @@ impl<'a> Evictor<'a> {
             let deserved = rule.quota.map_or(i64::MAX, |q| q.max(state.fair_share[s][k]));
             a[s][k] > rule.limit.map_or(deserved, |l| l.min(deserved))
         });
-        let guarantee = keys.clone().filter(involved).all(|k| {
-            own.rules[k].quota.is_none_or(|q| state.allocated[r][k] + need[k] <= q)
-        }) && keys.clone().filter(involved).any(|k| side.rules[k].quota.is_some_and(|q| a[s][k] > q));
+        let guarantee = keys
+            .clone()
+            .filter(involved)
+            .all(|k| own.rules[k].quota.is_none_or(|q| state.allocated[r][k] + need[k] <= q))
+            && keys.clone().filter(involved).any(|k| side.rules[k].quota.is_some_and(|q| a[s][k] > q));
         let floor = keys.into_iter().all(|k| a[s][k] - taken[k] >= side.rules[k].kept().min(a[s][k]));
         (over_share || guarantee) && floor
     }

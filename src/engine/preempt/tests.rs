@@ -20,7 +20,13 @@ fn run(snapshot: &Snapshot) -> (Vec<String>, CycleOutcome) {
     for e in &outcome.evictions {
         let pods: Vec<&str> = e.pods.iter().map(|p| p.name.as_str()).collect();
         let whole = if e.whole { "whole" } else { "part" };
-        lines.push(format!("evict {} {whole} [{}] ({} for {})", e.gang.name, pods.join(" "), e.reason.as_str(), e.preemptor.name));
+        lines.push(format!(
+            "evict {} {whole} [{}] ({} for {})",
+            e.gang.name,
+            pods.join(" "),
+            e.reason.as_str(),
+            e.preemptor.name
+        ));
     }
     for p in &outcome.placements {
         let nodes: Vec<&str> = p.pods.iter().map(|(_, n)| snapshot.nodes[*n as usize].name.as_str()).collect();
@@ -191,7 +197,11 @@ fn only_as_many_gangs_as_needed_are_evicted() {
 fn a_reservation_keeps_the_freed_nodes_for_its_gang_in_the_next_cycle() {
     // The next cycle: the victims are gone and recreated as a pending gang of a; b-job
     // holds n2 and is placed there first, before a's older gang can take it back.
-    let gang = |name: &str| GangKey { kind: crate::engine::model::GangKind::Muster, namespace: "default".into(), name: name.into() };
+    let gang = |name: &str| GangKey {
+        kind: crate::engine::model::GangKind::Muster,
+        namespace: "default".into(),
+        name: name.into(),
+    };
     let mut snapshot = two_teams()
         .running("a-old", "a", "n1", 2, &[(G, 4)], 100)
         .gang("a-new", 2, 2, &[(G, 4)])
@@ -216,7 +226,10 @@ fn a_reservation_keeps_the_freed_nodes_for_its_gang_in_the_next_cycle() {
     busy.nodes[1].requested.add(&busy.gangs[1].pods[0].demand, 2);
     busy.gangs.swap(0, 1);
     let (lines, outcome) = run(&busy);
-    assert!(lines.iter().any(|l| l.starts_with("b-job waits") && l.contains("waiting for evicted pods to exit")), "{lines:?}");
+    assert!(
+        lines.iter().any(|l| l.starts_with("b-job waits") && l.contains("waiting for evicted pods to exit")),
+        "{lines:?}"
+    );
     assert_eq!(outcome.reservations, busy.reservations);
     assert!(outcome.evictions.is_empty(), "{lines:?}");
 }

@@ -127,6 +127,10 @@ pub struct QueueSpec {
     /// What the shell found wrong with the object (an unknown resource key, a bad
     /// quantity); gangs in it wait with this reason.
     pub problem: Option<String>,
+    /// Where it was imported from, when it is not Muster's own Queue.
+    pub origin: Option<String>,
+    /// What a person should know about how it was read (an imported rule kept as is).
+    pub notes: Vec<String>,
 }
 
 impl QueueSpec {
@@ -143,6 +147,8 @@ impl QueueSpec {
             queueing: None,
             preemption: QueuePreemption::default(),
             problem: None,
+            origin: None,
+            notes: Vec::new(),
         }
     }
 }

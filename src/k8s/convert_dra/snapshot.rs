@@ -204,9 +204,10 @@ pub fn claim_uses(index: &DeviceIndex<'_>, claim: &ResourceClaim) -> Vec<DeviceU
     let mut uses = Vec::new();
     for r in results.and_then(|d| d.results.as_ref()).into_iter().flatten() {
         let Some(&device) = index.get(&(r.driver.as_str(), r.pool.as_str(), r.device.as_str())) else { continue };
-        let consumed = r.consumed_capacity.as_ref().map(|c| {
-            c.iter().filter_map(|(name, q)| Quantity::parse(&q.0).ok().map(|q| (name.clone(), q))).collect()
-        });
+        let consumed = r
+            .consumed_capacity
+            .as_ref()
+            .map(|c| c.iter().filter_map(|(name, q)| Quantity::parse(&q.0).ok().map(|q| (name.clone(), q))).collect());
         uses.push(DeviceUse { device, admin_access: r.admin_access == Some(true), consumed });
     }
     uses

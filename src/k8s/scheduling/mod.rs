@@ -558,7 +558,11 @@ impl Scheduler {
                         pod: Self::pod_ref(cache, &pod.key),
                         warning: false,
                         reason: if reason == "Reclaimed" { "Reclaiming" } else { "Preempting" }.into(),
-                        note: format!("evicting {} pod(s) of {} ({reason}) to make room", eviction.pods.len(), eviction.gang),
+                        note: format!(
+                            "evicting {} pod(s) of {} ({reason}) to make room",
+                            eviction.pods.len(),
+                            eviction.gang
+                        ),
                         action: "Evicting".into(),
                     });
                 }
