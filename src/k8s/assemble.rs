@@ -208,7 +208,7 @@ pub fn assemble_view(objects: &ClusterView<'_>, scheduler_name: &str, now: i64, 
     // same name as one of Muster's is left out (the tree keeps the first of a name).
     let mut queue_specs: Vec<_> =
         objects.queues.iter().map(|q| convert_queues::queue_spec(q, &objects.namespaces, &mut memo.names)).collect();
-    queue_specs.extend(objects.kai_queues.iter().map(|q| super::kai_queue::kai_queue_spec(q, &mut memo.names)));
+    queue_specs.extend(objects.kai_queues.iter().map(|q| super::convert_kai::kai_queue_spec(q, &mut memo.names)));
     out.snapshot.queues = QueueTree::build(&queue_specs);
     let queued = out.snapshot.queues.is_configured();
     let namespaces: HashMap<&str, &Namespace> =

@@ -10,6 +10,7 @@ pub mod claim_bind;
 pub mod claim_release;
 pub mod convert;
 pub mod convert_dra;
+pub mod convert_kai;
 pub mod convert_queues;
 pub mod crd;
 pub mod discovery;
