@@ -87,7 +87,18 @@ fn apply(snapshot: &mut Snapshot, outcome: &CycleOutcome, templates: &HashMap<Ga
         }
         match snapshot.running.iter_mut().find(|r| r.key == key) {
             Some(running) => running.pods.extend(started),
-            None => snapshot.running.push(RunningGang { key, queue, priority, preemptible, min_member, pods: started }),
+            None => {
+                let created = templates[&key].created;
+                snapshot.running.push(RunningGang {
+                    key,
+                    queue,
+                    priority,
+                    preemptible,
+                    min_member,
+                    pods: started,
+                    created,
+                })
+            }
         }
     }
     for eviction in &outcome.evictions {

@@ -197,6 +197,7 @@ impl SnapshotBuilder {
             preemptible: true,
             min_member: pods.len(),
             pods,
+            created: started,
         });
         self
     }

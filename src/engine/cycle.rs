@@ -192,6 +192,9 @@ pub fn schedule_with(snapshot: &Snapshot, config: &CycleConfig, selectors: &mut 
                             let room =
                                 Room::Evicting { victims, pods, reason: plan.evictions[0].reason, until: plan.until };
                             outcome.reservations.push(reservation(snapshot, gang, &plan.fit, plan.until));
+                            if queueing == Queueing::StrictFifo && heads[leaf].is_none() {
+                                heads[leaf] = Some(&gang.key);
+                            }
                             outcome.evictions.extend(plan.evictions);
                             outcome.waiting.push(wait(WaitReason::Room { shortfall: Box::new(reason), room }));
                             continue;

@@ -194,6 +194,9 @@ pub struct RunningGang {
     pub preemptible: bool,
     pub min_member: usize,
     pub pods: Vec<RunningPod>,
+    /// When it was created (its PodGroup, else its oldest pod), in seconds: "newer" in
+    /// `LowerOrNewerEqualPriority` compares creation times.
+    pub created: i64,
 }
 
 impl RunningGang {

@@ -251,7 +251,9 @@ pub fn assemble_view(objects: &ClusterView<'_>, scheduler_name: &str, now: i64, 
                                 .unwrap_or(priority < convert_queues::NON_PREEMPTIBLE_PRIORITY),
                             min_member: group.map_or(1, |g| g.min_member),
                             pods: Vec::new(),
+                            created: group.map_or(i64::MAX, |g| g.created),
                         });
+                        entry.created = entry.created.min(created(&pod.metadata));
                         let started = pod.status.as_ref().and_then(|s| s.start_time.as_ref()).map(|t| t.0.as_second());
                         entry.pods.push(RunningPod {
                             key: pod_key(&pod.metadata),

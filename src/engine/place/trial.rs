@@ -53,6 +53,9 @@ impl Workspace<'_> {
         for (i, shape) in self.shapes.iter_mut().enumerate() {
             shape.cursor = mark.cursors.get(i).copied().unwrap_or(0);
         }
+        if mark.journal == 0 {
+            self.journal = None;
+        }
     }
 
     /// Keeps everything done since the trial started, and stops recording.

@@ -98,10 +98,12 @@ pub(super) fn candidates(
     let mut found = Candidates::default();
     let mut keyed: Vec<(Order, Bundle)> = Vec::new();
     for (r, victim) in snapshot.running.iter().enumerate() {
-        if !victim.preemptible || grown[r] {
+        // Never itself (a gang partly bound), never one that grew this cycle.
+        if !victim.preemptible || grown[r] || victim.key == gang.key {
             continue;
         }
-        let Some(victim_leaf) = tree.get(&victim.queue).filter(|&q| tree.queues[q].problem.is_none()) else {
+        let valid = |q: &usize| tree.queues[*q].problem.is_none() && tree.queues[*q].is_leaf();
+        let Some(victim_leaf) = tree.get(&victim.queue).filter(valid) else {
             continue;
         };
         let (side, own_side, min_runtime) = match kind {
@@ -148,7 +150,7 @@ pub(super) fn candidates(
         for p in surplus {
             keyed.push((order(false), Bundle { running: r, pods: vec![p], side, own_side }));
         }
-        let protected_until = victim.first_started() + min_runtime;
+        let protected_until = victim.first_started().saturating_add(min_runtime);
         if now < protected_until {
             found.protected_until = Some(found.protected_until.map_or(protected_until, |t| t.min(protected_until)));
             continue;
@@ -168,8 +170,7 @@ fn may_preempt(within: WithinQueue, victim: &RunningGang, gang: &Gang) -> bool {
         WithinQueue::Never => false,
         WithinQueue::LowerPriority => victim.priority < gang.priority,
         WithinQueue::LowerOrNewerEqualPriority => {
-            victim.priority < gang.priority
-                || (victim.priority == gang.priority && victim.first_started() > gang.created)
+            victim.priority < gang.priority || (victim.priority == gang.priority && victim.created > gang.created)
         }
     }
 }

@@ -88,9 +88,11 @@ impl<'a> Evictor<'a> {
             .path(leaf)
             .find_map(|q| tree.queues[q].spec.preemption.preemption_delay)
             .unwrap_or(self.config.preemption_delay);
-        if snapshot.now < gang.created + delay {
-            return Err(Some(Room::InPreemptionDelay { until: gang.created + delay }));
+        let until = gang.created.saturating_add(delay);
+        if snapshot.now < until {
+            return Err(Some(Room::InPreemptionDelay { until }));
         }
+
         let rules = tree.queues[leaf].spec.preemption;
         let mut why = None;
         let mut protected: Option<i64> = None;
@@ -266,7 +268,8 @@ impl<'a> Evictor<'a> {
         let tree = &snapshot.queues;
         // What the gang asks for, against what is free, for a cheap test before a trial.
         let mut wanted: Vec<(ResourceId, i64)> = Vec::new();
-        for pod in &gang.pods {
+        // (Only the pods it must have: the trial may add more where they fit.)
+        for pod in &gang.pods[..gang.pods_now()] {
             for &(id, amount) in pod.demand.entries() {
                 match wanted.iter_mut().find(|(w, _)| *w == id) {
                     Some(entry) => entry.1 += amount,
@@ -404,7 +407,7 @@ impl<'a> Evictor<'a> {
             }
         }
         state.charge(tree, leaf, &charged, !gang.preemptible);
-        let until = snapshot.now + self.config.reservation_timeout.unwrap_or(grace + 60);
+        let until = snapshot.now.saturating_add(self.config.reservation_timeout.unwrap_or(grace.saturating_add(60)));
         Plan { evictions, fit, until }
     }
 }
