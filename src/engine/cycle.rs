@@ -154,7 +154,7 @@ pub fn schedule_with(snapshot: &Snapshot, config: &CycleConfig, selectors: &mut 
         match workspace.place(admitted_gang) {
             Ok(fit) => {
                 evictor.placed(&gang.key);
-                charge(snapshot, &mut queues, leaf, gang, &fit);
+                queues.charge_placed(tree, leaf, gang, &fit.pods);
                 outcome.placements.push(Placement {
                     gang: gang.key.clone(),
                     pods: Workspace::keys(gang, &fit.pods),
@@ -222,23 +222,6 @@ pub fn schedule_with(snapshot: &Snapshot, config: &CycleConfig, selectors: &mut 
     }
     outcome.queues = queues;
     outcome
-}
-
-/// Charges a placed gang's pods to its queue and every ancestor.
-fn charge(snapshot: &Snapshot, queues: &mut QueueState, leaf: usize, gang: &Gang, fit: &GangFit) {
-    let tree = &snapshot.queues;
-    if tree.keys.is_empty() {
-        return;
-    }
-    let mut charged = vec![0; tree.keys.len()];
-    for &(pod, _) in &fit.pods {
-        for &(id, amount) in gang.pods[pod].demand.entries() {
-            if let Some(k) = tree.key_index(id) {
-                charged[k] += amount;
-            }
-        }
-    }
-    queues.charge(tree, leaf, &charged, !gang.preemptible);
 }
 
 /// The reservation for a gang that evictions were made for: the nodes of its trial.
@@ -317,7 +300,7 @@ fn hold_reservations(
         let attempt = workspace.place(&pinned(gang, &held.pods));
         match attempt {
             Ok(fit) => {
-                charge(snapshot, queues, leaf, gang, &fit);
+                queues.charge_placed(tree, leaf, gang, &fit.pods);
                 outcome.placements.push(Placement {
                     gang: gang.key.clone(),
                     pods: Workspace::keys(gang, &fit.pods),

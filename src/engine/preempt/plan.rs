@@ -398,15 +398,7 @@ impl<'a> Evictor<'a> {
             e.whole = self.gone[r].iter().all(|&g| g);
         }
         self.evicted_gangs += evictions.len();
-        let mut charged = vec![0; tree.keys.len()];
-        for &(pod, _) in &fit.pods {
-            for &(id, amount) in gang.pods[pod].demand.entries() {
-                if let Some(k) = tree.key_index(id) {
-                    charged[k] += amount;
-                }
-            }
-        }
-        state.charge(tree, leaf, &charged, !gang.preemptible);
+        state.charge_placed(tree, leaf, gang, &fit.pods);
         let until = snapshot.now.saturating_add(self.config.reservation_timeout.unwrap_or(grace.saturating_add(60)));
         Plan { evictions, fit, until }
     }

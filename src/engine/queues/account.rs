@@ -6,7 +6,7 @@
 use super::QueueTree;
 use super::share::{Claimant, Division, divide};
 use super::tree::resolve;
-use crate::engine::model::{PendingPod, Snapshot};
+use crate::engine::model::{Gang, NodeIdx, PendingPod, Snapshot};
 use crate::engine::resources::Demand;
 
 /// Per queue, per key of the tree (`tree.keys`), amounts in the engine's units.
@@ -169,6 +169,23 @@ impl QueueState {
     /// Charges a gang placed this cycle to its queue and every ancestor.
     pub fn charge(&mut self, tree: &QueueTree, leaf: usize, need: &[i64], non_preemptible: bool) {
         self.add(tree, leaf, need, non_preemptible, true);
+    }
+
+    /// Charges the pods of `gang` placed this cycle (`placed`: pod index, node) to its
+    /// queue and every ancestor.
+    pub fn charge_placed(&mut self, tree: &QueueTree, leaf: usize, gang: &Gang, placed: &[(usize, NodeIdx)]) {
+        if tree.keys.is_empty() {
+            return;
+        }
+        let mut charged = vec![0; tree.keys.len()];
+        for &(pod, _) in placed {
+            for &(id, amount) in gang.pods[pod].demand.entries() {
+                if let Some(k) = tree.key_index(id) {
+                    charged[k] += amount;
+                }
+            }
+        }
+        self.charge(tree, leaf, &charged, !gang.preemptible);
     }
 
     /// Takes back what evicted pods held from their queue and every ancestor.
