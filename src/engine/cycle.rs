@@ -154,12 +154,7 @@ pub fn schedule_with(snapshot: &Snapshot, config: &CycleConfig, selectors: &mut 
         match workspace.place(admitted_gang) {
             Ok(fit) => {
                 evictor.placed(&gang.key);
-                queues.charge_placed(tree, leaf, gang, &fit.pods);
-                outcome.placements.push(Placement {
-                    gang: gang.key.clone(),
-                    pods: Workspace::keys(gang, &fit.pods),
-                    claims: fit.claims,
-                })
+                outcome.placements.push(placed(&mut queues, tree, leaf, admitted_gang, fit));
             }
             Err(shortfall) => {
                 if let Some((pod, error)) = shortfall.error {
@@ -222,6 +217,19 @@ pub fn schedule_with(snapshot: &Snapshot, config: &CycleConfig, selectors: &mut 
     }
     outcome.queues = queues;
     outcome
+}
+
+/// A gang placed: its pods charged to its queue, and the placement for the outcome.
+/// `fit`'s pod indices are into `gang.pods`.
+fn placed(
+    queues: &mut QueueState,
+    tree: &super::queues::QueueTree,
+    leaf: usize,
+    gang: &Gang,
+    fit: GangFit,
+) -> Placement {
+    queues.charge_placed(tree, leaf, gang, &fit.pods);
+    Placement { gang: gang.key.clone(), pods: Workspace::keys(gang, &fit.pods), claims: fit.claims }
 }
 
 /// The reservation for a gang that evictions were made for: the nodes of its trial.
@@ -297,16 +305,10 @@ fn hold_reservations(
             .filter_map(|name| snapshot.nodes.iter().position(|node| &node.name == name))
             .map(|n| n as NodeIdx)
             .collect();
-        let attempt = workspace.place(&pinned(gang, &held.pods));
-        match attempt {
-            Ok(fit) => {
-                queues.charge_placed(tree, leaf, gang, &fit.pods);
-                outcome.placements.push(Placement {
-                    gang: gang.key.clone(),
-                    pods: Workspace::keys(gang, &fit.pods),
-                    claims: fit.claims,
-                });
-            }
+        // The fit's pod indices are the pinned copy's: keys and charges come from it.
+        let pinned = pinned(gang, &held.pods);
+        match workspace.place(&pinned) {
+            Ok(fit) => outcome.placements.push(placed(queues, tree, leaf, &pinned, fit)),
             Err(shortfall) => {
                 if !tree.keys.is_empty() {
                     queues.charge(tree, leaf, picker.need_now(index), !gang.preemptible);

@@ -253,3 +253,18 @@ fn gangs_nobody_queued_do_not_preempt_each_other_until_a_default_queue_asks_for_
     assert!(run(&build(false)).1.evictions.is_empty());
     assert_eq!(run(&build(true)).0[0], "evict low whole [low-0] (Preempted for high)");
 }
+
+#[test]
+fn a_reservation_places_the_very_pods_its_trial_placed() {
+    // The trial placed only b-job-1 (the gang needs one): that pod goes, not b-job-0.
+    let mut snapshot = two_teams().gang("b-job", 1, 2, &[(G, 8)]).in_queue("b").build();
+    snapshot.reservations = vec![Reservation {
+        gang: snapshot.gangs[0].key.clone(),
+        nodes: vec!["n2".into()],
+        pods: vec![(pod("b-job-1"), "n2".into())],
+        until: 10_090,
+    }];
+    let outcome = schedule(&snapshot, &CycleConfig::default());
+    let placed: Vec<(&str, u32)> = outcome.placements[0].pods.iter().map(|(k, n)| (k.name.as_str(), *n)).collect();
+    assert_eq!(placed, [("b-job-1", 1)]);
+}
