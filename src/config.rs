@@ -129,14 +129,16 @@ impl Default for Preemption {
 pub enum QueueImport {
     /// KAI Scheduler's `scheduling.run.ai/v2` Queue.
     Kai,
+    /// Kueue's ClusterQueue, Cohort and LocalQueue (`kueue.x-k8s.io` v1beta2 or v1beta1).
+    Kueue,
 }
 
 /// Team queues.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct Queues {
-    /// Other schedulers' queue objects to read (`[kai]`). Off by default: a KAI still
-    /// running would count the same quota twice.
+    /// Other schedulers' queue objects to read (`[kai, kueue]`). Off by default: a KAI or
+    /// Kueue still running would count the same quota twice.
     pub import: Vec<QueueImport>,
 }
 

@@ -227,6 +227,12 @@ fn run(command: Command) -> Result<(), String> {
                     "note: {kai} KAI Queue(s) (scheduling.run.ai/v2) skipped: add `queues: {{import: [kai]}}` to the configuration to read them"
                 );
             }
+            let kueue = loaded.objects.cluster_queues.len() + loaded.objects.local_queues.len();
+            if kueue > 0 && !config.queues.imports(muster::config::QueueImport::Kueue) {
+                eprintln!(
+                    "note: {kueue} Kueue ClusterQueue(s) and LocalQueue(s) skipped: add `queues: {{import: [kueue]}}` to the configuration to read them"
+                );
+            }
             let options = muster::sim::run::Options { now, cycles };
             let report = muster::sim::run::run_with(&mut loaded.objects, &config, &options);
             match output {

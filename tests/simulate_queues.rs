@@ -379,3 +379,127 @@ fn kai_queues_are_read_only_when_the_configuration_imports_them_and_keep_their_r
     let names: Vec<&str> = imported["queues"].as_array().unwrap().iter().map(|q| q["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["default", "team-a", "team-b"]);
 }
+
+/// A pod of its own (no PodGroup) asking for `gpus` GPUs, with `labels` (YAML flow).
+fn single(name: &str, labels: &str, gpus: u32, created: u32) -> String {
+    format!(
+        "---\napiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: ml, creationTimestamp: \"{}\", labels: {labels}}}\nspec:\n  schedulerName: muster\n  containers: [{{name: c, image: train, resources: {{limits: {{nvidia.com/gpu: \"{gpus}\"}}}}}}]\n",
+        time(created)
+    )
+}
+
+/// A configuration file that imports `sources`, for `--config`.
+fn importing(sources: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("muster-import-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("{sources}.yaml"));
+    std::fs::write(&path, format!("queues: {{import: [{sources}]}}\n")).unwrap();
+    path
+}
+
+/// Kueue's objects for two ClusterQueues of a cohort, each with a LocalQueue in `ml`.
+fn kueue_teams(a_gpu: &str, b_gpu: &str, preemption: &str) -> String {
+    let cq = |name: &str, gpu: &str| {
+        format!(
+            "---\napiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\nmetadata: {{name: {name}, creationTimestamp: \"{T0}\"}}\nspec:\n  cohortName: research\n  namespaceSelector: {{}}\n  preemption: {preemption}\n  resourceGroups:\n  - coveredResources: [nvidia.com/gpu]\n    flavors:\n    - name: default-flavor\n      resources:\n      - {{name: nvidia.com/gpu, {gpu}}}\n---\napiVersion: kueue.x-k8s.io/v1beta2\nkind: LocalQueue\nmetadata: {{name: {name}, namespace: ml}}\nspec: {{clusterQueue: {name}}}\n"
+        )
+    };
+    format!("{}{}", cq("team-a", a_gpu), cq("team-b", b_gpu))
+}
+
+/// Per pod: its node, or `-` while it waits.
+fn placements(report: &Value) -> Vec<String> {
+    let pods = report["pods"].as_array().unwrap();
+    pods.iter().map(|p| format!("{} {}", p["name"].as_str().unwrap(), p["node"].as_str().unwrap_or("-"))).collect()
+}
+
+#[test]
+fn a_limit_and_kueues_borrowing_limit_behave_the_same() {
+    // Muster: team-a (quota 4, limit 6) and team-b (quota 4) under research (quota 8).
+    // Kueue: the same as two ClusterQueues of cohort research, team-a borrowing at most 2.
+    let nodes = Cluster::default().nodes(2, 8).0;
+    let muster = Cluster(nodes.clone())
+        .queue("research", "", "{quota: \"8\"}", "")
+        .queue("team-a", "research", "{quota: \"4\", limit: \"6\"}", "")
+        .queue("team-b", "research", "{quota: \"4\"}", "");
+    let mut muster = muster.0;
+    let mut kueue = format!("{nodes}{}", kueue_teams("nominalQuota: 4, borrowingLimit: 2", "nominalQuota: 4", "{}"));
+    for i in 0..8 {
+        muster.push_str(&single(&format!("a-{i}"), "{muster.dev/queue: team-a}", 1, i));
+        kueue.push_str(&single(&format!("a-{i}"), "{kueue.x-k8s.io/queue-name: team-a}", 1, i));
+    }
+    let muster = Cluster(muster).simulate(&[]);
+    let config = importing("kueue");
+    let kueue = Cluster(kueue).simulate(&["--config", config.to_str().unwrap()]);
+    assert_eq!(placements(&muster), placements(&kueue));
+    let placed = placements(&kueue).iter().filter(|p| !p.ends_with(" -")).count();
+    assert_eq!(placed, 6);
+    assert_eq!(
+        pod(&muster, "a-7")["reason"],
+        "queue team-a would exceed its limit of 6 nvidia.com/gpu (6 allocated, the gang needs 1)"
+    );
+    assert_eq!(
+        pod(&kueue, "a-7")["reason"],
+        "queue kueue/team-a would exceed its limit of 6 nvidia.com/gpu (6 allocated, the gang needs 1)"
+    );
+    let names: Vec<&str> = kueue["queues"].as_array().unwrap().iter().map(|q| q["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["default", "kueue-cohort/research", "kueue/team-a", "kueue/team-b"]);
+}
+
+#[test]
+fn kueue_cluster_queues_reclaim_whole_gangs_as_reclaim_within_cohort_allows() {
+    // team-a has borrowed all of team-b's quota; team-b's gang takes it back only when its
+    // ClusterQueue may reclaim (Kueue's default, Never, keeps it waiting).
+    let run = |preemption: &str| {
+        let mut text = format!(
+            "{}{}",
+            Cluster::default().nodes(2, 8).0,
+            kueue_teams("nominalQuota: 8", "nominalQuota: 8", preemption)
+        );
+        for (name, node, minute) in [("a-old", "node-1", 10), ("a-new", "node-2", 70)] {
+            let _ = write!(
+                text,
+                "---\napiVersion: muster.dev/v1alpha1\nkind: PodGroup\nmetadata: {{name: {name}, namespace: ml, creationTimestamp: \"{}\"}}\nspec: {{minMember: 2}}\n",
+                time(minute - 10)
+            );
+            for i in 0..2 {
+                let _ = write!(
+                    text,
+                    "---\napiVersion: v1\nkind: Pod\nmetadata: {{name: {name}-{i}, namespace: ml, creationTimestamp: \"{}\", labels: {{kueue.x-k8s.io/queue-name: team-a, muster.dev/pod-group: {name}}}}}\nspec:\n  schedulerName: muster\n  nodeName: {node}\n  containers: [{{name: c, image: train, resources: {{limits: {{nvidia.com/gpu: \"4\"}}}}}}]\nstatus: {{phase: Running, startTime: \"{}\"}}\n",
+                    time(minute - 10),
+                    time(minute)
+                );
+            }
+        }
+        text.push_str(&single("b-job", "{kueue.x-k8s.io/queue-name: team-b}", 8, 120));
+        let config = importing("kueue");
+        Cluster(text).simulate(&["--config", config.to_str().unwrap()])
+    };
+    let never = run("{}");
+    assert!(evictions(&never).is_empty());
+    assert_eq!(pod(&never, "b-job")["node"], Value::Null);
+    let any = run("{reclaimWithinCohort: Any}");
+    assert_eq!(evictions(&any), ["a-new-0 Reclaimed ml/b-job 1", "a-new-1 Reclaimed ml/b-job 1"]);
+    assert_eq!(pod(&any, "b-job")["node"], "node-2");
+}
+
+#[test]
+fn pods_kueue_admits_are_placed_outside_musters_queues_when_kueue_is_not_imported() {
+    // Muster's team-a may hold 4 GPUs, and is namespace ml's default queue. A pod Kueue
+    // manages names a LocalQueue; without the import Kueue keeps its quota, so Muster's
+    // queues neither admit nor charge it.
+    let mut text = Cluster::default().nodes(1, 8).queue("team-a", "", "{quota: \"4\", limit: \"4\"}", "").0;
+    text.push_str(
+        "---\napiVersion: v1\nkind: Namespace\nmetadata: {name: ml, labels: {muster.dev/default-queue: team-a}}\n",
+    );
+    text.push_str(&kueue_teams("nominalQuota: 0", "nominalQuota: 0", "{}"));
+    text.push_str(&single("kueue-job", "{kueue.x-k8s.io/queue-name: team-a}", 6, 0));
+    text.push_str(&single("muster-job", "{muster.dev/queue: team-a}", 4, 1));
+    let report = Cluster(text).simulate(&[]);
+    assert_eq!(pod(&report, "kueue-job")["node"], "node-1");
+    // The Kueue pod's 6 GPUs are in use; team-a's own gang waits for capacity, not its limit.
+    let reason = pod(&report, "muster-job")["reason"].as_str().unwrap();
+    assert!(reason.contains("Insufficient nvidia.com/gpu"), "{reason}");
+    let team_a = report["queues"].as_array().unwrap().iter().find(|q| q["name"] == "team-a").unwrap();
+    assert_eq!(team_a["resources"]["nvidia.com/gpu"]["allocated"], "0");
+}

@@ -110,6 +110,7 @@ impl SnapshotBuilder {
             blocked: None,
             topology: None,
             queue: super::queues::DEFAULT_QUEUE.to_string(),
+            quota_owner: None,
             preemptible: true,
         });
         self

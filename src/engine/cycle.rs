@@ -4,7 +4,7 @@
 use super::claims::ClaimPlacement;
 use super::dra::selectors::SelectorCache;
 use super::model::{Gang, GangKey, NodeIdx, PodKey, Reservation, Snapshot};
-use super::place::{GangFit, Scoring, Workspace};
+use super::place::{GangFit, Scoring, Shortfall, Workspace};
 use super::preempt::{Eviction, Evictor, PreemptionConfig, Room};
 use super::queues::admit::{admit, resolve};
 use super::queues::order::Picker;
@@ -119,9 +119,22 @@ pub fn schedule_with(snapshot: &Snapshot, config: &CycleConfig, selectors: &mut 
             outcome.waiting.push(wait(WaitReason::TooFewPods { exist, min_member: gang.min_member }));
             continue;
         }
-        // A gang without a leaf is one whose queue does not resolve: say why.
+        // A gang without a leaf is one whose quota another system keeps (placed in free
+        // capacity, charged to no queue), or one whose queue does not resolve: say why.
         let Some(leaf) = picker.leaf(index) else {
-            if let Err(refusal) = resolve(tree, &gang.queue, &gang.key.namespace) {
+            if gang.quota_owner.is_some() {
+                match workspace.place(gang) {
+                    Ok(fit) => {
+                        evictor.placed(&gang.key);
+                        outcome.placements.push(Placement {
+                            gang: gang.key.clone(),
+                            pods: Workspace::keys(gang, &fit.pods),
+                            claims: fit.claims,
+                        });
+                    }
+                    Err(shortfall) => outcome.waiting.push(wait(shortfall_reason(*shortfall))),
+                }
+            } else if let Err(refusal) = resolve(tree, &gang.queue, &gang.key.namespace) {
                 outcome.waiting.push(wait(WaitReason::Queue(refusal)));
             }
             continue;
@@ -157,19 +170,14 @@ pub fn schedule_with(snapshot: &Snapshot, config: &CycleConfig, selectors: &mut 
                 outcome.placements.push(placed(&mut queues, tree, leaf, admitted_gang, fit));
             }
             Err(shortfall) => {
-                if let Some((pod, error)) = shortfall.error {
+                let never_fits = shortfall.never_fits;
+                let mut reason = shortfall_reason(*shortfall);
+                if matches!(reason, WaitReason::DeviceError { .. }) {
                     // What the pod asks for is wrong: it waits, and holds nobody back.
-                    outcome.waiting.push(wait(WaitReason::DeviceError { pod, error }));
+                    outcome.waiting.push(wait(reason));
                     continue;
                 }
-                let mut reason = if let Some(message) = shortfall.topology.clone() {
-                    WaitReason::Topology { message, never_fits: shortfall.never_fits }
-                } else if shortfall.never_fits {
-                    WaitReason::NeverFits { nodes: shortfall.nodes, needed: shortfall.needed, fit: shortfall.fit }
-                } else {
-                    WaitReason::DoesNotFit { nodes: shortfall.nodes, needed: shortfall.needed, fit: shortfall.fit }
-                };
-                if !shortfall.never_fits {
+                if !never_fits {
                     let need = picker.need_now(index).to_vec();
                     match evictor.make_room(&mut workspace, &mut queues, admitted_gang, leaf, &need) {
                         Ok(plan) => {
@@ -201,7 +209,7 @@ pub fn schedule_with(snapshot: &Snapshot, config: &CycleConfig, selectors: &mut 
                 // A gang that could never fit must not hold the cluster hostage, and one that
                 // already has its minimum bound is only waiting for optional extra pods.
                 let starving = snapshot.now.saturating_sub(gang.created) >= config.reserve_after_seconds;
-                if !shortfall.never_fits && gang.still_needed() > 0 {
+                if !never_fits && gang.still_needed() > 0 {
                     match queueing {
                         Queueing::StrictFifo if heads[leaf].is_none() => heads[leaf] = Some(&gang.key),
                         Queueing::Backfill if starving && !reserved => {
@@ -217,6 +225,19 @@ pub fn schedule_with(snapshot: &Snapshot, config: &CycleConfig, selectors: &mut 
     }
     outcome.queues = queues;
     outcome
+}
+
+/// Why a gang that did not fit waits.
+fn shortfall_reason(shortfall: Shortfall) -> WaitReason {
+    if let Some((pod, error)) = shortfall.error {
+        WaitReason::DeviceError { pod, error }
+    } else if let Some(message) = shortfall.topology {
+        WaitReason::Topology { message, never_fits: shortfall.never_fits }
+    } else if shortfall.never_fits {
+        WaitReason::NeverFits { nodes: shortfall.nodes, needed: shortfall.needed, fit: shortfall.fit }
+    } else {
+        WaitReason::DoesNotFit { nodes: shortfall.nodes, needed: shortfall.needed, fit: shortfall.fit }
+    }
 }
 
 /// A gang placed: its pods charged to its queue, and the placement for the outcome.

@@ -152,6 +152,9 @@ pub struct Gang {
     pub topology: Option<GangTopology>,
     /// The queue it is admitted through ([`super::queues::DEFAULT_QUEUE`] unless named).
     pub queue: String,
+    /// Another system that keeps its quota (Kueue, not imported): while queues exist, the
+    /// gang is placed in free capacity outside them, charged to none, and evicts nobody.
+    pub quota_owner: Option<&'static str>,
     /// Whether it may be evicted for others (reclaim, preemption); a non-preemptible gang
     /// runs only within its queue's quota.
     pub preemptible: bool,

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::resource::v1::ResourceClaim;
 
 use std::sync::Arc;
@@ -209,11 +209,18 @@ pub fn assemble_view(objects: &ClusterView<'_>, scheduler_name: &str, now: i64, 
     let mut queue_specs: Vec<_> =
         objects.queues.iter().map(|q| convert_queues::queue_spec(q, &objects.namespaces, &mut memo.names)).collect();
     queue_specs.extend(objects.kai_queues.iter().map(|q| super::convert_kai::kai_queue_spec(q, &mut memo.names)));
+    queue_specs.extend(super::convert_kueue::kueue_queue_specs(
+        &objects.cluster_queues,
+        &objects.cohorts,
+        &objects.namespaces,
+        &mut memo.names,
+    ));
     out.snapshot.queues = QueueTree::build(&queue_specs);
     let queued = out.snapshot.queues.is_configured();
-    let namespaces: HashMap<&str, &Namespace> =
-        objects.namespaces.iter().filter_map(|n| Some((n.metadata.name.as_deref()?, *n))).collect();
-    let namespace_of = |pod: &Pod| namespaces.get(pod.metadata.namespace.as_deref().unwrap_or("default")).copied();
+    let rules = convert_queues::QueueRules::new(
+        &objects.namespaces,
+        objects.kueue_imported.then_some(objects.local_queues.as_slice()),
+    );
     let mut running: BTreeMap<GangKey, RunningGang> = BTreeMap::new();
     let running_devices = queued.then(|| convert_dra::HeldDevices::new(&out.snapshot.dra, &claims_by_name));
     let mut preemptibility: HashMap<GangKey, bool> = HashMap::new();
@@ -234,7 +241,9 @@ pub fn assemble_view(objects: &ClusterView<'_>, scheduler_name: &str, now: i64, 
                 (Ok((demand, _)), Some(&i)) => {
                     out.snapshot.nodes[i].requested.add(&demand, 1);
                     // A terminating pod is leaving: its queue no longer holds it.
-                    if ours && queued && pod.metadata.deletion_timestamp.is_none() {
+                    // A pod whose quota Kueue keeps is capacity in use, as another
+                    // scheduler's would be.
+                    if ours && queued && pod.metadata.deletion_timestamp.is_none() && rules.quota_owner(pod).is_none() {
                         let gang = gang_key(pod);
                         let group = facts.get(&gang);
                         let priority = group
@@ -245,7 +254,7 @@ pub fn assemble_view(objects: &ClusterView<'_>, scheduler_name: &str, now: i64, 
                             .unwrap_or(default_priority);
                         let entry = running.entry(gang.clone()).or_insert_with(|| RunningGang {
                             key: gang,
-                            queue: convert_queues::queue_of(group, pod, namespace_of(pod)),
+                            queue: rules.queue_of(group, pod),
                             priority,
                             preemptible: convert_queues::preemptibility(group, pod)
                                 .unwrap_or(priority < convert_queues::NON_PREEMPTIBLE_PRIORITY),
@@ -318,7 +327,8 @@ pub fn assemble_view(objects: &ClusterView<'_>, scheduler_name: &str, now: i64, 
                 created: group.map_or(i64::MAX, |g| g.created),
                 blocked,
                 topology: None,
-                queue: convert_queues::queue_of(group, pod, namespace_of(pod)),
+                queue: rules.queue_of(group, pod),
+                quota_owner: rules.quota_owner(pod),
                 preemptible: true,
             }
         });

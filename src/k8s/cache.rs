@@ -23,6 +23,7 @@ use super::convert_dra::EXTENDED_CLAIM_ANNOTATION;
 use super::crd::PodGroup as MusterPodGroup;
 use super::foreign::PodGroup as PluginPodGroup;
 use super::kai_queue::Queue as KaiQueue;
+use super::kueue::{ClusterQueue, Cohort, LocalQueue};
 use super::queue_crd::Queue as MusterQueue;
 use crate::engine::dra::model::ClaimKey;
 use crate::engine::model::PodKey;
@@ -100,6 +101,11 @@ pub struct Cache {
     pub device_taint_rules: Store<DeviceTaintRule>,
     pub queues: Store<MusterQueue>,
     pub kai_queues: Store<KaiQueue>,
+    pub cluster_queues: Store<ClusterQueue>,
+    pub cohorts: Store<Cohort>,
+    pub local_queues: Store<LocalQueue>,
+    /// Whether Kueue's queues are imported (see [`ClusterView::kueue_imported`]).
+    pub kueue_imported: bool,
     pub namespaces: Store<Namespace>,
     assumed: HashMap<PodKey, String>,
     /// Claims whose allocation is being written: they hold their devices at once, until
@@ -249,6 +255,10 @@ impl Cache {
             device_taint_rules: self.device_taint_rules.values().collect(),
             queues: self.queues.values().collect(),
             kai_queues: self.kai_queues.values().collect(),
+            cluster_queues: self.cluster_queues.values().collect(),
+            cohorts: self.cohorts.values().collect(),
+            local_queues: self.local_queues.values().collect(),
+            kueue_imported: self.kueue_imported,
             namespaces: self.namespaces.values().collect(),
             assumed: Some(&self.assumed),
         }

@@ -4,12 +4,14 @@
 //! units); anything wrong with an object becomes the queue's problem, which its gangs wait
 //! on, and nothing else.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
+use super::convert_kueue::LocalQueues;
 use super::groups::{GroupSpec, created};
+use super::kueue::{LocalQueue, MANAGED_LABEL, local_queue_name};
 use super::quantity;
 use super::queue_crd::{self, Queue, StopPolicy};
 pub use super::view::{
@@ -43,7 +45,7 @@ fn valid_key(key: &str) -> bool {
     name_ok && prefix_ok && !key.contains("//")
 }
 
-fn amount(names: &mut ResourceNames, key: &str, text: &str) -> Result<(ResourceId, i64), String> {
+pub(super) fn amount(names: &mut ResourceNames, key: &str, text: &str) -> Result<(ResourceId, i64), String> {
     let id = names.intern(key);
     let parsed = if id == ResourceId::CPU { quantity::parse_milli(text) } else { quantity::parse_units(text) };
     parsed.map(|v| (id, v)).map_err(|e| format!("resource {key}: {e}"))
@@ -78,7 +80,7 @@ fn rule(
 }
 
 /// Whether a namespace's labels match a label selector.
-fn selects(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> Result<bool, String> {
+pub(super) fn selects(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> Result<bool, String> {
     for (k, v) in selector.match_labels.iter().flatten() {
         if labels.get(k) != Some(v) {
             return Ok(false);
@@ -179,15 +181,49 @@ fn preemption(p: &queue_crd::QueuePreemption, problems: &mut Vec<String>) -> Que
     rules
 }
 
-/// The queue a gang is in (QUEUES.md §3.1): its PodGroup's queue, else its pod's
-/// `muster.dev/queue` label, else KAI Scheduler's labels, else its namespace's
-/// `muster.dev/default-queue` label, else `default`.
-pub fn queue_of(group: Option<&GroupSpec>, pod: &Pod, namespace: Option<&Namespace>) -> String {
-    group
-        .and_then(|g| g.queue.clone())
-        .or_else(|| labelled_queue(&pod.metadata))
-        .or_else(|| namespace.and_then(|n| n.metadata.labels.as_ref()?.get(DEFAULT_QUEUE_LABEL).cloned()))
-        .unwrap_or_else(|| DEFAULT_QUEUE.to_string())
+/// What decides which queue a gang is in, read once per cycle: namespaces (their default
+/// queue labels) and, when Kueue is imported, its LocalQueues.
+pub struct QueueRules<'a> {
+    namespaces: HashMap<&'a str, &'a Namespace>,
+    /// Kueue's LocalQueues when Kueue is imported; None when it is not (Kueue then keeps
+    /// the quota of the pods it admits).
+    kueue: Option<LocalQueues<'a>>,
+}
+
+impl<'a> QueueRules<'a> {
+    pub fn new(namespaces: &[&'a Namespace], kueue: Option<&[&'a LocalQueue]>) -> QueueRules<'a> {
+        QueueRules {
+            namespaces: namespaces.iter().filter_map(|n| Some((n.metadata.name.as_deref()?, *n))).collect(),
+            kueue: kueue.map(LocalQueues::new),
+        }
+    }
+
+    /// The queue a gang is in (QUEUES.md §3.1): its PodGroup's queue, else its pod's
+    /// `muster.dev/queue` label, else KAI Scheduler's labels, else (Kueue imported) the
+    /// ClusterQueue of the LocalQueue its `kueue.x-k8s.io/queue-name` label names, else
+    /// its namespace's `muster.dev/default-queue` label, else `default`.
+    pub fn queue_of(&self, group: Option<&GroupSpec>, pod: &Pod) -> String {
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+        group
+            .and_then(|g| g.queue.clone())
+            .or_else(|| labelled_queue(&pod.metadata))
+            .or_else(|| {
+                let local = local_queue_name(pod.metadata.labels.as_ref())?;
+                Some(self.kueue.as_ref()?.queue_of(namespace, local))
+            })
+            .or_else(|| self.namespaces.get(namespace)?.metadata.labels.as_ref()?.get(DEFAULT_QUEUE_LABEL).cloned())
+            .unwrap_or_else(|| DEFAULT_QUEUE.to_string())
+    }
+
+    /// Who else keeps a pod's quota: Kueue, for a pod it manages (a LocalQueue label, or
+    /// its managed label) while Kueue is not imported. Such a pod is placed outside
+    /// Muster's queues.
+    pub fn quota_owner(&self, pod: &Pod) -> Option<&'static str> {
+        let labels = pod.metadata.labels.as_ref();
+        let managed = local_queue_name(labels).is_some()
+            || labels.and_then(|l| l.get(MANAGED_LABEL)).is_some_and(|v| v == "true");
+        (self.kueue.is_none() && managed).then_some("Kueue")
+    }
 }
 
 /// Whether a gang says itself whether it may be preempted: its PodGroup, else its pod's KAI
@@ -272,12 +308,31 @@ mod tests {
         let pod = |labels: &str| -> Pod {
             serde_yaml::from_str(&format!("metadata: {{name: p, labels: {labels}}}")).unwrap()
         };
-        assert_eq!(queue_of(None, &pod("{}"), None), "default");
-        assert_eq!(queue_of(None, &pod("{kai.scheduler/queue: kai-q}"), None), "kai-q");
-        assert_eq!(queue_of(None, &pod("{runai/queue: old, muster.dev/queue: mine}"), None), "mine");
+        let plain = QueueRules::new(&[], None);
+        assert_eq!(plain.queue_of(None, &pod("{}")), "default");
+        assert_eq!(plain.queue_of(None, &pod("{kai.scheduler/queue: kai-q}")), "kai-q");
+        assert_eq!(plain.queue_of(None, &pod("{runai/queue: old, muster.dev/queue: mine}")), "mine");
         let ns: Namespace =
             serde_yaml::from_str("metadata: {name: ml, labels: {muster.dev/default-queue: team-ml}}").unwrap();
-        assert_eq!(queue_of(None, &pod("{}"), Some(&ns)), "team-ml");
+        let in_ml = |labels: &str| -> Pod {
+            serde_yaml::from_str(&format!("metadata: {{name: p, namespace: ml, labels: {labels}}}")).unwrap()
+        };
+        let rules = QueueRules::new(&[&ns], None);
+        assert_eq!(rules.queue_of(None, &in_ml("{}")), "team-ml");
+        // Kueue not imported: its label is not a queue, and Kueue keeps the pod's quota.
+        let kueue_pod = in_ml("{kueue.x-k8s.io/queue-name: user-queue}");
+        assert_eq!(rules.queue_of(None, &kueue_pod), "team-ml");
+        assert_eq!(rules.quota_owner(&kueue_pod), Some("Kueue"));
+        assert_eq!(rules.quota_owner(&in_ml("{}")), None);
+        // Imported: the LocalQueue leads to its ClusterQueue, and Muster keeps the quota.
+        let lq: LocalQueue = serde_yaml::from_str(
+            "apiVersion: kueue.x-k8s.io/v1beta2\nkind: LocalQueue\nmetadata: {namespace: ml, name: user-queue}\nspec: {clusterQueue: team-a}\n",
+        )
+        .unwrap();
+        let imported = QueueRules::new(&[&ns], Some(&[&lq]));
+        assert_eq!(imported.queue_of(None, &kueue_pod), "kueue/team-a");
+        assert_eq!(imported.quota_owner(&kueue_pod), None);
+        assert_eq!(imported.queue_of(None, &in_ml("{muster.dev/queue: mine, kueue.x-k8s.io/queue-name: x}")), "mine");
         assert_eq!(preemptibility(None, &pod("{kai.scheduler/preemptibility: non-preemptible}")), Some(false));
     }
 }

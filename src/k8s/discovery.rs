@@ -19,9 +19,24 @@ pub struct Sources {
     pub muster_queues: bool,
     /// KAI Scheduler's queues: served, and imported by the configuration.
     pub kai_queues: bool,
+    /// Kueue's ClusterQueues, Cohorts and LocalQueues: the version served (v1beta2
+    /// preferred), when the configuration imports them.
+    pub kueue: Option<KueueVersion>,
+    /// Whether the configuration imports Kueue: when not, pods Kueue admits are placed
+    /// outside Muster's queues (Kueue keeps their quota).
+    pub kueue_imported: bool,
+    /// Whether that version serves Cohort objects too (Kueue 0.11 and later).
+    pub kueue_cohorts: bool,
     /// resource.k8s.io/v1: ResourceSlices, DeviceClasses, ResourceClaims (Kubernetes 1.34+).
     pub dra: bool,
     pub device_taint_rules: bool,
+}
+
+/// Which version of Kueue's API is read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KueueVersion {
+    V1beta2,
+    V1beta1,
 }
 
 async fn serves(client: &kube::Client, retry: Retry, group_version: &str, plural: &str) -> Result<bool, Error> {
@@ -46,6 +61,21 @@ pub fn imported(mut sources: Sources, queues: &crate::config::Queues) -> Sources
         _ => {}
     }
     sources.kai_queues &= kai;
+    let kueue = queues.imports(crate::config::QueueImport::Kueue);
+    match (sources.kueue, kueue) {
+        (Some(_), false) => tracing::info!(
+            "Kueue's ClusterQueues exist but are not read: Kueue keeps their quota, and Muster places the pods Kueue admits outside its own queues (add kueue to queues.import to use them as Muster's queues)"
+        ),
+        (None, true) => tracing::warn!(
+            "queues.import names kueue, but the API server does not serve kueue.x-k8s.io clusterqueues: no Kueue queue is read"
+        ),
+        _ => {}
+    }
+    sources.kueue_imported = kueue;
+    if !kueue {
+        sources.kueue = None;
+        sources.kueue_cohorts = false;
+    }
     sources
 }
 
@@ -57,6 +87,15 @@ pub async fn discover(client: &kube::Client, retry: Retry) -> Result<Sources, Er
         scheduler_plugins: serves(client, retry, "scheduling.x-k8s.io/v1alpha1", "podgroups").await?,
         muster_queues: serves(client, retry, "muster.dev/v1alpha1", "queues").await?,
         kai_queues: serves(client, retry, "scheduling.run.ai/v2", "queues").await?,
+        kueue: if serves(client, retry, "kueue.x-k8s.io/v1beta2", "clusterqueues").await? {
+            Some(KueueVersion::V1beta2)
+        } else if serves(client, retry, "kueue.x-k8s.io/v1beta1", "clusterqueues").await? {
+            Some(KueueVersion::V1beta1)
+        } else {
+            None
+        },
+        kueue_imported: false,
+        kueue_cohorts: false,
         dra: serves(client, retry, "resource.k8s.io/v1", "resourceslices").await?,
         device_taint_rules: serves(client, retry, "resource.k8s.io/v1", "devicetaintrules").await?,
     };
@@ -82,5 +121,11 @@ pub async fn discover(client: &kube::Client, retry: Retry) -> Result<Sources, Er
     } else if !sources.device_taint_rules {
         tracing::info!("DeviceTaintRules are off: the API server does not serve them");
     }
+    let mut sources = sources;
+    sources.kueue_cohorts = match sources.kueue {
+        Some(KueueVersion::V1beta2) => serves(client, retry, "kueue.x-k8s.io/v1beta2", "cohorts").await?,
+        Some(KueueVersion::V1beta1) => serves(client, retry, "kueue.x-k8s.io/v1beta1", "cohorts").await?,
+        None => false,
+    };
     Ok(sources)
 }

@@ -16,8 +16,10 @@ use thiserror::Error;
 
 use super::assemble::{ClusterObjects, assemble, gang_key};
 use super::crd::PodGroup as MusterPodGroup;
+use super::discovery::KueueVersion;
 use super::foreign::PodGroup as PluginPodGroup;
 use super::kai_queue::Queue as KaiQueue;
+use super::kueue::{ClusterQueue, ClusterQueueV1beta1, Cohort, CohortV1beta1, LocalQueue, LocalQueueV1beta1};
 use super::queue_crd::Queue as MusterQueue;
 use crate::config::Config;
 use crate::engine::dra::model::{AllocationMode, AttributeValue, ClaimNeed};
@@ -129,6 +131,27 @@ pub async fn read_cluster(client: &kube::Client, config: &Config) -> Result<Clus
     }
     if sources.kai_queues {
         objects.kai_queues = list(Api::<KaiQueue>::all(c()), "queues.scheduling.run.ai").await?;
+    }
+    objects.kueue_imported = sources.kueue_imported;
+    match sources.kueue {
+        Some(KueueVersion::V1beta2) => {
+            objects.cluster_queues = list(Api::<ClusterQueue>::all(c()), "clusterqueues.kueue.x-k8s.io").await?;
+            objects.local_queues = list(Api::<LocalQueue>::all(c()), "localqueues.kueue.x-k8s.io").await?;
+            if sources.kueue_cohorts {
+                objects.cohorts = list(Api::<Cohort>::all(c()), "cohorts.kueue.x-k8s.io").await?;
+            }
+        }
+        Some(KueueVersion::V1beta1) => {
+            let old = list(Api::<ClusterQueueV1beta1>::all(c()), "clusterqueues.kueue.x-k8s.io").await?;
+            objects.cluster_queues = old.into_iter().map(Into::into).collect();
+            let old = list(Api::<LocalQueueV1beta1>::all(c()), "localqueues.kueue.x-k8s.io").await?;
+            objects.local_queues = old.into_iter().map(Into::into).collect();
+            if sources.kueue_cohorts {
+                let old = list(Api::<CohortV1beta1>::all(c()), "cohorts.kueue.x-k8s.io").await?;
+                objects.cohorts = old.into_iter().map(Into::into).collect();
+            }
+        }
+        None => {}
     }
     // Only the nodes this scheduler manages, as its cache keeps them.
     objects.nodes.retain(|node| {

@@ -80,7 +80,9 @@ pub async fn run(client: kube::Client, config: Config, options: Options) -> Resu
         sources = discovery::discover(&client, retry) => discovery::imported(sources?, &config.queues),
         _ = &mut stopped => return Ok(()),
     };
-    let cache = Arc::new(Mutex::new(Cache::new(config.node_selector.clone().into_iter().collect())));
+    let mut fresh = Cache::new(config.node_selector.clone().into_iter().collect());
+    fresh.kueue_imported = sources.kueue_imported;
+    let cache = Arc::new(Mutex::new(fresh));
     let wake = Arc::new(Wake::new(health.clone()));
     let (_watches, synced) = watch::start(&client, &sources, &cache, &wake);
     let filled = async {

@@ -15,6 +15,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use super::crd::PodGroup as MusterPodGroup;
 use super::foreign::PodGroup as PluginPodGroup;
 use super::kai_queue::Queue as KaiQueue;
+use super::kueue::{ClusterQueue, Cohort, LocalQueue};
 use super::queue_crd::Queue as MusterQueue;
 use crate::engine::model::{GangKey, GangKind, PodKey};
 
@@ -63,6 +64,13 @@ pub struct ClusterObjects {
     pub queues: Vec<MusterQueue>,
     /// KAI Scheduler's queues, when the configuration imports them.
     pub kai_queues: Vec<KaiQueue>,
+    /// Kueue's queues, when the configuration imports them.
+    pub cluster_queues: Vec<ClusterQueue>,
+    pub cohorts: Vec<Cohort>,
+    pub local_queues: Vec<LocalQueue>,
+    /// Whether the configuration imports Kueue's queues; when not, the pods Kueue admits
+    /// are placed outside Muster's queues.
+    pub kueue_imported: bool,
     /// Read for queues: namespace selectors and default-queue labels.
     pub namespaces: Vec<Namespace>,
 }
@@ -83,6 +91,10 @@ impl ClusterObjects {
             device_taint_rules: self.device_taint_rules.iter().collect(),
             queues: self.queues.iter().collect(),
             kai_queues: self.kai_queues.iter().collect(),
+            cluster_queues: self.cluster_queues.iter().collect(),
+            cohorts: self.cohorts.iter().collect(),
+            local_queues: self.local_queues.iter().collect(),
+            kueue_imported: self.kueue_imported,
             namespaces: self.namespaces.iter().collect(),
             assumed: None,
         }
@@ -107,6 +119,10 @@ pub struct ClusterView<'a> {
     pub device_taint_rules: Vec<&'a DeviceTaintRule>,
     pub queues: Vec<&'a MusterQueue>,
     pub kai_queues: Vec<&'a KaiQueue>,
+    pub cluster_queues: Vec<&'a ClusterQueue>,
+    pub cohorts: Vec<&'a Cohort>,
+    pub local_queues: Vec<&'a LocalQueue>,
+    pub kueue_imported: bool,
     pub namespaces: Vec<&'a Namespace>,
     /// Pods placed and being bound, not yet seen bound: they count on these nodes.
     pub assumed: Option<&'a HashMap<PodKey, String>>,

@@ -17,10 +17,12 @@ use tokio::sync::{Notify, oneshot};
 
 use super::cache::{Cache, Store};
 use super::crd::PodGroup as MusterPodGroup;
+use super::discovery::KueueVersion;
 use super::discovery::Sources;
 use super::foreign::PodGroup as PluginPodGroup;
 use super::health::Health;
 use super::kai_queue::Queue as KaiQueue;
+use super::kueue::{ClusterQueue, ClusterQueueV1beta1, Cohort, CohortV1beta1, LocalQueue, LocalQueueV1beta1};
 use super::queue_crd::Queue as MusterQueue;
 
 /// How a kind of object is kept in the cache.
@@ -89,7 +91,21 @@ cached!(MusterPodGroup, muster_groups);
 cached!(PluginPodGroup, plugin_groups);
 cached!(MusterQueue, queues);
 cached!(KaiQueue, kai_queues);
+cached!(ClusterQueue, cluster_queues);
+cached!(Cohort, cohorts);
+cached!(LocalQueue, local_queues);
 cached!(Namespace, namespaces);
+
+/// An event of an older version of a kind, as one of the version the cache keeps.
+fn converted<A, K: From<A>>(event: Event<A>) -> Event<K> {
+    match event {
+        Event::Apply(object) => Event::Apply(object.into()),
+        Event::Delete(object) => Event::Delete(object.into()),
+        Event::Init => Event::Init,
+        Event::InitApply(object) => Event::InitApply(object.into()),
+        Event::InitDone => Event::InitDone,
+    }
+}
 
 /// Applies one watch event; pure apart from the cache it changes.
 pub fn apply_event<K: Cached>(cache: &mut Cache, event: Event<K>) {
@@ -128,19 +144,21 @@ impl Wake {
 /// Watches every object of `api` into the cache, waking the scheduling loop on each change.
 /// `synced` fires after the first complete list; until then, a failing list is reported to
 /// health, so readiness says what keeps the caches empty.
-pub async fn watch<K>(api: Api<K>, cache: Arc<Mutex<Cache>>, wake: Arc<Wake>, synced: oneshot::Sender<()>)
+/// Objects of kind `A` are kept as `K` (an older version read as the one the cache keeps).
+pub async fn watch<A, K>(api: Api<A>, cache: Arc<Mutex<Cache>>, wake: Arc<Wake>, synced: oneshot::Sender<()>)
 where
-    K: Cached,
-    K::DynamicType: Default,
+    A: Resource + Clone + Debug + DeserializeOwned + Send + 'static,
+    A::DynamicType: Default,
+    K: Cached + From<A>,
 {
-    let kind = K::plural(&Default::default()).to_string();
+    let kind = A::plural(&Default::default()).to_string();
     let mut synced = Some(synced);
     let mut events = watcher::watcher(api, watcher::Config::default()).default_backoff().boxed();
     while let Some(event) = events.next().await {
         match event {
             Ok(event) => {
                 let done = matches!(event, Event::InitDone);
-                apply_event(&mut cache.lock().unwrap_or_else(|e| e.into_inner()), event);
+                apply_event::<K>(&mut cache.lock().unwrap_or_else(|e| e.into_inner()), converted(event));
                 if done && let Some(tx) = synced.take() {
                     let _ = tx.send(());
                 }
@@ -173,7 +191,12 @@ pub fn start(
     };
     macro_rules! watch_all {
         ($kind:ty) => {
-            add(&|tx| Box::pin(watch(Api::<$kind>::all(client.clone()), cache.clone(), wake.clone(), tx)))
+            watch_all!($kind, $kind)
+        };
+        ($read:ty, $kind:ty) => {
+            add(&|tx| {
+                Box::pin(watch::<$read, $kind>(Api::<$read>::all(client.clone()), cache.clone(), wake.clone(), tx))
+            })
         };
     }
     watch_all!(Pod);
@@ -185,6 +208,23 @@ pub fn start(
     }
     if sources.kai_queues {
         watch_all!(KaiQueue);
+    }
+    match sources.kueue {
+        Some(KueueVersion::V1beta2) => {
+            watch_all!(ClusterQueue);
+            watch_all!(LocalQueue);
+            if sources.kueue_cohorts {
+                watch_all!(Cohort);
+            }
+        }
+        Some(KueueVersion::V1beta1) => {
+            watch_all!(ClusterQueueV1beta1, ClusterQueue);
+            watch_all!(LocalQueueV1beta1, LocalQueue);
+            if sources.kueue_cohorts {
+                watch_all!(CohortV1beta1, Cohort);
+            }
+        }
+        None => {}
     }
     if sources.kubernetes {
         watch_all!(KubernetesPodGroup);

@@ -17,6 +17,7 @@ use crate::k8s::convert_dra;
 use crate::k8s::crd::PodGroup as MusterPodGroup;
 use crate::k8s::foreign::PodGroup as PluginPodGroup;
 use crate::k8s::kai_queue::Queue as KaiQueue;
+use crate::k8s::kueue::{ClusterQueue, Cohort};
 use crate::k8s::queue_crd::Queue as MusterQueue;
 
 #[derive(Debug, Error)]
@@ -144,6 +145,7 @@ impl Loader {
                 | ("resource.k8s.io", "ResourceSlice" | "DeviceClass" | "DeviceTaintRule")
                 | ("scheduling.k8s.io", "PriorityClass")
                 | ("muster.dev" | "scheduling.run.ai", "Queue")
+                | ("kueue.x-k8s.io", "ClusterQueue" | "Cohort" | "ResourceFlavor" | "Topology")
         );
         let mut value = value;
         let namespace = namespaced.then(|| {
@@ -168,6 +170,7 @@ impl Loader {
             ("v1", "Node" | "Pod" | "Namespace")
                 | ("scheduling.k8s.io/v1beta1" | "muster.dev/v1alpha1" | "scheduling.x-k8s.io/v1alpha1", "PodGroup")
                 | ("muster.dev/v1alpha1" | "scheduling.run.ai/v2", "Queue")
+                | ("kueue.x-k8s.io/v1beta2" | "kueue.x-k8s.io/v1beta1", "ClusterQueue" | "Cohort" | "LocalQueue")
                 | ("scheduling.k8s.io/v1", "PriorityClass")
                 | (
                     "resource.k8s.io/v1",
@@ -206,6 +209,17 @@ impl Loader {
                 q.metadata = stamp(q.metadata, &mut self.sequence);
                 c.objects.kai_queues.push(q);
             }
+            (_, "ClusterQueue") => {
+                let mut q: ClusterQueue = typed(value, path, &object)?;
+                q.metadata = stamp(q.metadata, &mut self.sequence);
+                c.objects.cluster_queues.push(q);
+            }
+            (_, "Cohort") => {
+                let mut q: Cohort = typed(value, path, &object)?;
+                q.metadata = stamp(q.metadata, &mut self.sequence);
+                c.objects.cohorts.push(q);
+            }
+            (_, "LocalQueue") => c.objects.local_queues.push(typed(value, path, &object)?),
             ("scheduling.k8s.io/v1beta1", _) => {
                 let mut g: KubernetesPodGroup = typed(value, path, &object)?;
                 g.metadata = stamp(g.metadata, &mut self.sequence);

@@ -251,6 +251,12 @@ pub fn run_with(objects: &mut ClusterObjects, config: &Config, options: &Options
     if !config.queues.imports(crate::config::QueueImport::Kai) {
         objects.kai_queues.clear();
     }
+    objects.kueue_imported = config.queues.imports(crate::config::QueueImport::Kueue);
+    if !objects.kueue_imported {
+        objects.cluster_queues.clear();
+        objects.cohorts.clear();
+        objects.local_queues.clear();
+    }
     create_template_claims(objects);
     let cycle = config.cycle();
     let mut last = CycleOutcome::default();

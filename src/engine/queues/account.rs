@@ -65,6 +65,10 @@ impl GangNeeds {
         let n = snapshot.gangs.len();
         let mut needs = GangNeeds { leaf: vec![None; n], keys, now: vec![0; n * keys], all: vec![0; n * keys] };
         for (g, gang) in snapshot.gangs.iter().enumerate() {
+            // A gang whose quota another system keeps is in no queue while queues exist.
+            if gang.quota_owner.is_some() && tree.is_configured() {
+                continue;
+            }
             needs.leaf[g] = resolve(tree, &gang.queue, &gang.key.namespace).ok();
             if keys == 0 || needs.leaf[g].is_none() {
                 continue;

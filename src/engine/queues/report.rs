@@ -57,7 +57,7 @@ pub fn report(snapshot: &Snapshot, state: &QueueState) -> Vec<QueueReport> {
         }
         counts
     };
-    let pending = count(&mut snapshot.gangs.iter().map(|g| &g.queue));
+    let pending = count(&mut snapshot.gangs.iter().filter(|g| g.quota_owner.is_none()).map(|g| &g.queue));
     let running = count(&mut snapshot.running.iter().map(|g| &g.queue));
     let mut out: Vec<QueueReport> = tree
         .queues

@@ -150,3 +150,21 @@ pub fn queue_statuses(
     }
     (reports, writes)
 }
+
+/// Logs what the queues' conversion noted (an imported rule kept as is, something an
+/// imported queue sets that Muster does not run) and what is wrong with a queue, once each.
+pub fn log_queue_notes(tree: &crate::engine::queues::QueueTree, said: &mut HashSet<String>) {
+    for queue in &tree.queues {
+        let name = &queue.spec.name;
+        for note in &queue.spec.notes {
+            if said.insert(format!("{name}: {note}")) {
+                tracing::info!(queue = %name, origin = queue.spec.origin.as_deref().unwrap_or("Muster"), "{note}");
+            }
+        }
+        if let Some(problem) = &queue.problem
+            && said.insert(format!("{name}: problem: {problem}"))
+        {
+            tracing::warn!(queue = %name, "queue is invalid; its gangs wait: {problem}");
+        }
+    }
+}

@@ -84,6 +84,8 @@ pub struct Scheduler {
     /// queues' figures without them, so it evicts nothing more for the same gang).
     reservations: Vec<Reservation>,
     next_wake: Option<Instant>,
+    /// Queue notes and problems already logged, logged once each.
+    queue_notes: HashSet<String>,
 }
 
 fn unix_now() -> i64 {
@@ -126,6 +128,7 @@ impl Scheduler {
             awaiting_running: HashMap::new(),
             reservations: Vec::new(),
             next_wake: None,
+            queue_notes: HashSet::new(),
         }
     }
 
@@ -312,6 +315,7 @@ impl Scheduler {
             assemble_view(&cache.view(), &self.config.scheduler_name, unix, &mut self.memo)
         };
         phase("assemble", started);
+        decide::log_queue_notes(&assembled.snapshot.queues, &mut self.queue_notes);
         self.metrics.pending_gangs.set(assembled.snapshot.gangs.len() as i64);
         self.metrics.pending_pods.set(
             (assembled.snapshot.gangs.iter().map(|g| g.pods.len()).sum::<usize>() + assembled.rejected_pods.len())

@@ -28,6 +28,24 @@ pub async fn install_crds(cluster: &TestCluster) {
     }
 }
 
+/// Installs the project's minimal definitions of KAI Scheduler's and Kueue's queue kinds
+/// (`tests/e2e/crds/foreign-queues.yaml`), once per control plane.
+pub async fn install_foreign_queue_crds(cluster: &TestCluster) {
+    let crds: Api<CustomResourceDefinition> = cluster.cluster_api();
+    for doc in serde_yaml::Deserializer::from_str(include_str!("../crds/foreign-queues.yaml")) {
+        let crd: CustomResourceDefinition = serde::Deserialize::deserialize(doc).expect("a CRD");
+        let name = crd.metadata.name.clone().unwrap();
+        match crds.create(&PostParams::default(), &crd).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => panic!("failed to install CRD {name}: {e}"),
+        }
+        within(30, "the CRD to be established", await_condition(crds.clone(), &name, conditions::is_crd_established()))
+            .await
+            .expect("watch");
+    }
+}
+
 /// The configuration a test's scheduler runs with: its own scheduler name, only its own
 /// nodes, and quick retries.
 pub fn config(cluster: &TestCluster) -> Config {
