@@ -503,3 +503,47 @@ fn pods_kueue_admits_are_placed_outside_musters_queues_when_kueue_is_not_importe
     let team_a = report["queues"].as_array().unwrap().iter().find(|q| q["name"] == "team-a").unwrap();
     assert_eq!(team_a["resources"]["nvidia.com/gpu"]["allocated"], "0");
 }
+
+#[test]
+fn kai_podgroups_are_gangs_in_the_queue_they_name_when_kai_is_imported() {
+    let mut text = Cluster::default().nodes(1, 8).0;
+    text.push_str("---\napiVersion: scheduling.run.ai/v2\nkind: Queue\nmetadata: {name: team-a}\nspec:\n  resources:\n    gpu: {quota: 4, limit: 4}\n");
+    for (group, gpus) in [("train", 4), ("small", 2)] {
+        let _ = write!(
+            text,
+            "---\napiVersion: scheduling.run.ai/v2alpha2\nkind: PodGroup\nmetadata: {{name: {group}, namespace: ml, creationTimestamp: \"{T0}\"}}\nspec: {{minMember: 2, queue: team-a, preemptibility: non-preemptible}}\n"
+        );
+        for i in 0..2 {
+            let _ = write!(
+                text,
+                "---\napiVersion: v1\nkind: Pod\nmetadata: {{name: {group}-{i}, namespace: ml, creationTimestamp: \"{T0}\", annotations: {{pod-group-name: {group}}}}}\nspec:\n  schedulerName: muster\n  containers: [{{name: c, image: train, resources: {{limits: {{nvidia.com/gpu: \"{gpus}\"}}}}}}]\n"
+            );
+        }
+    }
+    let cluster = Cluster(text);
+    let config = importing("kai");
+    let imported = cluster.simulate(&["--config", config.to_str().unwrap()]);
+    // Two pods of 4 GPUs are one gang of 8, over the queue's limit: neither runs alone.
+    for pod_name in ["train-0", "train-1"] {
+        assert_eq!(
+            pod(&imported, pod_name)["reason"],
+            "queue team-a would exceed its limit of 4 nvidia.com/gpu (4 allocated, the gang needs 8)"
+        );
+    }
+    assert_eq!(pod(&imported, "small-0")["node"], "node-1");
+    assert_eq!(pod(&imported, "small-1")["node"], "node-1");
+    let gangs: Vec<String> = imported["gangs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| format!("{} {}", g["name"].as_str().unwrap(), g["apiVersion"].as_str().unwrap_or("-")))
+        .collect();
+    assert!(gangs.contains(&"train scheduling.run.ai/v2alpha2".to_string()), "{gangs:?}");
+    // Without the import the pods name a PodGroup Muster does not read, and say so.
+    let plain = cluster.simulate(&[]);
+    let reason = pod(&plain, "train-0")["reason"].as_str().unwrap();
+    assert_eq!(
+        reason,
+        "PodGroup ml/train (scheduling.run.ai/v2alpha2) does not exist; its pods wait for it (KAI's PodGroups are read with queues.import: [kai])"
+    );
+}

@@ -101,6 +101,8 @@ pub enum GangKind {
     Muster,
     /// `scheduling.x-k8s.io/v1alpha1` PodGroup (scheduler-plugins).
     SchedulerPlugins,
+    /// `scheduling.run.ai/v2alpha2` PodGroup (KAI Scheduler), when KAI is imported.
+    Kai,
 }
 
 impl GangKind {
@@ -111,6 +113,7 @@ impl GangKind {
             GangKind::Kubernetes => Some("scheduling.k8s.io/v1beta1"),
             GangKind::Muster => Some("muster.dev/v1alpha1"),
             GangKind::SchedulerPlugins => Some("scheduling.x-k8s.io/v1alpha1"),
+            GangKind::Kai => Some("scheduling.run.ai/v2alpha2"),
         }
     }
 }

@@ -312,10 +312,11 @@ pub fn assemble_view(objects: &ClusterView<'_>, scheduler_name: &str, now: i64, 
             let blocked = match (gang.kind, group) {
                 (GangKind::Single, _) | (_, Some(_)) => None,
                 (kind, None) => Some(format!(
-                    "PodGroup {}/{} ({}) does not exist; its pods wait for it",
+                    "PodGroup {}/{} ({}) does not exist; its pods wait for it{}",
                     gang.namespace,
                     gang.name,
-                    kind.api_version().unwrap_or_default()
+                    kind.api_version().unwrap_or_default(),
+                    if kind == GangKind::Kai { " (KAI's PodGroups are read with queues.import: [kai])" } else { "" }
                 )),
             };
             Gang {

@@ -22,7 +22,7 @@ use super::assemble::ClusterView;
 use super::convert_dra::EXTENDED_CLAIM_ANNOTATION;
 use super::crd::PodGroup as MusterPodGroup;
 use super::foreign::PodGroup as PluginPodGroup;
-use super::kai_queue::Queue as KaiQueue;
+use super::kai_queue::{PodGroup as KaiPodGroup, Queue as KaiQueue};
 use super::kueue::{ClusterQueue, Cohort, LocalQueue};
 use super::queue_crd::Queue as MusterQueue;
 use crate::engine::dra::model::ClaimKey;
@@ -101,6 +101,7 @@ pub struct Cache {
     pub device_taint_rules: Store<DeviceTaintRule>,
     pub queues: Store<MusterQueue>,
     pub kai_queues: Store<KaiQueue>,
+    pub kai_groups: Store<KaiPodGroup>,
     pub cluster_queues: Store<ClusterQueue>,
     pub cohorts: Store<Cohort>,
     pub local_queues: Store<LocalQueue>,
@@ -255,6 +256,7 @@ impl Cache {
             device_taint_rules: self.device_taint_rules.values().collect(),
             queues: self.queues.values().collect(),
             kai_queues: self.kai_queues.values().collect(),
+            kai_groups: self.kai_groups.values().collect(),
             cluster_queues: self.cluster_queues.values().collect(),
             cohorts: self.cohorts.values().collect(),
             local_queues: self.local_queues.values().collect(),

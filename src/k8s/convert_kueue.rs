@@ -20,26 +20,10 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::convert_queues::{amount, selects};
 use super::groups::created;
-use super::kueue::{ClusterQueue, Cohort, FairSharing, LocalQueue, ResourceGroup};
+use super::kueue::{ClusterQueue, Cohort, FairSharing, ResourceGroup, cluster_queue_name, cohort_name};
 use super::quantity;
 use crate::engine::queues::{QueuePreemption, QueueSpec, QueueingStrategy, ReclaimPolicy, ResourceRule, WithinQueue};
 use crate::engine::resources::ResourceNames;
-
-/// The engine queue of a ClusterQueue.
-pub fn cluster_queue_name(name: &str) -> String {
-    format!("kueue/{name}")
-}
-
-/// The engine queue of a cohort.
-pub fn cohort_name(name: &str) -> String {
-    format!("kueue-cohort/{name}")
-}
-
-/// What a LocalQueue that does not exist resolves to: a queue that does not exist, so the
-/// gang waits and says which LocalQueue it names.
-fn missing_local_queue(namespace: &str, name: &str) -> String {
-    format!("kueue-localqueue/{namespace}/{name}")
-}
 
 /// One resource's quotas over all flavors; None is unlimited.
 #[derive(Clone, Copy, Debug, Default)]
@@ -304,33 +288,6 @@ pub fn kueue_queue_specs(
         specs.push(spec);
     }
     specs
-}
-
-/// Kueue's LocalQueues by namespace and name: where a workload that names one goes.
-#[derive(Debug, Default)]
-pub struct LocalQueues<'a> {
-    by_name: HashMap<(&'a str, &'a str), &'a str>,
-}
-
-impl<'a> LocalQueues<'a> {
-    pub fn new(local_queues: &[&'a LocalQueue]) -> LocalQueues<'a> {
-        let by_name = local_queues
-            .iter()
-            .filter_map(|q| {
-                let key = (q.metadata.namespace.as_deref().unwrap_or("default"), q.metadata.name.as_deref()?);
-                Some((key, q.spec.fields.cluster_queue.as_str()))
-            })
-            .collect();
-        LocalQueues { by_name }
-    }
-
-    /// The engine queue of LocalQueue `name` in `namespace`.
-    pub fn queue_of(&self, namespace: &str, name: &str) -> String {
-        match self.by_name.get(&(namespace, name)) {
-            Some(cq) => cluster_queue_name(cq),
-            None => missing_local_queue(namespace, name),
-        }
-    }
 }
 
 #[cfg(test)]

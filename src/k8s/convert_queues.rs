@@ -9,9 +9,8 @@ use std::collections::{BTreeMap, HashMap};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
-use super::convert_kueue::LocalQueues;
 use super::groups::{GroupSpec, created};
-use super::kueue::{LocalQueue, MANAGED_LABEL, local_queue_name};
+use super::kueue::{LocalQueue, LocalQueues, MANAGED_LABEL, local_queue_name};
 use super::quantity;
 use super::queue_crd::{self, Queue, StopPolicy};
 pub use super::view::{

@@ -19,6 +19,8 @@ pub struct Sources {
     pub muster_queues: bool,
     /// KAI Scheduler's queues: served, and imported by the configuration.
     pub kai_queues: bool,
+    /// KAI Scheduler's PodGroups (scheduling.run.ai/v2alpha2): served, and KAI imported.
+    pub kai_groups: bool,
     /// Kueue's ClusterQueues, Cohorts and LocalQueues: the version served (v1beta2
     /// preferred), when the configuration imports them.
     pub kueue: Option<KueueVersion>,
@@ -61,6 +63,7 @@ pub fn imported(mut sources: Sources, queues: &crate::config::Queues) -> Sources
         _ => {}
     }
     sources.kai_queues &= kai;
+    sources.kai_groups &= kai;
     let kueue = queues.imports(crate::config::QueueImport::Kueue);
     match (sources.kueue, kueue) {
         (Some(_), false) => tracing::info!(
@@ -87,6 +90,7 @@ pub async fn discover(client: &kube::Client, retry: Retry) -> Result<Sources, Er
         scheduler_plugins: serves(client, retry, "scheduling.x-k8s.io/v1alpha1", "podgroups").await?,
         muster_queues: serves(client, retry, "muster.dev/v1alpha1", "queues").await?,
         kai_queues: serves(client, retry, "scheduling.run.ai/v2", "queues").await?,
+        kai_groups: serves(client, retry, "scheduling.run.ai/v2alpha2", "podgroups").await?,
         kueue: if serves(client, retry, "kueue.x-k8s.io/v1beta2", "clusterqueues").await? {
             Some(KueueVersion::V1beta2)
         } else if serves(client, retry, "kueue.x-k8s.io/v1beta1", "clusterqueues").await? {

@@ -18,7 +18,7 @@ use super::assemble::{ClusterObjects, assemble, gang_key};
 use super::crd::PodGroup as MusterPodGroup;
 use super::discovery::KueueVersion;
 use super::foreign::PodGroup as PluginPodGroup;
-use super::kai_queue::Queue as KaiQueue;
+use super::kai_queue::{PodGroup as KaiPodGroup, Queue as KaiQueue};
 use super::kueue::{ClusterQueue, ClusterQueueV1beta1, Cohort, CohortV1beta1, LocalQueue, LocalQueueV1beta1};
 use super::queue_crd::Queue as MusterQueue;
 use crate::config::Config;
@@ -64,7 +64,7 @@ pub enum Target {
 
 /// Reads a resource name as kubectl does: `pod`/`pods`/`po`; `podgroup`/`podgroups`/`pg`
 /// (any kind), `mpg` or `podgroups.muster.dev` (Muster's), `podgroups.scheduling.k8s.io`,
-/// `podgroups.scheduling.x-k8s.io`.
+/// `podgroups.scheduling.x-k8s.io`, `podgroups.scheduling.run.ai`.
 pub fn target(resource: &str, namespace: &str, name: &str) -> Result<Target> {
     let resource = resource.to_ascii_lowercase();
     let (plural, group) = resource.split_once('.').map_or((resource.as_str(), None), |(p, g)| (p, Some(g)));
@@ -79,6 +79,7 @@ pub fn target(resource: &str, namespace: &str, name: &str) -> Result<Target> {
                 Some("muster.dev") | Some("v1alpha1.muster.dev") => Some(GangKind::Muster),
                 Some("scheduling.k8s.io") | Some("v1beta1.scheduling.k8s.io") => Some(GangKind::Kubernetes),
                 Some("scheduling.x-k8s.io") | Some("v1alpha1.scheduling.x-k8s.io") => Some(GangKind::SchedulerPlugins),
+                Some("scheduling.run.ai") | Some("v2alpha2.scheduling.run.ai") => Some(GangKind::Kai),
                 Some(_) => return Err(Error::UnknownResource(resource.clone())),
             };
             Ok(Target::PodGroup { kind, namespace, name })
@@ -132,6 +133,9 @@ pub async fn read_cluster(client: &kube::Client, config: &Config) -> Result<Clus
     if sources.kai_queues {
         objects.kai_queues = list(Api::<KaiQueue>::all(c()), "queues.scheduling.run.ai").await?;
     }
+    if sources.kai_groups {
+        objects.kai_groups = list(Api::<KaiPodGroup>::all(c()), "podgroups.scheduling.run.ai").await?;
+    }
     objects.kueue_imported = sources.kueue_imported;
     match sources.kueue {
         Some(KueueVersion::V1beta2) => {
@@ -173,6 +177,7 @@ fn kind_name(kind: GangKind) -> &'static str {
         GangKind::Kubernetes => "podgroups.scheduling.k8s.io",
         GangKind::Muster => "podgroups.muster.dev",
         GangKind::SchedulerPlugins => "podgroups.scheduling.x-k8s.io",
+        GangKind::Kai => "podgroups.scheduling.run.ai",
         GangKind::Single => "pod",
     }
 }
@@ -213,9 +218,10 @@ pub fn explain_objects(objects: &ClusterObjects, config: &Config, target: &Targe
                 GangKind::Kubernetes => objects.kubernetes_groups.iter().any(|g| named(&g.metadata, namespace, name)),
                 GangKind::Muster => objects.muster_groups.iter().any(|g| named(&g.metadata, namespace, name)),
                 GangKind::SchedulerPlugins => objects.plugin_groups.iter().any(|g| named(&g.metadata, namespace, name)),
+                GangKind::Kai => objects.kai_groups.iter().any(|g| named(&g.metadata, namespace, name)),
                 GangKind::Single => false,
             };
-            let kinds = [GangKind::Kubernetes, GangKind::Muster, GangKind::SchedulerPlugins];
+            let kinds = [GangKind::Kubernetes, GangKind::Muster, GangKind::SchedulerPlugins, GangKind::Kai];
             let candidates: Vec<GangKind> = kinds.into_iter().filter(|k| kind.is_none_or(|want| want == *k)).collect();
             let Some(&chosen) = candidates.iter().find(|k| found(**k)) else {
                 let what = kind.map_or("podgroup", kind_name);

@@ -1,4 +1,5 @@
-//! One reader of the three PodGroup kinds (Kubernetes', Muster's, scheduler-plugins'): each
+//! One reader of the four PodGroup kinds (Kubernetes', Muster's, scheduler-plugins', KAI
+//! Scheduler's): each
 //! becomes a [`GroupSpec`], which the snapshot, the safety net, status and the metrics read,
 //! so that what a PodGroup asks for is decided in one place.
 
@@ -125,6 +126,29 @@ pub fn group_specs(view: &ClusterView<'_>) -> HashMap<GangKey, GroupSpec> {
             pods_ready_timeout_seconds: None,
             queue: labelled_queue(&g.metadata),
             preemptible: labelled_preemptibility(&g.metadata),
+        };
+        specs.insert(spec.key.clone(), spec);
+    }
+    for g in &view.kai_groups {
+        let own = g
+            .spec
+            .topology_constraint
+            .as_ref()
+            .map_or((None, None), |t| (t.required_topology_level.clone(), t.preferred_topology_level.clone()));
+        let spec = GroupSpec {
+            key: key(GangKind::Kai, &g.metadata),
+            min_member: g.spec.min_member.unwrap_or(1).max(1) as usize,
+            priority: None,
+            priority_class_name: g.spec.priority_class_name.clone(),
+            created: created(&g.metadata),
+            topology: either(own, &g.metadata),
+            pods_ready_timeout_seconds: None,
+            queue: labelled_queue(&g.metadata).or_else(|| g.spec.queue.clone().filter(|q| !q.is_empty())),
+            preemptible: match g.spec.preemptibility.as_deref() {
+                Some("non-preemptible") => Some(false),
+                Some("preemptible" | "semi-preemptible") => Some(true),
+                _ => labelled_preemptibility(&g.metadata),
+            },
         };
         specs.insert(spec.key.clone(), spec);
     }

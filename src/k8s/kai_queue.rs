@@ -1,8 +1,10 @@
-//! KAI Scheduler's `Queue` (`scheduling.run.ai/v2`, cluster-scoped), read when the
-//! configuration imports it (`queues.import: [kai]`), so a cluster moving from KAI keeps
-//! its budgets. Muster never writes it (KAI's queue controller owns its status).
+//! KAI Scheduler's `Queue` (`scheduling.run.ai/v2`, cluster-scoped) and `PodGroup`
+//! (`scheduling.run.ai/v2alpha2`), read when the configuration imports KAI
+//! (`queues.import: [kai]`), so a cluster moving from KAI keeps its budgets and gangs.
+//! Muster never writes them (KAI's controllers own their status).
 //!
-//! The type only; `convert_kai` reads it into an engine queue spec.
+//! The types only; `convert_kai` reads the queue into an engine queue spec, `groups` the
+//! PodGroup into a group spec.
 
 use kube::CustomResource;
 use serde::{Deserialize, Serialize};
@@ -46,4 +48,47 @@ pub struct KaiResource {
     pub over_quota_weight: Option<f64>,
     #[serde(default)]
     pub limit: Option<f64>,
+}
+
+/// KAI Scheduler's PodGroup (`scheduling.run.ai/v2alpha2`), read when the configuration
+/// imports KAI. Pods join it with the annotation `pod-group-name`, which KAI's pod grouper
+/// writes. Muster never writes it.
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[kube(
+    group = "scheduling.run.ai",
+    version = "v2alpha2",
+    kind = "PodGroup",
+    plural = "podgroups",
+    namespaced,
+    schema = "disabled"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct KaiPodGroupSpec {
+    #[serde(default)]
+    pub min_member: Option<i32>,
+    #[serde(default)]
+    pub queue: Option<String>,
+    #[serde(default)]
+    pub priority_class_name: Option<String>,
+    /// `preemptible`, `non-preemptible` (or `semi-preemptible`, read as preemptible beyond
+    /// minMember, which is what Muster's bundles already do).
+    #[serde(default)]
+    pub preemptibility: Option<String>,
+    #[serde(default)]
+    pub topology_constraint: Option<KaiTopologyConstraint>,
+    /// Sub-groups with their own minimums: not read yet (the group's minMember counts).
+    #[serde(default, alias = "subgroups")]
+    pub sub_groups: Vec<serde_json::Value>,
+}
+
+/// Where a KAI PodGroup's pods must or should be together: node label keys.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KaiTopologyConstraint {
+    #[serde(default)]
+    pub topology: Option<String>,
+    #[serde(default)]
+    pub required_topology_level: Option<String>,
+    #[serde(default)]
+    pub preferred_topology_level: Option<String>,
 }

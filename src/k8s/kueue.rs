@@ -2,12 +2,12 @@
 //! configuration imports them (`queues.import: [kueue]`), so a cluster moving from Kueue
 //! keeps its budgets. Muster never writes them (Kueue owns their status).
 //!
-//! The types only, as far as Muster reads them; `convert_kueue` makes engine queue specs
-//! of them. v1beta2 is the version watched; v1beta1 objects (Kueue before 0.15) read into
+//! The types, as far as Muster reads them, the engine names of Kueue's queues, and the
+//! LocalQueue lookup; `convert_kueue` makes engine queue specs of them. v1beta2 is the version watched; v1beta1 objects (Kueue before 0.15) read into
 //! the same types, as their fields differ only in names (`cohort` for `cohortName`,
 //! `parent` for `parentName`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -221,4 +221,47 @@ impl From<LocalQueueV1beta1> for LocalQueue {
 /// The LocalQueue name a pod's labels give, if any.
 pub fn local_queue_name(labels: Option<&BTreeMap<String, String>>) -> Option<&str> {
     labels?.get(QUEUE_NAME_LABEL).map(String::as_str).filter(|q| !q.is_empty())
+}
+
+/// The engine queue of a ClusterQueue.
+pub fn cluster_queue_name(name: &str) -> String {
+    format!("kueue/{name}")
+}
+
+/// The engine queue of a cohort.
+pub fn cohort_name(name: &str) -> String {
+    format!("kueue-cohort/{name}")
+}
+
+/// What a LocalQueue that does not exist resolves to: a queue that does not exist, so the
+/// gang waits and says which LocalQueue it names.
+fn missing_local_queue(namespace: &str, name: &str) -> String {
+    format!("kueue-localqueue/{namespace}/{name}")
+}
+
+/// Kueue's LocalQueues by namespace and name: where a workload that names one goes.
+#[derive(Debug, Default)]
+pub struct LocalQueues<'a> {
+    by_name: HashMap<(&'a str, &'a str), &'a str>,
+}
+
+impl<'a> LocalQueues<'a> {
+    pub fn new(local_queues: &[&'a LocalQueue]) -> LocalQueues<'a> {
+        let by_name = local_queues
+            .iter()
+            .filter_map(|q| {
+                let key = (q.metadata.namespace.as_deref().unwrap_or("default"), q.metadata.name.as_deref()?);
+                Some((key, q.spec.fields.cluster_queue.as_str()))
+            })
+            .collect();
+        LocalQueues { by_name }
+    }
+
+    /// The engine queue of LocalQueue `name` in `namespace`.
+    pub fn queue_of(&self, namespace: &str, name: &str) -> String {
+        match self.by_name.get(&(namespace, name)) {
+            Some(cq) => cluster_queue_name(cq),
+            None => missing_local_queue(namespace, name),
+        }
+    }
 }

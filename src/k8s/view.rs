@@ -14,7 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::crd::PodGroup as MusterPodGroup;
 use super::foreign::PodGroup as PluginPodGroup;
-use super::kai_queue::Queue as KaiQueue;
+use super::kai_queue::{PodGroup as KaiPodGroup, Queue as KaiQueue};
 use super::kueue::{ClusterQueue, Cohort, LocalQueue};
 use super::queue_crd::Queue as MusterQueue;
 use crate::engine::model::{GangKey, GangKind, PodKey};
@@ -23,6 +23,8 @@ use crate::engine::model::{GangKey, GangKind, PodKey};
 pub const MUSTER_GROUP_LABEL: &str = "muster.dev/pod-group";
 /// The label scheduler-plugins' PodGroup members carry.
 pub const PLUGIN_GROUP_LABEL: &str = "scheduling.x-k8s.io/pod-group";
+/// The annotation that puts a pod in a KAI Scheduler PodGroup (read when KAI is imported).
+pub const KAI_GROUP_ANNOTATION: &str = "pod-group-name";
 
 /// The label naming a gang's queue, on its PodGroup or its pods.
 pub const QUEUE_LABEL: &str = "muster.dev/queue";
@@ -64,6 +66,8 @@ pub struct ClusterObjects {
     pub queues: Vec<MusterQueue>,
     /// KAI Scheduler's queues, when the configuration imports them.
     pub kai_queues: Vec<KaiQueue>,
+    /// KAI Scheduler's PodGroups, when the configuration imports KAI.
+    pub kai_groups: Vec<KaiPodGroup>,
     /// Kueue's queues, when the configuration imports them.
     pub cluster_queues: Vec<ClusterQueue>,
     pub cohorts: Vec<Cohort>,
@@ -91,6 +95,7 @@ impl ClusterObjects {
             device_taint_rules: self.device_taint_rules.iter().collect(),
             queues: self.queues.iter().collect(),
             kai_queues: self.kai_queues.iter().collect(),
+            kai_groups: self.kai_groups.iter().collect(),
             cluster_queues: self.cluster_queues.iter().collect(),
             cohorts: self.cohorts.iter().collect(),
             local_queues: self.local_queues.iter().collect(),
@@ -119,6 +124,7 @@ pub struct ClusterView<'a> {
     pub device_taint_rules: Vec<&'a DeviceTaintRule>,
     pub queues: Vec<&'a MusterQueue>,
     pub kai_queues: Vec<&'a KaiQueue>,
+    pub kai_groups: Vec<&'a KaiPodGroup>,
     pub cluster_queues: Vec<&'a ClusterQueue>,
     pub cohorts: Vec<&'a Cohort>,
     pub local_queues: Vec<&'a LocalQueue>,
@@ -143,7 +149,8 @@ pub fn pod_key(meta: &ObjectMeta) -> PodKey {
 }
 
 /// Which gang a pod belongs to, in DESIGN order: Kubernetes' schedulingGroup, Muster's
-/// label, scheduler-plugins' label; otherwise it is a gang of one.
+/// label, scheduler-plugins' label, KAI Scheduler's `pod-group-name` annotation; otherwise
+/// it is a gang of one.
 pub fn gang_key(pod: &Pod) -> GangKey {
     let namespace = pod.metadata.namespace.clone().unwrap_or_else(|| "default".into());
     let labels = pod.metadata.labels.as_ref();
@@ -154,6 +161,8 @@ pub fn gang_key(pod: &Pod) -> GangKey {
         (GangKind::Muster, name.clone())
     } else if let Some(name) = labels.and_then(|l| l.get(PLUGIN_GROUP_LABEL)) {
         (GangKind::SchedulerPlugins, name.clone())
+    } else if let Some(name) = pod.metadata.annotations.as_ref().and_then(|a| a.get(KAI_GROUP_ANNOTATION)) {
+        (GangKind::Kai, name.clone())
     } else {
         (GangKind::Single, pod.metadata.name.clone().unwrap_or_default())
     };

@@ -21,7 +21,7 @@ use super::discovery::KueueVersion;
 use super::discovery::Sources;
 use super::foreign::PodGroup as PluginPodGroup;
 use super::health::Health;
-use super::kai_queue::Queue as KaiQueue;
+use super::kai_queue::{PodGroup as KaiPodGroup, Queue as KaiQueue};
 use super::kueue::{ClusterQueue, ClusterQueueV1beta1, Cohort, CohortV1beta1, LocalQueue, LocalQueueV1beta1};
 use super::queue_crd::Queue as MusterQueue;
 
@@ -91,6 +91,7 @@ cached!(MusterPodGroup, muster_groups);
 cached!(PluginPodGroup, plugin_groups);
 cached!(MusterQueue, queues);
 cached!(KaiQueue, kai_queues);
+cached!(KaiPodGroup, kai_groups);
 cached!(ClusterQueue, cluster_queues);
 cached!(Cohort, cohorts);
 cached!(LocalQueue, local_queues);
@@ -208,6 +209,9 @@ pub fn start(
     }
     if sources.kai_queues {
         watch_all!(KaiQueue);
+    }
+    if sources.kai_groups {
+        watch_all!(KaiPodGroup);
     }
     match sources.kueue {
         Some(KueueVersion::V1beta2) => {

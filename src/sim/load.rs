@@ -16,7 +16,7 @@ use crate::k8s::assemble::ClusterObjects;
 use crate::k8s::convert_dra;
 use crate::k8s::crd::PodGroup as MusterPodGroup;
 use crate::k8s::foreign::PodGroup as PluginPodGroup;
-use crate::k8s::kai_queue::Queue as KaiQueue;
+use crate::k8s::kai_queue::{PodGroup as KaiPodGroup, Queue as KaiQueue};
 use crate::k8s::kueue::{ClusterQueue, Cohort};
 use crate::k8s::queue_crd::Queue as MusterQueue;
 
@@ -168,7 +168,13 @@ impl Loader {
         let known = matches!(
             (api_version.as_str(), kind.as_str()),
             ("v1", "Node" | "Pod" | "Namespace")
-                | ("scheduling.k8s.io/v1beta1" | "muster.dev/v1alpha1" | "scheduling.x-k8s.io/v1alpha1", "PodGroup")
+                | (
+                    "scheduling.k8s.io/v1beta1"
+                        | "muster.dev/v1alpha1"
+                        | "scheduling.x-k8s.io/v1alpha1"
+                        | "scheduling.run.ai/v2alpha2",
+                    "PodGroup"
+                )
                 | ("muster.dev/v1alpha1" | "scheduling.run.ai/v2", "Queue")
                 | ("kueue.x-k8s.io/v1beta2" | "kueue.x-k8s.io/v1beta1", "ClusterQueue" | "Cohort" | "LocalQueue")
                 | ("scheduling.k8s.io/v1", "PriorityClass")
@@ -241,6 +247,11 @@ impl Loader {
                 let mut g: PluginPodGroup = typed(value, path, &object)?;
                 g.metadata = stamp(g.metadata, &mut self.sequence);
                 c.objects.plugin_groups.push(g);
+            }
+            ("scheduling.run.ai/v2alpha2", _) => {
+                let mut g: KaiPodGroup = typed(value, path, &object)?;
+                g.metadata = stamp(g.metadata, &mut self.sequence);
+                c.objects.kai_groups.push(g);
             }
             ("scheduling.k8s.io/v1", _) => c.objects.priority_classes.push(typed(value, path, &object)?),
             (_, "ResourceSlice") => {

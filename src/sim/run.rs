@@ -250,6 +250,7 @@ pub fn run(objects: &mut ClusterObjects, config: &Config) -> Report {
 pub fn run_with(objects: &mut ClusterObjects, config: &Config, options: &Options) -> Report {
     if !config.queues.imports(crate::config::QueueImport::Kai) {
         objects.kai_queues.clear();
+        objects.kai_groups.clear();
     }
     objects.kueue_imported = config.queues.imports(crate::config::QueueImport::Kueue);
     if !objects.kueue_imported {
@@ -302,6 +303,7 @@ fn latest_time(objects: &ClusterObjects) -> i64 {
     let created = pods
         .chain(groups)
         .chain(objects.plugin_groups.iter().map(|g| &g.metadata))
+        .chain(objects.kai_groups.iter().map(|g| &g.metadata))
         .filter_map(|m| m.creation_timestamp.as_ref().map(|t| t.0.as_second()));
     let started = objects.pods.iter().filter_map(|p| p.status.as_ref()?.start_time.as_ref().map(|t| t.0.as_second()));
     created.chain(started).max().unwrap_or(0)

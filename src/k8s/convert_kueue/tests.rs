@@ -1,5 +1,6 @@
 use super::*;
 use crate::engine::resources::ResourceId;
+use crate::k8s::kueue::{LocalQueue, LocalQueues};
 
 fn objects<T: serde::de::DeserializeOwned>(yaml: &str) -> Vec<T> {
     serde_yaml::Deserializer::from_str(yaml).map(|d| T::deserialize(d).unwrap()).collect()
