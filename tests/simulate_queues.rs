@@ -547,3 +547,14 @@ fn kai_podgroups_are_gangs_in_the_queue_they_name_when_kai_is_imported() {
         "PodGroup ml/train (scheduling.run.ai/v2alpha2) does not exist; its pods wait for it (KAI's PodGroups are read with queues.import: [kai])"
     );
 }
+
+#[test]
+fn a_podgroups_preemption_delay_holds_its_evictions_and_a_bad_one_is_its_reason() {
+    let held = two_teams().gang("b-job", "team-b", 2, 2, 4, 120, None, ", preemptionDelay: 1h").simulate(&[]);
+    assert!(evictions(&held).is_empty());
+    let reason = pod(&held, "b-job-0")["reason"].as_str().unwrap();
+    assert!(reason.ends_with("in its preemption delay until 2026-01-01T03:00:00Z"), "{reason}");
+    let bad = two_teams().gang("b-job", "team-b", 2, 2, 4, 120, None, ", preemptionDelay: a while").simulate(&[]);
+    let reason = pod(&bad, "b-job-0")["reason"].as_str().unwrap();
+    assert!(reason.starts_with("gang ml/b-job: PodGroup preemptionDelay: \"a while\" is not a duration"), "{reason}");
+}

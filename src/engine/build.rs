@@ -111,6 +111,8 @@ impl SnapshotBuilder {
             topology: None,
             queue: super::queues::DEFAULT_QUEUE.to_string(),
             quota_owner: None,
+            preemption_delay: None,
+            last_evicted: None,
             preemptible: true,
         });
         self

@@ -155,6 +155,11 @@ pub struct Gang {
     pub topology: Option<GangTopology>,
     /// The queue it is admitted through ([`super::queues::DEFAULT_QUEUE`] unless named).
     pub queue: String,
+    /// Its own preemption delay in seconds (its PodGroup's), before its queue's and the
+    /// configuration's.
+    pub preemption_delay: Option<i64>,
+    /// When it was last evicted, in seconds: its preemption delay counts from then too.
+    pub last_evicted: Option<i64>,
     /// Another system that keeps its quota (Kueue, not imported): while queues exist, the
     /// gang is placed in free capacity outside them, charged to none, and evicts nobody.
     pub quota_owner: Option<&'static str>,

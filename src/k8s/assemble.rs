@@ -310,7 +310,8 @@ pub fn assemble_view(objects: &ClusterView<'_>, scheduler_name: &str, now: i64, 
         let entry = gangs.entry(gang.clone()).or_insert_with(|| {
             let group = facts.get(&gang);
             let blocked = match (gang.kind, group) {
-                (GangKind::Single, _) | (_, Some(_)) => None,
+                (_, Some(g)) => g.preemption_delay.as_ref().err().map(|why| format!("{gang}: PodGroup {why}")),
+                (GangKind::Single, None) => None,
                 (kind, None) => Some(format!(
                     "PodGroup {}/{} ({}) does not exist; its pods wait for it{}",
                     gang.namespace,
@@ -330,9 +331,20 @@ pub fn assemble_view(objects: &ClusterView<'_>, scheduler_name: &str, now: i64, 
                 topology: None,
                 queue: rules.queue_of(group, pod),
                 quota_owner: rules.quota_owner(pod),
+                preemption_delay: group.and_then(|g| g.preemption_delay.clone().ok().flatten()),
+                last_evicted: group.and_then(|g| g.last_evicted),
                 preemptible: true,
             }
         });
+        // A delay on the pod (KAI's annotation) when its PodGroup sets none.
+        if entry.preemption_delay.is_none() {
+            match super::groups::preemption_delay(None, &pod.metadata) {
+                Ok(delay) => entry.preemption_delay = delay,
+                Err(why) => {
+                    entry.blocked.get_or_insert_with(|| format!("pod {key}: {why}"));
+                }
+            }
+        }
         if let Some(explicit) = convert_queues::preemptibility(facts.get(&gang), pod) {
             preemptibility.entry(gang.clone()).or_insert(explicit);
         }

@@ -53,6 +53,11 @@ pub struct PodGroupSpec {
     /// below priority 100. A non-preemptible gang runs only within its queue's quota.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preemptibility: Option<Preemptibility>,
+    /// How long after it was created, or last evicted, the gang waits for free capacity
+    /// before it may evict others ("90s", "5m"); unset: its queue's, else the
+    /// configuration's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preemption_delay: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

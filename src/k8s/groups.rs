@@ -33,6 +33,20 @@ pub struct GroupSpec {
     pub queue: Option<String>,
     /// Whether it says it may be preempted (Muster's `spec.preemptibility`, else KAI's label).
     pub preemptible: Option<bool>,
+    /// Its own preemption delay in seconds: its `spec.preemptionDelay`, else KAI's
+    /// `kai.scheduler/preemption-delay` annotation; an error names what does not parse.
+    pub preemption_delay: Result<Option<i64>, String>,
+    /// When Muster last evicted it (its `Evicted` condition), Unix seconds.
+    pub last_evicted: Option<i64>,
+}
+
+/// KAI Scheduler's annotation for a gang's preemption delay, on the PodGroup or the pod.
+pub const PREEMPTION_DELAY_ANNOTATION: &str = "kai.scheduler/preemption-delay";
+
+/// A preemption delay: the object's own field, else the annotation.
+pub fn preemption_delay(own: Option<&str>, meta: &ObjectMeta) -> Result<Option<i64>, String> {
+    let text = own.or_else(|| meta.annotations.as_ref()?.get(PREEMPTION_DELAY_ANNOTATION).map(String::as_str));
+    text.map(|t| crate::config::parse_duration(t).map_err(|why| format!("preemptionDelay: {why}"))).transpose()
 }
 
 /// The annotations other schedulers' users put topology in, with the level they name:
@@ -90,6 +104,13 @@ pub fn group_specs(view: &ClusterView<'_>) -> HashMap<GangKey, GroupSpec> {
                 .preemptibility
                 .map(|p| p == super::crd::Preemptibility::Preemptible)
                 .or_else(|| labelled_preemptibility(&g.metadata)),
+            preemption_delay: preemption_delay(g.spec.preemption_delay.as_deref(), &g.metadata),
+            last_evicted: g.status.as_ref().and_then(|s| {
+                s.conditions
+                    .iter()
+                    .find(|c| c.type_ == "Evicted" && c.status == "True")
+                    .map(|c| c.last_transition_time.0.as_second())
+            }),
         };
         specs.insert(spec.key.clone(), spec);
     }
@@ -112,6 +133,8 @@ pub fn group_specs(view: &ClusterView<'_>) -> HashMap<GangKey, GroupSpec> {
             pods_ready_timeout_seconds: None,
             queue: labelled_queue(&g.metadata),
             preemptible: labelled_preemptibility(&g.metadata),
+            preemption_delay: preemption_delay(None, &g.metadata),
+            last_evicted: None,
         };
         specs.insert(spec.key.clone(), spec);
     }
@@ -126,6 +149,8 @@ pub fn group_specs(view: &ClusterView<'_>) -> HashMap<GangKey, GroupSpec> {
             pods_ready_timeout_seconds: None,
             queue: labelled_queue(&g.metadata),
             preemptible: labelled_preemptibility(&g.metadata),
+            preemption_delay: preemption_delay(None, &g.metadata),
+            last_evicted: None,
         };
         specs.insert(spec.key.clone(), spec);
     }
@@ -149,6 +174,8 @@ pub fn group_specs(view: &ClusterView<'_>) -> HashMap<GangKey, GroupSpec> {
                 Some("preemptible" | "semi-preemptible") => Some(true),
                 _ => labelled_preemptibility(&g.metadata),
             },
+            preemption_delay: preemption_delay(g.spec.preemption_delay.as_deref(), &g.metadata),
+            last_evicted: None,
         };
         specs.insert(spec.key.clone(), spec);
     }

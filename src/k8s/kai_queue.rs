@@ -76,6 +76,9 @@ pub struct KaiPodGroupSpec {
     pub preemptibility: Option<String>,
     #[serde(default)]
     pub topology_constraint: Option<KaiTopologyConstraint>,
+    /// How long the gang waits before it may evict others ("5m").
+    #[serde(default)]
+    pub preemption_delay: Option<String>,
     /// Sub-groups with their own minimums: not read yet (the group's minMember counts).
     #[serde(default, alias = "subgroups")]
     pub sub_groups: Vec<serde_json::Value>,

@@ -84,11 +84,12 @@ impl<'a> Evictor<'a> {
         if self.config.max_evicted_gangs > 0 && self.evicted_gangs >= self.config.max_evicted_gangs {
             return Err(None);
         }
-        let delay = tree
-            .path(leaf)
-            .find_map(|q| tree.queues[q].spec.preemption.preemption_delay)
+        let delay = gang
+            .preemption_delay
+            .or_else(|| tree.path(leaf).find_map(|q| tree.queues[q].spec.preemption.preemption_delay))
             .unwrap_or(self.config.preemption_delay);
-        let until = gang.created.saturating_add(delay);
+        let since = gang.last_evicted.map_or(gang.created, |at| at.max(gang.created));
+        let until = since.saturating_add(delay);
         if snapshot.now < until {
             return Err(Some(Room::InPreemptionDelay { until }));
         }

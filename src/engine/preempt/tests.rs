@@ -162,6 +162,45 @@ fn a_gang_in_its_preemption_delay_evicts_nobody() {
 }
 
 #[test]
+fn a_gangs_own_delay_wins_and_counts_from_its_last_eviction() {
+    let base = || {
+        SnapshotBuilder::new()
+            .gpu_node("n1", 64, 512, 8, &[])
+            .gpu_node("n2", 64, 512, 8, &[])
+            .queue("b", "", &[(G, 8, 1, None, None)], |q| q.preemption.preemption_delay = Some(600))
+            .queue("c", "", &[(G, 0, 1, None, None)], |_| {})
+            .at(10_000)
+            .running("c-1", "c", "n1", 2, &[(G, 4)], 100)
+            .running("c-2", "c", "n2", 2, &[(G, 4)], 100)
+            .gang("b-job", 2, 2, &[(G, 4)])
+            .in_queue("b")
+            .with_last_gang(|g| g.created = 9_000)
+    };
+    // Created at 9,000: its queue's 10 minutes have passed; its own 20 hold it until 10,200.
+    let outcome = schedule(&base().build(), &CycleConfig::default());
+    assert_eq!(outcome.evictions.len(), 1);
+    let outcome =
+        schedule(&base().with_last_gang(|g| g.preemption_delay = Some(1_200)).build(), &CycleConfig::default());
+    assert!(outcome.evictions.is_empty());
+    assert!(outcome.waiting[0].to_string().ends_with("in its preemption delay until 1970-01-01T02:50:00Z"));
+    // Created at 9,900, its queue's delay would hold it; its own zero wins.
+    let young = || base().with_last_gang(|g| g.created = 9_900);
+    assert!(schedule(&young().build(), &CycleConfig::default()).evictions.is_empty());
+    let zero = young().with_last_gang(|g| g.preemption_delay = Some(0)).build();
+    assert_eq!(schedule(&zero, &CycleConfig::default()).evictions.len(), 1);
+    // Evicted at 9,900, a 5-minute delay runs again from then.
+    let evicted = base()
+        .with_last_gang(|g| {
+            g.preemption_delay = Some(300);
+            g.last_evicted = Some(9_900);
+        })
+        .build();
+    let outcome = schedule(&evicted, &CycleConfig::default());
+    assert!(outcome.evictions.is_empty());
+    assert!(outcome.waiting[0].to_string().ends_with("in its preemption delay until 1970-01-01T02:50:00Z"));
+}
+
+#[test]
 fn non_preemptible_gangs_and_unreclaimable_queues_are_not_victims() {
     let snapshot = two_teams()
         .queue("c", "", &[(G, 0, 1, None, None)], |q| q.preemption.not_reclaimable = true)
