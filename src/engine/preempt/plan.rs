@@ -333,6 +333,12 @@ impl<'a> Evictor<'a> {
         }
         // What queues hold once the final set is gone.
         let pods = self.pods_of(bundles, &chosen);
+        // A hard cap on gangs evicted per cycle: a set that would pass it is not taken.
+        let gangs = pods.iter().map(|&(r, _)| r).collect::<std::collections::BTreeSet<usize>>().len();
+        let cap = self.config.max_evicted_gangs;
+        if cap > 0 && self.evicted_gangs + gangs > cap {
+            return None;
+        }
         let mut after = state.allocated.clone();
         for &(r, p) in &pods {
             if let Some(victim_leaf) = tree.get(&snapshot.running[r].queue) {

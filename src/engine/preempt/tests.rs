@@ -201,6 +201,29 @@ fn a_gangs_own_delay_wins_and_counts_from_its_last_eviction() {
 }
 
 #[test]
+fn the_cap_on_gangs_evicted_per_cycle_is_never_passed() {
+    // b is owed all 16 GPUs, which two gangs of a hold; room for b-job takes both.
+    let snapshot = SnapshotBuilder::new()
+        .gpu_node("n1", 64, 512, 8, &[])
+        .gpu_node("n2", 64, 512, 8, &[])
+        .queue("a", "", &[(G, 0, 1, None, None)], |_| {})
+        .queue("b", "", &[(G, 16, 1, None, None)], |_| {})
+        .at(10_000)
+        .running("a-1", "a", "n1", 2, &[(G, 4)], 100)
+        .running("a-2", "a", "n2", 2, &[(G, 4)], 200)
+        .gang("b-job", 2, 2, &[(G, 8)])
+        .in_queue("b")
+        .build();
+    let mut config = CycleConfig::default();
+    assert_eq!(schedule(&snapshot, &config).evictions.len(), 2);
+    config.preemption.max_evicted_gangs = 1;
+    let outcome = schedule(&snapshot, &config);
+    assert!(outcome.evictions.is_empty(), "{:?}", outcome.evictions);
+    config.preemption.max_evicted_gangs = 2;
+    assert_eq!(schedule(&snapshot, &config).evictions.len(), 2);
+}
+
+#[test]
 fn non_preemptible_gangs_and_unreclaimable_queues_are_not_victims() {
     let snapshot = two_teams()
         .queue("c", "", &[(G, 0, 1, None, None)], |q| q.preemption.not_reclaimable = true)
