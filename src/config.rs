@@ -99,6 +99,10 @@ pub struct Preemption {
     pub reclaimer_saturation_multiplier: f64,
     /// How long a gang runs before another queue may reclaim it, where no queue sets one.
     pub default_reclaim_min_runtime: String,
+    /// Where a victim's `reclaimMinRuntime` is read: `lca` (the queue just below the
+    /// common ancestor with the reclaimer, then its ancestors) or `queue` (the victim's
+    /// own leaf, then its ancestors).
+    pub reclaim_min_runtime_resolution: MinRuntimeResolution,
     /// How long a gang runs before a higher-priority gang of its queue may preempt it.
     pub default_preempt_min_runtime: String,
     /// How long a gang waits after creation before it may evict anyone.
@@ -115,12 +119,21 @@ impl Default for Preemption {
         Preemption {
             reclaimer_saturation_multiplier: 1.0,
             default_reclaim_min_runtime: "0s".into(),
+            reclaim_min_runtime_resolution: MinRuntimeResolution::Lca,
             default_preempt_min_runtime: "0s".into(),
             default_preemption_delay: "0s".into(),
             reservation_timeout: "auto".into(),
             max_evicted_gangs_per_cycle: 0,
         }
     }
+}
+
+/// Where a victim's reclaim minimum runtime is read (QUEUES.md §2.9).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MinRuntimeResolution {
+    Lca,
+    Queue,
 }
 
 /// Queue objects of other schedulers that Muster reads as its own queues.
@@ -336,6 +349,7 @@ impl Config {
             saturation_milli: (p.reclaimer_saturation_multiplier * 1000.0).round().clamp(1000.0, u32::MAX as f64)
                 as u32,
             reclaim_min_runtime: seconds(&p.default_reclaim_min_runtime),
+            reclaim_min_runtime_from_leaf: p.reclaim_min_runtime_resolution == MinRuntimeResolution::Queue,
             preempt_min_runtime: seconds(&p.default_preempt_min_runtime),
             preemption_delay: seconds(&p.default_preemption_delay),
             reservation_timeout: (p.reservation_timeout != "auto").then(|| seconds(&p.reservation_timeout)),

@@ -221,10 +221,10 @@ fn run(command: Command) -> Result<(), String> {
                 ),
                 None => None,
             };
-            let kai = loaded.objects.kai_queues.len();
+            let kai = loaded.objects.kai_queues.len() + loaded.objects.kai_groups.len();
             if kai > 0 && !config.queues.imports(muster::config::QueueImport::Kai) {
                 eprintln!(
-                    "note: {kai} KAI Queue(s) (scheduling.run.ai/v2) skipped: add `queues: {{import: [kai]}}` to the configuration to read them"
+                    "note: {kai} KAI Queue(s) and PodGroup(s) (scheduling.run.ai) skipped: add `queues: {{import: [kai]}}` to the configuration to read them"
                 );
             }
             let kueue = loaded.objects.cluster_queues.len() + loaded.objects.local_queues.len();

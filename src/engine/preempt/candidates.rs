@@ -127,7 +127,8 @@ pub(super) fn candidates(
                 if fenced.into_iter().any(|q| tree.queues[q].spec.preemption.fence) {
                     continue;
                 }
-                let min = inherited(tree, side, |q| tree.queues[q].spec.preemption.reclaim_min_runtime);
+                let from = if config.reclaim_min_runtime_from_leaf { victim_leaf } else { side };
+                let min = inherited(tree, from, |q| tree.queues[q].spec.preemption.reclaim_min_runtime);
                 (side, own_side, min.unwrap_or(config.reclaim_min_runtime))
             }
         };

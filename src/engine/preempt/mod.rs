@@ -52,6 +52,9 @@ pub struct PreemptionConfig {
     /// `m` of the reclaim post-condition, in thousandths (1000 = 1, the least allowed).
     pub saturation_milli: u32,
     pub reclaim_min_runtime: i64,
+    /// Read a victim's reclaim minimum runtime from its own leaf up, not from the queue
+    /// just below the common ancestor (`reclaimMinRuntimeResolution: queue`).
+    pub reclaim_min_runtime_from_leaf: bool,
     pub preempt_min_runtime: i64,
     pub preemption_delay: i64,
     /// How long freed capacity is held for the gang; None: the victims' longest grace
@@ -66,6 +69,7 @@ impl Default for PreemptionConfig {
         PreemptionConfig {
             saturation_milli: 1000,
             reclaim_min_runtime: 0,
+            reclaim_min_runtime_from_leaf: false,
             preempt_min_runtime: 0,
             preemption_delay: 0,
             reservation_timeout: None,

@@ -224,6 +224,28 @@ fn the_cap_on_gangs_evicted_per_cycle_is_never_passed() {
 }
 
 #[test]
+fn a_victims_reclaim_min_runtime_is_read_below_the_common_ancestor_or_from_its_own_queue() {
+    // The victim's leaf org/a sets an hour; org, below the common ancestor (the top), sets none.
+    let snapshot = SnapshotBuilder::new()
+        .gpu_node("n1", 64, 512, 8, &[])
+        .queue("org", "", &[(G, 0, 1, None, None)], |_| {})
+        .queue("a", "org", &[(G, 0, 1, None, None)], |q| q.preemption.reclaim_min_runtime = Some(3_600))
+        .queue("b", "", &[(G, 8, 1, None, None)], |_| {})
+        .at(10_000)
+        .running("a-job", "a", "n1", 2, &[(G, 4)], 9_000)
+        .gang("b-job", 2, 2, &[(G, 4)])
+        .in_queue("b")
+        .build();
+    let mut config = CycleConfig::default();
+    assert_eq!(schedule(&snapshot, &config).evictions.len(), 1);
+    config.preemption.reclaim_min_runtime_from_leaf = true;
+    let outcome = schedule(&snapshot, &config);
+    assert!(outcome.evictions.is_empty());
+    let reason = outcome.waiting[0].to_string();
+    assert!(reason.contains("protected by their minimum runtime until 1970-01-01T03:30:00Z"), "{reason}");
+}
+
+#[test]
 fn non_preemptible_gangs_and_unreclaimable_queues_are_not_victims() {
     let snapshot = two_teams()
         .queue("c", "", &[(G, 0, 1, None, None)], |q| q.preemption.not_reclaimable = true)
