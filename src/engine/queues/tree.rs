@@ -16,8 +16,10 @@ pub enum TreeProblem {
     MissingParent(String),
     /// The queues of the cycle, in parent order, starting and ending at this one.
     Cycle(Vec<String>),
-    /// A negative amount: the resource key and the field.
+    /// A negative amount: the resource, its name (once [`QueueTree::name_keys`] has run;
+    /// until then its number) and the field.
     Negative {
+        id: ResourceId,
         key: String,
         field: &'static str,
     },
@@ -31,7 +33,7 @@ impl fmt::Display for TreeProblem {
             TreeProblem::Object(why) => write!(f, "{why}"),
             TreeProblem::MissingParent(parent) => write!(f, "its parent queue {parent} does not exist"),
             TreeProblem::Cycle(path) => write!(f, "its parents form a cycle: {}", path.join(" -> ")),
-            TreeProblem::Negative { key, field } => write!(f, "{key}: {field} is negative"),
+            TreeProblem::Negative { key, field, .. } => write!(f, "{key}: {field} is negative"),
             TreeProblem::InvalidAncestor(name) => write!(f, "its ancestor queue {name} is invalid"),
         }
     }
@@ -157,7 +159,8 @@ impl QueueTree {
                         .iter()
                         .find(|(_, r)| [r.quota, r.limit, r.lending_limit].iter().any(|v| v.is_some_and(|v| v < 0)))
                         .expect("found above");
-                    self.queues[i].problem = Some(TreeProblem::Negative { key: format!("resource {}", id.0), field });
+                    self.queues[i].problem =
+                        Some(TreeProblem::Negative { id, key: format!("resource {}", id.0), field });
                 }
             }
         }
@@ -214,10 +217,8 @@ impl QueueTree {
     /// Names negative-amount problems by resource name rather than id.
     pub fn name_keys(&mut self, names: &ResourceNames) {
         for queue in &mut self.queues {
-            if let Some(TreeProblem::Negative { key, .. }) = &mut queue.problem
-                && let Some(id) = key.strip_prefix("resource ").and_then(|k| k.parse::<u16>().ok())
-            {
-                *key = names.name(ResourceId(id)).to_string();
+            if let Some(TreeProblem::Negative { id, key, .. }) = &mut queue.problem {
+                *key = names.name(*id).to_string();
             }
         }
     }
@@ -314,7 +315,10 @@ mod tests {
         assert_eq!(problem("orphan"), Some(TreeProblem::MissingParent("nowhere".into())));
         assert_eq!(problem("x").unwrap().to_string(), "its parents form a cycle: x -> y -> x");
         assert_eq!(problem("below-x"), Some(TreeProblem::InvalidAncestor("x".into())));
-        assert_eq!(problem("neg"), Some(TreeProblem::Negative { key: "resource 4".into(), field: "quota" }));
+        assert_eq!(
+            problem("neg"),
+            Some(TreeProblem::Negative { id: ResourceId(4), key: "resource 4".into(), field: "quota" })
+        );
         assert_eq!(problem("fine"), None);
         assert!(tree.roots.iter().all(|&r| tree.queues[r].problem.is_none()));
     }
