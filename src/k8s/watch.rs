@@ -249,3 +249,25 @@ pub fn start(
     }
     (tasks, synced)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_older_versions_events_keep_the_newer_version_in_the_cache() {
+        let old: ClusterQueueV1beta1 = serde_yaml::from_str(
+            "apiVersion: kueue.x-k8s.io/v1beta1\nkind: ClusterQueue\nmetadata: {name: team-a}\nspec: {cohort: research}\n",
+        )
+        .unwrap();
+        let mut cache = Cache::default();
+        let read = |event: Event<ClusterQueueV1beta1>| converted::<_, ClusterQueue>(event);
+        apply_event(&mut cache, read(Event::Init));
+        apply_event(&mut cache, read(Event::InitApply(old.clone())));
+        apply_event(&mut cache, read(Event::InitDone));
+        let kept = cache.cluster_queues.get("", "team-a").expect("kept as v1beta2");
+        assert_eq!(kept.spec.fields.cohort_name.as_deref(), Some("research"));
+        apply_event(&mut cache, read(Event::Delete(old)));
+        assert_eq!(cache.cluster_queues.len(), 0);
+    }
+}
