@@ -11,7 +11,7 @@
 //! - `lendingLimit` is kept, `fairSharing.weight` is the over-quota weight;
 //! - `reclaimWithinCohort` and `withinClusterQueue` keep Kueue's default, Never;
 //! - the flavors of a resource are counted as one pool (Muster does not tell flavors apart
-//!   yet); admission checks and `borrowWithinCohort` are not run.
+//!   yet); admission checks are not run; `borrowWithinCohort` is `borrowWithinParent`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -102,7 +102,7 @@ fn flavor_note(flavors: &[String]) -> Option<String> {
     })
 }
 
-fn preemption(cq: &ClusterQueue, problems: &mut Vec<String>, notes: &mut Vec<String>) -> QueuePreemption {
+fn preemption(cq: &ClusterQueue, problems: &mut Vec<String>) -> QueuePreemption {
     let p = cq.spec.fields.preemption.clone().unwrap_or_default();
     let reclaim = match p.reclaim_within_cohort.as_deref() {
         None | Some("Never") => ReclaimPolicy::Never,
@@ -122,11 +122,18 @@ fn preemption(cq: &ClusterQueue, problems: &mut Vec<String>, notes: &mut Vec<Str
             WithinQueue::Never
         }
     };
-    let borrow = p.borrow_within_cohort.as_ref().and_then(|b| b.get("policy")?.as_str().map(str::to_string));
-    if borrow.as_deref().is_some_and(|b| b != "Never") {
-        notes.push("preemption.borrowWithinCohort is not run: a gang preempts to borrow only as reclaim allows".into());
-    }
-    QueuePreemption { reclaim, within, ..QueuePreemption::default() }
+    let borrow = p.borrow_within_cohort.as_ref();
+    let policy = borrow.and_then(|b| b.get("policy")?.as_str().map(str::to_string));
+    let threshold = borrow.and_then(|b| b.get("maxPriorityThreshold")?.as_i64()).map(|t| t as i32);
+    let borrow_within_parent = match policy.as_deref() {
+        None | Some("Never") => None,
+        Some("LowerPriority") => Some(threshold),
+        Some(other) => {
+            problems.push(format!("preemption.borrowWithinCohort.policy: unknown policy {other:?}"));
+            None
+        }
+    };
+    QueuePreemption { reclaim, within, borrow_within_parent, ..QueuePreemption::default() }
 }
 
 /// Cohort objects by name: the object, its own pooled quotas, and its problems.
@@ -166,7 +173,7 @@ pub fn kueue_queue_specs(
             let rule = ResourceRule { quota: Some(q.nominal), weight_milli, limit, lending_limit: q.lending };
             spec.resources.push((names.intern(key), rule));
         }
-        spec.preemption = preemption(cq, &mut problems, &mut spec.notes);
+        spec.preemption = preemption(cq, &mut problems);
         spec.queueing = match fields.queueing_strategy.as_deref() {
             None | Some("BestEffortFIFO") => Some(QueueingStrategy::BestEffortFifo),
             Some("StrictFIFO") => Some(QueueingStrategy::StrictFifo),

@@ -173,9 +173,17 @@ fn preemption(p: &queue_crd::QueuePreemption, problems: &mut Vec<String>) -> Que
         preempt_min_runtime: duration("preemptMinRuntime", &p.preempt_min_runtime),
         preemption_delay: duration("preemptionDelay", &p.preemption_delay),
         fence: p.fence == Some(true),
+        borrow_within_parent: None,
     };
-    if p.borrow_within_parent.as_ref().and_then(|b| b.policy.as_deref()).is_some_and(|policy| policy != "Never") {
-        problems.push("preemption.borrowWithinParent is not supported yet (leave it out or set policy: Never)".into());
+    let mut rules = rules;
+    if let Some(b) = &p.borrow_within_parent {
+        match b.policy.as_deref() {
+            None | Some("Never") => {}
+            Some("LowerPriority") => rules.borrow_within_parent = Some(b.max_priority_threshold),
+            Some(other) => problems.push(format!(
+                "preemption.borrowWithinParent.policy: unknown policy {other:?} (Never or LowerPriority)"
+            )),
+        }
     }
     rules
 }
@@ -242,7 +250,7 @@ mod tests {
     #[test]
     fn preemption_rules_convert_and_a_bad_duration_is_the_queues_problem() {
         let q = queue(
-            "apiVersion: muster.dev/v1alpha1\nkind: Queue\nmetadata: {name: team-a}\nspec:\n  preemption: {reclaim: LowerPriority, reclaimable: false, withinQueue: Never, reclaimMinRuntime: 10m, preemptionDelay: 30s, fence: true}\n",
+            "apiVersion: muster.dev/v1alpha1\nkind: Queue\nmetadata: {name: team-a}\nspec:\n  preemption: {reclaim: LowerPriority, reclaimable: false, withinQueue: Never, reclaimMinRuntime: 10m, preemptionDelay: 30s, fence: true, borrowWithinParent: {policy: LowerPriority, maxPriorityThreshold: 50}}\n",
         );
         let spec = queue_spec(&q, &[], &mut ResourceNames::default());
         assert_eq!(spec.problem, None);
@@ -252,11 +260,13 @@ mod tests {
             (ReclaimPolicy::LowerPriority, true, WithinQueue::Never, true)
         );
         assert_eq!((p.reclaim_min_runtime, p.preempt_min_runtime, p.preemption_delay), (Some(600), None, Some(30)));
+        assert_eq!(p.borrow_within_parent, Some(Some(50)));
         let q = queue(
-            "apiVersion: muster.dev/v1alpha1\nkind: Queue\nmetadata: {name: team-a}\nspec:\n  preemption: {preemptMinRuntime: a while}\n",
+            "apiVersion: muster.dev/v1alpha1\nkind: Queue\nmetadata: {name: team-a}\nspec:\n  preemption: {preemptMinRuntime: a while, borrowWithinParent: {policy: Always}}\n",
         );
         let problem = queue_spec(&q, &[], &mut ResourceNames::default()).problem.unwrap();
         assert!(problem.starts_with("preemption.preemptMinRuntime: \"a while\" is not a duration"), "{problem}");
+        assert!(problem.contains("preemption.borrowWithinParent.policy: unknown policy \"Always\""), "{problem}");
     }
 
     #[test]

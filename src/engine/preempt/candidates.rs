@@ -12,6 +12,9 @@ use crate::engine::queues::{QueueState, QueueTree, ReclaimPolicy, WithinQueue};
 pub(super) enum Kind {
     Reclaim,
     Preempt,
+    /// `borrowWithinParent`: lower-priority gangs of other queues over their quota, for a
+    /// gang that must go over its own.
+    Borrow,
 }
 
 /// Pods of one running gang taken as one.
@@ -114,11 +117,18 @@ pub(super) fn candidates(
                 let min = inherited(tree, victim_leaf, |q| tree.queues[q].spec.preemption.preempt_min_runtime);
                 (leaf, leaf, min.unwrap_or(config.preempt_min_runtime))
             }
-            Kind::Reclaim => {
+            Kind::Reclaim | Kind::Borrow => {
                 if victim_leaf == leaf || tree.queues[victim_leaf].spec.preemption.not_reclaimable {
                     continue;
                 }
-                if own.reclaim == ReclaimPolicy::LowerPriority && victim.priority >= gang.priority {
+                let lower = victim.priority < gang.priority;
+                let skip = match kind {
+                    Kind::Borrow => {
+                        !lower || own.borrow_within_parent.flatten().is_some_and(|most| victim.priority > most)
+                    }
+                    _ => own.reclaim == ReclaimPolicy::LowerPriority && !lower,
+                };
+                if skip {
                     continue;
                 }
                 let (own_side, side) = sides(tree, leaf, victim_leaf);
@@ -137,7 +147,7 @@ pub(super) fn candidates(
             continue;
         }
         let saturation = match kind {
-            Kind::Reclaim => saturation(state, side, need),
+            Kind::Reclaim | Kind::Borrow => saturation(state, side, need),
             Kind::Preempt => 0.0,
         };
         let order = |whole: bool| (whole, -saturation, victim.priority, -victim.last_started(), r);

@@ -21,7 +21,8 @@ use super::model::{GangKey, PodKey};
 pub enum EvictionReason {
     /// For a gang of another queue that is owed the capacity (its fair share).
     Reclaimed,
-    /// For a gang of higher priority in the same queue.
+    /// For a gang of higher priority: in the same queue, or (`borrowWithinParent`) in a
+    /// queue that must borrow from one over its quota.
     Preempted,
 }
 

@@ -132,6 +132,23 @@ impl<'a> Evictor<'a> {
                 return Ok(plan);
             }
         }
+        // borrowWithinParent: a gang that must go over its queue's quota may preempt
+        // lower-priority gangs of queues over theirs.
+        let must_borrow = need
+            .iter()
+            .enumerate()
+            .any(|(k, &n)| n > 0 && tree.queues[leaf].rules[k].quota.is_some_and(|q| state.allocated[leaf][k] + n > q));
+        if rules.borrow_within_parent.is_some() && must_borrow {
+            let found =
+                candidates(snapshot, state, &self.config, gang, leaf, need, Kind::Borrow, &self.gone, &self.grown);
+            protected = match (protected, found.protected_until) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            if let Some(plan) = self.try_bundles(workspace, state, gang, leaf, need, &found.bundles, Kind::Borrow) {
+                return Ok(plan);
+            }
+        }
         Err(why.or(protected.map(|until| Room::ProtectedByMinRuntime { until })))
     }
 
@@ -188,6 +205,17 @@ impl<'a> Evictor<'a> {
             && keys.clone().filter(involved).any(|k| side.rules[k].quota.is_some_and(|q| a[s][k] > q));
         let floor = keys.into_iter().all(|k| a[s][k] - taken[k] >= side.rules[k].kept().min(a[s][k]));
         (over_share || guarantee) && floor
+    }
+
+    /// Whether a `borrowWithinParent` bundle qualifies: its side is over its quota in a
+    /// resource the gang asks for, and taking it leaves the side its unlent quota.
+    fn over_quota(&self, a: &[Vec<i64>], bundle: &Bundle, taken: &[i64], need: &[i64]) -> bool {
+        let tree = &self.snapshot.queues;
+        let s = bundle.side;
+        let side = &tree.queues[s];
+        let over = (0..tree.keys.len()).any(|k| need[k] > 0 && side.rules[k].quota.is_some_and(|q| a[s][k] > q));
+        let floor = (0..tree.keys.len()).all(|k| a[s][k] - taken[k] >= side.rules[k].kept().min(a[s][k]));
+        over && floor
     }
 
     /// The reclaim post-condition: at every level where victims were taken, the gang's
@@ -295,6 +323,9 @@ impl<'a> Evictor<'a> {
             if kind == Kind::Reclaim && !self.qualifies(state, &a, bundle, &taken, need) {
                 continue;
             }
+            if kind == Kind::Borrow && !self.over_quota(&a, bundle, &taken, need) {
+                continue;
+            }
             chosen.push(i);
             let victim = &snapshot.running[bundle.running];
             if let Some(victim_leaf) = tree.get(&victim.queue) {
@@ -372,7 +403,7 @@ impl<'a> Evictor<'a> {
         let tree = &snapshot.queues;
         let reason = match kind {
             Kind::Reclaim => EvictionReason::Reclaimed,
-            Kind::Preempt => EvictionReason::Preempted,
+            Kind::Preempt | Kind::Borrow => EvictionReason::Preempted,
         };
         let mut evictions: Vec<Eviction> = Vec::new();
         let mut grace = 0;

@@ -246,6 +246,34 @@ fn a_victims_reclaim_min_runtime_is_read_below_the_common_ancestor_or_from_its_o
 }
 
 #[test]
+fn a_gang_that_must_borrow_preempts_lower_priority_gangs_over_quota_only_when_its_queue_allows() {
+    // a holds 12 of its quota of 4; b holds 4 of 8 and its gang of 8 GPUs would take it to
+    // 12: past its fair share of 10, so no reclaim; its own gang b-1 frees too little.
+    let snapshot = |policy: Option<Option<i32>>| {
+        SnapshotBuilder::new()
+            .gpu_node("n1", 64, 512, 8, &[])
+            .gpu_node("n2", 64, 512, 8, &[])
+            .queue("a", "", &[(G, 4, 1, None, None)], |_| {})
+            .queue("b", "", &[(G, 8, 1, None, None)], |q| q.preemption.borrow_within_parent = policy)
+            .at(10_000)
+            .running("a-1", "a", "n1", 2, &[(G, 4)], 100)
+            .running("a-2", "a", "n2", 1, &[(G, 4)], 200)
+            .running("b-1", "b", "n2", 1, &[(G, 4)], 300)
+            .gang("b-job", 2, 2, &[(G, 4)])
+            .in_queue("b")
+            .with_last_gang(|g| g.priority = 100)
+            .build()
+    };
+    let (_, never) = run(&snapshot(None));
+    assert!(never.evictions.is_empty(), "{:?}", never.evictions);
+    let (lines, _) = run(&snapshot(Some(None)));
+    assert_eq!(lines[0], "evict a-1 whole [a-1-0 a-1-1] (Preempted for b-job)");
+    // A threshold below the victims' priority protects them.
+    let (_, capped) = run(&snapshot(Some(Some(-1))));
+    assert!(capped.evictions.is_empty(), "{:?}", capped.evictions);
+}
+
+#[test]
 fn non_preemptible_gangs_and_unreclaimable_queues_are_not_victims() {
     let snapshot = two_teams()
         .queue("c", "", &[(G, 0, 1, None, None)], |q| q.preemption.not_reclaimable = true)

@@ -103,6 +103,11 @@ pub struct QueuePreemption {
     pub preemption_delay: Option<i64>,
     /// Gangs below this queue never evict outside its subtree.
     pub fence: bool,
+    /// `borrowWithinParent: {policy: LowerPriority}`: a gang that must go over its queue's
+    /// quota may preempt lower-priority gangs of queues over their own quota across the
+    /// common ancestor; the value is `maxPriorityThreshold` (victims at most this
+    /// priority), None without one. Unset: never.
+    pub borrow_within_parent: Option<Option<i32>>,
 }
 
 /// A queue as the shell read it.

@@ -121,7 +121,7 @@ kind: ClusterQueue
 metadata: {name: mixed}
 spec:
   admissionChecks: [prov]
-  preemption: {borrowWithinCohort: {policy: LowerPriority}}
+  preemption: {borrowWithinCohort: {policy: LowerPriority, maxPriorityThreshold: 100}}
   resourceGroups:
   - coveredResources: [nvidia.com/gpu]
     flavors:
@@ -140,7 +140,8 @@ spec:
     let spec = &specs[0];
     assert_eq!(rule(&specs, &names, "kueue/mixed", "nvidia.com/gpu").quota, Some(6));
     let notes = spec.notes.join("\n");
-    for said in ["flavors a100, h100 are counted as one pool", "borrowWithinCohort is not run", "admission checks"] {
+    assert_eq!(spec.preemption.borrow_within_parent, Some(Some(100)));
+    for said in ["flavors a100, h100 are counted as one pool", "admission checks"] {
         assert!(notes.contains(said), "{notes}");
     }
     assert!(notes.contains("namespaceSelector is unset"), "{notes}");

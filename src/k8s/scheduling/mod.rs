@@ -533,7 +533,7 @@ impl Scheduler {
             };
             let why = match eviction.reason {
                 crate::engine::preempt::EvictionReason::Reclaimed => "whose queue is owed this capacity",
-                crate::engine::preempt::EvictionReason::Preempted => "of higher priority in the same queue",
+                crate::engine::preempt::EvictionReason::Preempted => "of higher priority",
             };
             let message = format!("{what} ({reason}) to make room for {}, {why}", eviction.preemptor);
             tracing::info!(gang = %eviction.gang, preemptor = %eviction.preemptor, reason, pods = eviction.pods.len(), "{message}");
