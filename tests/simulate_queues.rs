@@ -558,3 +558,19 @@ fn a_podgroups_preemption_delay_holds_its_evictions_and_a_bad_one_is_its_reason(
     let reason = pod(&bad, "b-job-0")["reason"].as_str().unwrap();
     assert!(reason.starts_with("gang ml/b-job: PodGroup preemptionDelay: \"a while\" is not a duration"), "{reason}");
 }
+
+#[test]
+fn a_stopped_local_queue_admits_nothing_and_says_so() {
+    let mut text =
+        format!("{}{}", Cluster::default().nodes(1, 8).0, kueue_teams("nominalQuota: 8", "nominalQuota: 8", "{}"));
+    text.push_str("---\napiVersion: kueue.x-k8s.io/v1beta2\nkind: LocalQueue\nmetadata: {name: paused, namespace: ml}\nspec: {clusterQueue: team-a, stopPolicy: Hold}\n");
+    text.push_str(&single("held", "{kueue.x-k8s.io/queue-name: paused}", 1, 0));
+    text.push_str(&single("open", "{kueue.x-k8s.io/queue-name: team-a}", 1, 0));
+    let config = importing("kueue");
+    let report = Cluster(text).simulate(&["--config", config.to_str().unwrap()]);
+    assert_eq!(
+        pod(&report, "held")["reason"],
+        "LocalQueue ml/paused is stopped (stopPolicy Hold); it admits no new gang"
+    );
+    assert_eq!(pod(&report, "open")["node"], "node-1");
+}

@@ -309,7 +309,7 @@ pub fn assemble_view(objects: &ClusterView<'_>, scheduler_name: &str, now: i64, 
             .unwrap_or(default_priority);
         let entry = gangs.entry(gang.clone()).or_insert_with(|| {
             let group = facts.get(&gang);
-            let blocked = match (gang.kind, group) {
+            let blocked = rules.stopped(group, pod).or_else(|| match (gang.kind, group) {
                 (_, Some(g)) => g.preemption_delay.as_ref().err().map(|why| format!("{gang}: PodGroup {why}")),
                 (GangKind::Single, None) => None,
                 (kind, None) => Some(format!(
@@ -319,7 +319,7 @@ pub fn assemble_view(objects: &ClusterView<'_>, scheduler_name: &str, now: i64, 
                     kind.api_version().unwrap_or_default(),
                     if kind == GangKind::Kai { " (KAI's PodGroups are read with queues.import: [kai])" } else { "" }
                 )),
-            };
+            });
             Gang {
                 key: gang.clone(),
                 min_member: group.map_or(1, |g| g.min_member),

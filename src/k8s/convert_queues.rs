@@ -222,6 +222,16 @@ impl<'a> QueueRules<'a> {
             .unwrap_or_else(|| DEFAULT_QUEUE.to_string())
     }
 
+    /// Why the Kueue LocalQueue a pod names admits nothing now (its `stopPolicy`), when
+    /// Kueue is imported and the pod's queue comes from that LocalQueue.
+    pub fn stopped(&self, group: Option<&GroupSpec>, pod: &Pod) -> Option<String> {
+        if group.and_then(|g| g.queue.as_ref()).is_some() || labelled_queue(&pod.metadata).is_some() {
+            return None;
+        }
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+        self.kueue.as_ref()?.stopped(namespace, local_queue_name(pod.metadata.labels.as_ref())?)
+    }
+
     /// Who else keeps a pod's quota: Kueue, for a pod it manages (a LocalQueue label, or
     /// its managed label) while Kueue is not imported. Such a pod is placed outside
     /// Muster's queues.
@@ -340,6 +350,14 @@ mod tests {
         .unwrap();
         let imported = QueueRules::new(&[&ns], Some(&[&lq]));
         assert_eq!(imported.queue_of(None, &kueue_pod), "kueue/team-a");
+        assert_eq!(imported.stopped(None, &kueue_pod), None);
+        let mut held = lq.clone();
+        held.spec.fields.stop_policy = Some("Hold".into());
+        let held_rules = QueueRules::new(&[&ns], Some(&[&held]));
+        assert_eq!(
+            held_rules.stopped(None, &kueue_pod).as_deref(),
+            Some("LocalQueue ml/user-queue is stopped (stopPolicy Hold); it admits no new gang")
+        );
         assert_eq!(imported.quota_owner(&kueue_pod), None);
         assert_eq!(imported.queue_of(None, &in_ml("{muster.dev/queue: mine, kueue.x-k8s.io/queue-name: x}")), "mine");
         assert_eq!(preemptibility(None, &pod("{kai.scheduler/preemptibility: non-preemptible}")), Some(false));

@@ -242,7 +242,7 @@ fn missing_local_queue(namespace: &str, name: &str) -> String {
 /// Kueue's LocalQueues by namespace and name: where a workload that names one goes.
 #[derive(Debug, Default)]
 pub struct LocalQueues<'a> {
-    by_name: HashMap<(&'a str, &'a str), &'a str>,
+    by_name: HashMap<(&'a str, &'a str), &'a LocalQueue>,
 }
 
 impl<'a> LocalQueues<'a> {
@@ -251,7 +251,7 @@ impl<'a> LocalQueues<'a> {
             .iter()
             .filter_map(|q| {
                 let key = (q.metadata.namespace.as_deref().unwrap_or("default"), q.metadata.name.as_deref()?);
-                Some((key, q.spec.fields.cluster_queue.as_str()))
+                Some((key, *q))
             })
             .collect();
         LocalQueues { by_name }
@@ -260,8 +260,15 @@ impl<'a> LocalQueues<'a> {
     /// The engine queue of LocalQueue `name` in `namespace`.
     pub fn queue_of(&self, namespace: &str, name: &str) -> String {
         match self.by_name.get(&(namespace, name)) {
-            Some(cq) => cluster_queue_name(cq),
+            Some(q) => cluster_queue_name(&q.spec.fields.cluster_queue),
             None => missing_local_queue(namespace, name),
         }
+    }
+
+    /// Why LocalQueue `name` in `namespace` admits nothing now: its `stopPolicy`.
+    pub fn stopped(&self, namespace: &str, name: &str) -> Option<String> {
+        let policy = self.by_name.get(&(namespace, name))?.spec.fields.stop_policy.as_deref()?;
+        matches!(policy, "Hold" | "HoldAndDrain")
+            .then(|| format!("LocalQueue {namespace}/{name} is stopped (stopPolicy {policy}); it admits no new gang"))
     }
 }
