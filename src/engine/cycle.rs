@@ -7,6 +7,7 @@ use super::model::{Gang, GangKey, NodeIdx, PodKey, Reservation, Snapshot};
 use super::place::{GangFit, Scoring, Shortfall, Workspace};
 use super::preempt::{Eviction, Evictor, PreemptionConfig, Room};
 use super::queues::admit::{admit, resolve};
+use super::queues::devices::DeviceCharges;
 use super::queues::order::Picker;
 use super::queues::{GangNeeds, QueueState, QueueingStrategy};
 use super::reason::{WaitReason, Waiting};
@@ -84,11 +85,12 @@ pub fn schedule(snapshot: &Snapshot, config: &CycleConfig) -> CycleOutcome {
 /// cache changes no outcome, only the work.
 pub fn schedule_with(snapshot: &Snapshot, config: &CycleConfig, selectors: &mut SelectorCache) -> CycleOutcome {
     selectors.trim(&snapshot.dra);
+    let devices = std::sync::Arc::new(DeviceCharges::new(snapshot, selectors));
     let mut workspace = Workspace::new(snapshot, config.scoring, config.domain_choice, selectors);
     let mut outcome = CycleOutcome::default();
     let tree = &snapshot.queues;
-    let needs = GangNeeds::new(snapshot);
-    let mut queues = QueueState::new(snapshot, &needs);
+    let needs = GangNeeds::new(snapshot, &devices);
+    let mut queues = QueueState::new(snapshot, &needs, devices);
     let mut picker = Picker::new(snapshot, needs, &queues, &queue_order(&snapshot.gangs));
     let held = hold_reservations(snapshot, &mut workspace, &mut queues, &picker, &mut outcome);
     let mut evictor = Evictor::new(snapshot, config.preemption, &queues);
@@ -148,7 +150,7 @@ pub fn schedule_with(snapshot: &Snapshot, config: &CycleConfig, selectors: &mut 
             outcome.waiting.push(wait(WaitReason::BehindEarlierGang(earlier.clone())));
             continue;
         }
-        let admitted = match admit(tree, &queues, &snapshot.resources, leaf, gang, picker.need_now(index)) {
+        let admitted = match admit(tree, &queues, &snapshot.resources, leaf, (index, gang), picker.need_now(index)) {
             Ok(admitted) => admitted,
             Err(refusal) => {
                 outcome.waiting.push(wait(WaitReason::Queue(refusal)));
@@ -167,7 +169,7 @@ pub fn schedule_with(snapshot: &Snapshot, config: &CycleConfig, selectors: &mut 
         match workspace.place(admitted_gang) {
             Ok(fit) => {
                 evictor.placed(&gang.key);
-                outcome.placements.push(placed(&mut queues, tree, leaf, admitted_gang, fit));
+                outcome.placements.push(placed(&mut queues, snapshot, leaf, admitted_gang, fit));
             }
             Err(shortfall) => {
                 let never_fits = shortfall.never_fits;
@@ -242,14 +244,8 @@ fn shortfall_reason(shortfall: Shortfall) -> WaitReason {
 
 /// A gang placed: its pods charged to its queue, and the placement for the outcome.
 /// `fit`'s pod indices are into `gang.pods`.
-fn placed(
-    queues: &mut QueueState,
-    tree: &super::queues::QueueTree,
-    leaf: usize,
-    gang: &Gang,
-    fit: GangFit,
-) -> Placement {
-    queues.charge_placed(tree, leaf, gang, &fit.pods);
+fn placed(queues: &mut QueueState, snapshot: &Snapshot, leaf: usize, gang: &Gang, fit: GangFit) -> Placement {
+    queues.charge_placed(&snapshot.queues, &snapshot.dra, leaf, gang, &fit.pods, &fit.claims);
     Placement { gang: gang.key.clone(), pods: Workspace::keys(gang, &fit.pods), claims: fit.claims }
 }
 
@@ -329,7 +325,7 @@ fn hold_reservations(
         // The fit's pod indices are the pinned copy's: keys and charges come from it.
         let pinned = pinned(gang, &held.pods);
         match workspace.place(&pinned) {
-            Ok(fit) => outcome.placements.push(placed(queues, tree, leaf, &pinned, fit)),
+            Ok(fit) => outcome.placements.push(placed(queues, snapshot, leaf, &pinned, fit)),
             Err(shortfall) => {
                 if !tree.keys.is_empty() {
                     queues.charge(tree, leaf, picker.need_now(index), !gang.preemptible);

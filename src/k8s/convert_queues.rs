@@ -17,6 +17,7 @@ pub use super::view::{
     KAI_PREEMPTIBILITY_LABEL, KAI_QUEUE_LABELS, QUEUE_LABEL, labelled_preemptibility, labelled_queue,
 };
 use crate::config::parse_duration;
+use crate::engine::queues::devices::device_key;
 use crate::engine::queues::{
     DEFAULT_PRIORITY, DEFAULT_QUEUE, QueuePreemption, QueueSpec, QueueingStrategy, ReclaimPolicy, ResourceRule,
     WithinQueue,
@@ -44,6 +45,27 @@ fn valid_key(key: &str) -> bool {
     name_ok && prefix_ok && !key.contains("//")
 }
 
+/// A key on devices: a DeviceClass name (a DNS subdomain) and, for a capacity, its name
+/// as devices publish it (`memory`, or qualified with the driver).
+fn valid_device_key(key: &str, capacity: Option<&str>, class: &str) -> Result<(), String> {
+    let dns = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 253
+            && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '.'))
+            && s.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && s.ends_with(|c: char| c.is_ascii_alphanumeric())
+    };
+    if !dns(class) {
+        return Err(format!("resource key {key:?}: {class:?} is not a DeviceClass name"));
+    }
+    if capacity.is_some_and(|c| !valid_key(c)) {
+        return Err(format!(
+            "resource key {key:?}: the part before .deviceclass/ must name a device capacity (memory)"
+        ));
+    }
+    Ok(())
+}
+
 pub(super) fn amount(names: &mut ResourceNames, key: &str, text: &str) -> Result<(ResourceId, i64), String> {
     let id = names.intern(key);
     let parsed = if id == ResourceId::CPU { quantity::parse_milli(text) } else { quantity::parse_units(text) };
@@ -55,11 +77,10 @@ fn rule(
     key: &str,
     r: &queue_crd::QueueResource,
 ) -> Result<(ResourceId, ResourceRule), String> {
-    if !valid_key(key) {
-        return Err(format!("resource key {key:?} is not a resource name"));
-    }
-    if key.starts_with("deviceclass/") || key.contains(".deviceclass/") {
-        return Err(format!("resource key {key}: per-DeviceClass quotas are not supported yet"));
+    match device_key(key) {
+        Some((capacity, class)) => valid_device_key(key, capacity, class)?,
+        None if !valid_key(key) => return Err(format!("resource key {key:?} is not a resource name")),
+        None => {}
     }
     let id = names.intern(key);
     let mut out = ResourceRule::default();
@@ -306,6 +327,24 @@ mod tests {
         let problem = spec.problem.unwrap();
         assert!(problem.contains("resource key \"nvidia gpu\" is not a resource name"), "{problem}");
         assert!(problem.contains("resource memory: invalid quantity \"lots\""), "{problem}");
+    }
+
+    #[test]
+    fn keys_on_devices_count_devices_and_bytes_and_name_a_bad_class() {
+        let q = queue(
+            "apiVersion: muster.dev/v1alpha1\nkind: Queue\nmetadata: {name: a}\nspec:\n  resources:\n    deviceclass/h100.gpu.nvidia.com: {quota: \"4\"}\n    memory.deviceclass/gpu.nvidia.com: {limit: 640Gi}\n",
+        );
+        let mut names = ResourceNames::default();
+        let spec = queue_spec(&q, &[], &mut names);
+        assert_eq!(spec.problem, None);
+        let find = |key: &str| spec.resources.iter().find(|(k, _)| Some(*k) == names.get(key)).unwrap().1;
+        assert_eq!(find("deviceclass/h100.gpu.nvidia.com").quota, Some(4));
+        assert_eq!(find("memory.deviceclass/gpu.nvidia.com").limit, Some(640 << 30));
+        let bad = queue(
+            "apiVersion: muster.dev/v1alpha1\nkind: Queue\nmetadata: {name: b}\nspec:\n  resources:\n    deviceclass/H100_GPU: {quota: \"1\"}\n",
+        );
+        let problem = queue_spec(&bad, &[], &mut ResourceNames::default()).problem.unwrap();
+        assert!(problem.contains("\"H100_GPU\" is not a DeviceClass name"), "{problem}");
     }
 
     #[test]

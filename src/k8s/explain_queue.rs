@@ -66,6 +66,9 @@ pub fn explain_queue(objects: &ClusterObjects, config: &Config, name: &str, now:
     // Figures and the fair share's making, from the cycle's starting picture.
     let mut state = QueueState::of(snapshot);
     let steps = state.divide(tree, true);
+    for problem in &state.devices.problems {
+        writeln!(out, "\nquota keys on devices: {problem}; the key counts none of them").ok();
+    }
     let figures = report(snapshot, &state);
     let mine = figures.iter().find(|r| r.name == name);
     let path: Vec<usize> = tree.path(q).collect();

@@ -92,6 +92,10 @@ pub struct Report {
     /// Pods evicted by reclaim or preemption, one entry per pod, in order.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub evictions: Vec<EvictionResult>,
+    /// What a person should know about how the input was read (a quota key on devices
+    /// whose DeviceClass does not exist).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// How a simulation runs.
@@ -446,5 +450,6 @@ fn report(objects: &ClusterObjects, config: &Config, last: &CycleOutcome, now: i
                 .collect(),
         })
         .collect();
-    Report { pods, gangs, queues, evictions: Vec::new() }
+    let notes = state.devices.problems.iter().map(|p| format!("quota key on devices: {p}; it counts none")).collect();
+    Report { pods, gangs, queues, evictions: Vec::new(), notes }
 }

@@ -36,9 +36,12 @@ pub fn report_table(report: &Report) -> String {
         }
     }
     if !report.queues.is_empty() {
+        // Keys on devices (`memory.deviceclass/<class>`) are long: the column fits them.
+        let keys = report.queues.iter().flat_map(|q| q.resources.keys().map(|key| key.len()));
+        let width = keys.max().unwrap_or(0).max(24);
         let _ = writeln!(
             out,
-            "\n{:<24}  {:<16}  {:<24}  {:>8}  {:>8}  {:>10}  {:>10}  {:>10}",
+            "\n{:<24}  {:<16}  {:<width$}  {:>8}  {:>8}  {:>10}  {:>10}  {:>10}",
             "QUEUE", "PARENT", "RESOURCE", "QUOTA", "LIMIT", "FAIR SHARE", "ALLOCATED", "REQUESTED"
         );
         for q in &report.queues {
@@ -50,11 +53,14 @@ pub fn report_table(report: &Report) -> String {
                 let limit = f.limit.as_deref().unwrap_or("-");
                 let _ = writeln!(
                     out,
-                    "{:<24}  {parent:<16}  {key:<24}  {:>8}  {limit:>8}  {:>10}  {:>10}  {:>10}",
+                    "{:<24}  {parent:<16}  {key:<width$}  {:>8}  {limit:>8}  {:>10}  {:>10}  {:>10}",
                     q.name, f.quota, f.fair_share, f.allocated, f.requested
                 );
             }
         }
+    }
+    for note in &report.notes {
+        let _ = writeln!(out, "\nnote: {note}");
     }
     out
 }

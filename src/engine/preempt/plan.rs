@@ -7,6 +7,7 @@ use super::candidates::{Bundle, Kind, candidates};
 use super::{Eviction, EvictionReason, PreemptionConfig, Room};
 use crate::engine::model::{Gang, Snapshot};
 use crate::engine::place::{GangFit, Workspace};
+use crate::engine::queues::devices::DeviceCharges;
 use crate::engine::queues::refusal::quantity;
 use crate::engine::queues::{QueueState, ReclaimPolicy, WithinQueue};
 use crate::engine::resources::ResourceId;
@@ -34,6 +35,8 @@ pub struct Evictor<'a> {
     /// queue is beyond its share is judged on this, so that gangs placed in this cycle do
     /// not make a queue's older gangs victims in the same cycle (one picture per cycle).
     start: Vec<Vec<i64>>,
+    /// What running pods' devices charge.
+    devices: std::sync::Arc<DeviceCharges>,
 }
 
 impl<'a> Evictor<'a> {
@@ -47,6 +50,7 @@ impl<'a> Evictor<'a> {
             evicted_gangs: 0,
             grown: vec![false; snapshot.running.len()],
             start: state.allocated.clone(),
+            devices: state.devices.clone(),
         }
     }
 
@@ -180,6 +184,9 @@ impl<'a> Evictor<'a> {
             let demand = &self.snapshot.running[r].pods[p].demand;
             for (k, &id) in tree.keys.iter().enumerate() {
                 out[k] += demand.get(id);
+            }
+            for &(k, amount) in self.devices.running(r, p) {
+                out[k] += amount;
             }
         }
         out
@@ -436,7 +443,7 @@ impl<'a> Evictor<'a> {
             e.whole = self.gone[r].iter().all(|&g| g);
         }
         self.evicted_gangs += evictions.len();
-        state.charge_placed(tree, leaf, gang, &fit.pods);
+        state.charge_placed(tree, &snapshot.dra, leaf, gang, &fit.pods, &fit.claims);
         let until = snapshot.now.saturating_add(self.config.reservation_timeout.unwrap_or(grace.saturating_add(60)));
         Plan { evictions, fit, until }
     }

@@ -3,9 +3,15 @@
 //! a sum over the queue's subtree. Computed once per cycle from the snapshot and charged
 //! as gangs are placed, so every decision of the cycle reads one consistent picture.
 
+use std::sync::Arc;
+
 use super::QueueTree;
+use super::devices::DeviceCharges;
 use super::share::{Claimant, Division, divide};
 use super::tree::resolve;
+use crate::engine::claims::ClaimPlacement;
+use crate::engine::dra::model::DraSnapshot;
+use crate::engine::dra::selectors::SelectorCache;
 use crate::engine::model::{Gang, NodeIdx, PendingPod, Snapshot};
 use crate::engine::resources::Demand;
 
@@ -29,6 +35,8 @@ pub struct QueueState {
     pub used: Vec<i64>,
     /// Per queue: the quotas of its children did not fit in its share.
     pub oversubscribed: Vec<bool>,
+    /// What devices charge the keys on devices (`deviceclass/<class>`), for the cycle.
+    pub devices: Arc<DeviceCharges>,
 }
 
 /// Amounts of `demand` per key of the tree, `times` over.
@@ -36,13 +44,23 @@ pub fn per_key(tree: &QueueTree, demand: &Demand, times: i64) -> Vec<i64> {
     tree.keys.iter().map(|&id| demand.get(id) * times).collect()
 }
 
-/// Adds the demand of `pods`, per key of the tree, to `need`.
-fn add_pods<'p>(tree: &QueueTree, need: &mut [i64], pods: impl Iterator<Item = &'p PendingPod>) {
-    for pod in pods {
+/// Adds the demand of `pods` of gang `g` (pod index, pod), per key of the tree, to `need`:
+/// what they request and what their devices are estimated to charge.
+fn add_pods<'p>(
+    tree: &QueueTree,
+    devices: &DeviceCharges,
+    g: usize,
+    need: &mut [i64],
+    pods: impl Iterator<Item = (usize, &'p PendingPod)>,
+) {
+    for (p, pod) in pods {
         for &(id, amount) in pod.demand.entries() {
             if let Some(k) = tree.key_index(id) {
                 need[k] += amount;
             }
+        }
+        for &(k, amount) in devices.pending(g, p) {
+            need[k] += amount;
         }
     }
 }
@@ -59,7 +77,7 @@ pub struct GangNeeds {
 }
 
 impl GangNeeds {
-    pub fn new(snapshot: &Snapshot) -> GangNeeds {
+    pub fn new(snapshot: &Snapshot, devices: &DeviceCharges) -> GangNeeds {
         let tree = &snapshot.queues;
         let keys = tree.keys.len();
         let n = snapshot.gangs.len();
@@ -75,9 +93,9 @@ impl GangNeeds {
             }
             let now = gang.pods_now();
             let range = g * keys..(g + 1) * keys;
-            add_pods(tree, &mut needs.now[range.clone()], gang.pods[..now].iter());
+            add_pods(tree, devices, g, &mut needs.now[range.clone()], gang.pods[..now].iter().enumerate());
             needs.all[range.clone()].copy_from_slice(&needs.now[range.clone()]);
-            add_pods(tree, &mut needs.all[range], gang.pods[now..].iter());
+            add_pods(tree, devices, g, &mut needs.all[range], gang.pods.iter().enumerate().skip(now));
         }
         needs
     }
@@ -96,11 +114,12 @@ impl GangNeeds {
 impl QueueState {
     /// The state of `snapshot`, for reports.
     pub fn of(snapshot: &Snapshot) -> QueueState {
-        QueueState::new(snapshot, &GangNeeds::new(snapshot))
+        let devices = Arc::new(DeviceCharges::new(snapshot, &mut SelectorCache::default()));
+        QueueState::new(snapshot, &GangNeeds::new(snapshot, &devices), devices)
     }
 
     /// The state at the start of a cycle. Empty when no queue governs any key.
-    pub fn new(snapshot: &Snapshot, needs: &GangNeeds) -> QueueState {
+    pub fn new(snapshot: &Snapshot, needs: &GangNeeds, devices: Arc<DeviceCharges>) -> QueueState {
         let tree = &snapshot.queues;
         let keys = tree.keys.len();
         let queues = tree.queues.len();
@@ -113,6 +132,7 @@ impl QueueState {
             capacity: vec![0; keys],
             used: vec![0; keys],
             oversubscribed: vec![false; queues],
+            devices,
         };
         if keys == 0 {
             return state;
@@ -120,13 +140,16 @@ impl QueueState {
         for (k, &id) in tree.keys.iter().enumerate() {
             let allocatable: i64 = snapshot.nodes.iter().map(|n| n.allocatable.get(id)).sum();
             let requested: i64 = snapshot.nodes.iter().map(|n| n.requested.get(id)).sum();
-            state.capacity[k] = allocatable - requested;
+            state.capacity[k] = allocatable - requested + state.devices.capacity.get(k).copied().unwrap_or(0);
         }
-        for running in &snapshot.running {
+        for (r, running) in snapshot.running.iter().enumerate() {
             let mut need = vec![0; keys];
-            for pod in &running.pods {
+            for (p, pod) in running.pods.iter().enumerate() {
                 for (k, &id) in tree.keys.iter().enumerate() {
                     need[k] += pod.demand.get(id);
+                }
+                for &(k, amount) in state.devices.running(r, p) {
+                    need[k] += amount;
                 }
             }
             for (k, &amount) in need.iter().enumerate() {
@@ -175,9 +198,17 @@ impl QueueState {
         self.add(tree, leaf, need, non_preemptible, true);
     }
 
-    /// Charges the pods of `gang` placed this cycle (`placed`: pod index, node) to its
-    /// queue and every ancestor.
-    pub fn charge_placed(&mut self, tree: &QueueTree, leaf: usize, gang: &Gang, placed: &[(usize, NodeIdx)]) {
+    /// Charges the pods of `gang` placed this cycle (`placed`: pod index, node) and the
+    /// devices allocated to them (`claims`) to its queue and every ancestor.
+    pub fn charge_placed(
+        &mut self,
+        tree: &QueueTree,
+        dra: &DraSnapshot,
+        leaf: usize,
+        gang: &Gang,
+        placed: &[(usize, NodeIdx)],
+        claims: &[ClaimPlacement],
+    ) {
         if tree.keys.is_empty() {
             return;
         }
@@ -188,6 +219,9 @@ impl QueueState {
                     charged[k] += amount;
                 }
             }
+        }
+        for (k, amount) in self.devices.placed(dra, claims) {
+            charged[k] += amount;
         }
         self.charge(tree, leaf, &charged, !gang.preemptible);
     }

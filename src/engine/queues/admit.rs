@@ -80,14 +80,14 @@ pub fn check(
     Ok(())
 }
 
-/// How many of the gang's pending pods its queue admits now (at least the pods it still
+/// How many of gang `g`'s pending pods its queue admits now (at least the pods it still
 /// needs, whose demand is `now`), or why it admits none.
 pub fn admit(
     tree: &QueueTree,
     state: &QueueState,
     names: &ResourceNames,
     leaf: usize,
-    gang: &Gang,
+    (g, gang): (usize, &Gang),
     now: &[i64],
 ) -> Result<usize, Refusal> {
     if tree.keys.is_empty() {
@@ -97,11 +97,14 @@ pub fn admit(
     let needed = gang.pods_now();
     let mut admitted = needed;
     let mut need = now.to_vec();
-    for pod in &gang.pods[needed..] {
+    for (p, pod) in gang.pods.iter().enumerate().skip(needed) {
         for &(id, amount) in pod.demand.entries() {
             if let Some(k) = tree.key_index(id) {
                 need[k] += amount;
             }
+        }
+        for &(k, amount) in state.devices.pending(g, p) {
+            need[k] += amount;
         }
         if check(tree, state, names, leaf, &need, gang.preemptible).is_err() {
             break;

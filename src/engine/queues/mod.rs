@@ -10,6 +10,7 @@
 
 pub mod account;
 pub mod admit;
+pub mod devices;
 pub mod order;
 pub mod refusal;
 pub mod report;

@@ -71,11 +71,13 @@ impl fmt::Display for Refusal {
 pub fn quantity(names: &ResourceNames, id: ResourceId, amount: i64) -> String {
     const GI: i64 = 1 << 30;
     const MI: i64 = 1 << 20;
-    match names.name(id) {
+    let name = names.name(id);
+    let bytes = matches!(name, "memory" | "ephemeral-storage") || name.starts_with("memory.deviceclass/");
+    match name {
         "cpu" if amount % 1000 == 0 => (amount / 1000).to_string(),
         "cpu" => format!("{amount}m"),
-        "memory" | "ephemeral-storage" if amount != 0 && amount % GI == 0 => format!("{}Gi", amount / GI),
-        "memory" | "ephemeral-storage" if amount != 0 && amount % MI == 0 => format!("{}Mi", amount / MI),
+        _ if bytes && amount != 0 && amount % GI == 0 => format!("{}Gi", amount / GI),
+        _ if bytes && amount != 0 && amount % MI == 0 => format!("{}Mi", amount / MI),
         _ => amount.to_string(),
     }
 }

@@ -168,3 +168,13 @@ pub fn log_queue_notes(tree: &crate::engine::queues::QueueTree, said: &mut HashS
         }
     }
 }
+
+/// Logs what is wrong with a quota key on devices (its DeviceClass is missing, a selector
+/// fails), once each: the key counts no device until it is fixed.
+pub fn log_device_key_problems(state: &QueueState, said: &mut HashSet<String>) {
+    for problem in &state.devices.problems {
+        if said.insert(format!("device key: {problem}")) {
+            tracing::warn!("a quota key on devices counts none of them: {problem}");
+        }
+    }
+}

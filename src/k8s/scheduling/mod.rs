@@ -458,6 +458,7 @@ impl Scheduler {
         for release in self.releases.check(&view, unix) {
             writes.push(Write::ReleaseClaim(release));
         }
+        decide::log_device_key_problems(&outcome.queues, &mut self.queue_notes);
         let (queue_reports, queue_writes) =
             decide::queue_statuses(&assembled.snapshot, &outcome.queues, &cache.queues, unix);
         super::queue_status::export(&queue_reports, &assembled.snapshot.resources, &self.metrics);
