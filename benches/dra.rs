@@ -3,7 +3,9 @@
 //!
 //! Run with `cargo bench --bench dra`. Throughput is in pods placed per second, for one
 //! scheduling cycle: with a warm selector cache (as the scheduler runs, cycle after cycle)
-//! and with a cold one (every selector compiled and evaluated on every device first).
+//! and with a cold one (every selector compiled and evaluated on every device first); and
+//! warm, with every pod in a queue whose quotas are on devices (`deviceclass/<class>` and
+//! `memory.deviceclass/<class>`), charged per device allocated.
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -23,8 +25,18 @@ fn typed<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> T {
     serde_json::from_value(value).expect("benchmark objects parse")
 }
 
-fn cluster() -> Snapshot {
+fn cluster(device_quota: bool) -> Snapshot {
     let mut objects = ClusterObjects::default();
+    if device_quota {
+        let queue: muster::k8s::queue_crd::Queue = typed(json!({
+            "apiVersion": "muster.dev/v1alpha1", "kind": "Queue",
+            "metadata": {"name": "team", "resourceVersion": "1"},
+            "spec": {"resources": {
+                "deviceclass/gpu.nvidia.com": {"quota": (NODES * GPUS).to_string()},
+                "memory.deviceclass/gpu.nvidia.com": {"limit": format!("{}Gi", NODES * GPUS * 80)}}},
+        }));
+        objects.queues.push(queue);
+    }
     for n in 0..NODES {
         let name = format!("node-{n}");
         let node: Node = typed(json!({
@@ -64,7 +76,8 @@ fn cluster() -> Snapshot {
         }));
         objects.resource_claims.push(claim);
         let pod: Pod = typed(json!({
-            "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{p}"), "resourceVersion": "1"},
+            "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{p}"), "resourceVersion": "1",
+                         "labels": {"muster.dev/queue": "team"}},
             "spec": {"schedulerName": "muster",
                      "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
                      "containers": [{"name": "train", "image": "train", "resources": {"requests": {"cpu": "4", "memory": "32Gi"}}}]},
@@ -78,7 +91,8 @@ fn cluster() -> Snapshot {
 }
 
 fn bench(c: &mut Criterion) {
-    let snapshot = cluster();
+    let snapshot = cluster(false);
+    let quota = cluster(true);
     let config = CycleConfig::default();
     let mut warm = SelectorCache::default();
     let outcome = schedule_with(&snapshot, &config, &mut warm);
@@ -90,12 +104,22 @@ fn bench(c: &mut Criterion) {
         warm.evaluations
     );
     assert_eq!(placed, PODS, "every pod fits");
+    let mut quota_cache = SelectorCache::default();
+    let outcome = schedule_with(&quota, &config, &mut quota_cache);
+    let placed: usize = outcome.placements.iter().map(|p| p.pods.len()).sum();
+    assert_eq!(placed, PODS, "every pod fits within the device quotas");
+    let team = quota.queues.get("team").expect("the queue");
+    let gpus = quota.resources.get("deviceclass/gpu.nvidia.com").and_then(|id| quota.queues.key_index(id));
+    assert_eq!(outcome.queues.allocated[team][gpus.expect("a key")], PODS as i64, "one GPU charged per pod");
     let mut group = c.benchmark_group("dra_500_nodes_8_gpus");
     group.sample_size(10);
     group.throughput(Throughput::Elements(PODS as u64));
     group.bench_function("4000_pods_warm_selector_cache", |b| b.iter(|| schedule_with(&snapshot, &config, &mut warm)));
     group.bench_function("4000_pods_cold_selector_cache", |b| {
         b.iter(|| schedule_with(&snapshot, &config, &mut SelectorCache::default()))
+    });
+    group.bench_function("4000_pods_warm_device_quotas", |b| {
+        b.iter(|| schedule_with(&quota, &config, &mut quota_cache))
     });
     group.finish();
 }

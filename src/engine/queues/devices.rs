@@ -251,7 +251,8 @@ fn full(dra: &DraSnapshot, device: DeviceIdx, capacity: Option<&str>) -> i64 {
 struct Estimates<'a> {
     dra: &'a DraSnapshot,
     selectors: &'a mut SelectorCache,
-    specs: HashMap<*const ClaimSpec, Charges>,
+    /// By content: pods of one template have equal specs, not always one `Arc`.
+    specs: HashMap<Arc<ClaimSpec>, Charges>,
     classes: HashMap<(String, u32), Charges>,
 }
 
@@ -274,12 +275,11 @@ impl<'a> Estimates<'a> {
                 }
                 shared.push(&claim.claim);
             }
-            let key = Arc::as_ptr(spec);
-            if !self.specs.contains_key(&key) {
+            if !self.specs.contains_key(&**spec) {
                 let estimate = self.spec(charges, spec);
-                self.specs.insert(key, estimate);
+                self.specs.insert(spec.clone(), estimate);
             }
-            add(&mut sum, &self.specs[&key]);
+            add(&mut sum, &self.specs[&**spec]);
         }
         for request in &devices.extended {
             let key = (request.class.clone(), request.count);
