@@ -13,6 +13,10 @@ use muster::engine::build::{GPU, SnapshotBuilder};
 use muster::engine::model::{Gang, GangKey, RunningGang, RunningPod, Snapshot};
 use muster::engine::{CycleConfig, CycleOutcome, schedule};
 
+/// Random clusters per run: a few seconds, and well past the seeds where an eviction
+/// chain was once found (5,369 and others up to 44,995, fixed since).
+const SEEDS: u64 = 40_000;
+
 /// A small deterministic generator (xorshift), so failures name a seed.
 struct Rng(u64);
 
@@ -135,7 +139,7 @@ fn apply(snapshot: &mut Snapshot, outcome: &CycleOutcome, templates: &HashMap<Ga
 fn random_trees_at_fixed_demand_never_split_a_gang_evict_it_twice_or_evict_in_vain() {
     let config = CycleConfig::default();
     let mut evicting_runs = 0;
-    for seed in 0..5000 {
+    for seed in 0..SEEDS {
         let mut snapshot = random_cluster(seed);
         let templates: HashMap<GangKey, Gang> = snapshot.gangs.iter().map(|g| (g.key.clone(), g.clone())).collect();
         // The younger half arrives once the older half has taken the cluster; from then
@@ -197,6 +201,6 @@ fn random_trees_at_fixed_demand_never_split_a_gang_evict_it_twice_or_evict_in_va
         }
     }
     // The property means something only if evictions happen.
-    eprintln!("{evicting_runs} of 5000 random clusters evicted");
-    assert!(evicting_runs >= 30, "only {evicting_runs} of 5000 random clusters evicted anything");
+    eprintln!("{evicting_runs} of {SEEDS} random clusters evicted");
+    assert!(evicting_runs >= SEEDS / 200, "only {evicting_runs} of {SEEDS} random clusters evicted anything");
 }

@@ -210,7 +210,10 @@ pub fn schedule_with(snapshot: &Snapshot, config: &CycleConfig, selectors: &mut 
                 }
                 // A gang that could never fit must not hold the cluster hostage, and one that
                 // already has its minimum bound is only waiting for optional extra pods.
-                let starving = snapshot.now.saturating_sub(gang.created) >= config.reserve_after_seconds;
+                let starving = snapshot.now.saturating_sub(gang.created) >= config.reserve_after_seconds
+                    // Capacity is not held for a gang that its queue's share would not
+                    // cover: placed there, it would be reclaimed at once.
+                    && !(tree.is_configured() && queues.beyond_deserved(tree, leaf, picker.need_now(index)));
                 if !never_fits && gang.still_needed() > 0 {
                     match queueing {
                         Queueing::StrictFifo if heads[leaf].is_none() => heads[leaf] = Some(&gang.key),

@@ -200,11 +200,7 @@ impl<'a> Evictor<'a> {
         let (side, own) = (&tree.queues[s], &tree.queues[r]);
         let involved = |k: &usize| need[*k] > 0;
         let keys = 0..tree.keys.len();
-        let over_share = keys.clone().filter(involved).any(|k| {
-            let rule = side.rules[k];
-            let deserved = rule.quota.map_or(i64::MAX, |q| q.max(state.fair_share[s][k]));
-            a[s][k] > rule.limit.map_or(deserved, |l| l.min(deserved))
-        });
+        let over_share = keys.clone().filter(involved).any(|k| a[s][k] > state.deserved(tree, s, k));
         let guarantee = keys
             .clone()
             .filter(involved)

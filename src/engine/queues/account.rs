@@ -226,6 +226,23 @@ impl QueueState {
         self.charge(tree, leaf, &charged, !gang.preemptible);
     }
 
+    /// The most queue `q` holds of key `k` before a queue owed its share may reclaim from
+    /// it (QUEUES.md §2.6): `min(limit, max(quota, fair share))`; unbounded for an unlimited
+    /// quota without a limit.
+    pub fn deserved(&self, tree: &QueueTree, q: usize, k: usize) -> i64 {
+        let rule = tree.queues[q].rules[k];
+        let deserved = rule.quota.map_or(i64::MAX, |quota| quota.max(self.fair_share[q][k]));
+        rule.limit.map_or(deserved, |limit| limit.min(deserved))
+    }
+
+    /// Whether placing `need` in `leaf` would leave a queue on its path holding more than it
+    /// deserves in a key the need uses: what it then holds beyond is reclaimable at once.
+    pub fn beyond_deserved(&self, tree: &QueueTree, leaf: usize, need: &[i64]) -> bool {
+        tree.path(leaf).any(|q| {
+            need.iter().enumerate().any(|(k, &n)| n > 0 && self.allocated[q][k] + n > self.deserved(tree, q, k))
+        })
+    }
+
     /// Takes back what evicted pods held from their queue and every ancestor.
     pub fn discharge(&mut self, tree: &QueueTree, leaf: usize, need: &[i64], non_preemptible: bool) {
         let negative: Vec<i64> = need.iter().map(|a| -a).collect();

@@ -106,7 +106,11 @@ pub fn admit(
         for &(k, amount) in state.devices.pending(g, p) {
             need[k] += amount;
         }
-        if check(tree, state, names, leaf, &need, gang.preemptible).is_err() {
+        // Pods beyond minMember are extras: they never take the queue past what it
+        // deserves, where a queue owed its share would reclaim them at once.
+        if check(tree, state, names, leaf, &need, gang.preemptible).is_err()
+            || (tree.is_configured() && state.beyond_deserved(tree, leaf, &need))
+        {
             break;
         }
         admitted += 1;
