@@ -124,3 +124,23 @@ fn a_share_of_a_gpu_charges_the_memory_it_consumes_as_the_device_rounds_it() {
     );
     assert_eq!(figures(&report, "team-n", GPU_MEMORY)["allocated"], "40Gi");
 }
+
+#[test]
+fn a_device_freed_beyond_the_gangs_need_stays_with_the_exiting_pod_in_the_cycle_of_the_eviction() {
+    let path = fixture("device-reclaim-leftover.yaml");
+    let first = Command::new(env!("CARGO_BIN_EXE_muster"))
+        .args(["simulate", "--output", "json", "--cycles", "1", "--cluster", path.to_str().unwrap()])
+        .output()
+        .expect("muster runs");
+    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+    let first: Value = serde_json::from_slice(&first.stdout).unwrap();
+    // a-1 still holds both GPUs while it exits: c-1 gets neither in this cycle.
+    assert_eq!(first["evictions"][0]["preemptor"], "ml/b-1");
+    assert_eq!(pod(&first, "c-1")["node"], Value::Null);
+    assert!(pod(&first, "c-1")["reason"].as_str().unwrap().contains("0 of 2 devices"), "{first}");
+    // Once it is gone, b-1 takes the GPU freed for it and c-1 the other.
+    let last = simulate(&path);
+    assert_eq!(pod(&last, "b-1")["node"], "node-h");
+    assert_eq!(pod(&last, "c-1")["node"], "node-h");
+    assert_eq!(last["evictions"].as_array().unwrap().len(), 1);
+}

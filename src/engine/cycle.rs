@@ -101,7 +101,22 @@ pub fn schedule_with(snapshot: &Snapshot, config: &CycleConfig, selectors: &mut 
     let mut reserved = false;
     // StrictFIFO: per leaf queue, the first gang that did not fit.
     let mut heads: Vec<Option<&GangKey>> = vec![None; tree.queues.len()];
-    while let Some(index) = picker.next(tree, &queues) {
+    // Gangs that would take their queue beyond what it deserves go after every gang that
+    // stays within its own (a second pass, in the order they were put off): capacity goes
+    // first where it will not be reclaimed. Per leaf, whether one was put off (StrictFIFO
+    // keeps the rest of that leaf behind it).
+    let mut later: Vec<usize> = Vec::new();
+    let mut put_off = vec![false; tree.queues.len()];
+    let mut second = 0;
+    loop {
+        let (index, late) = match picker.next(tree, &queues) {
+            Some(index) => (index, false),
+            None if second < later.len() => {
+                second += 1;
+                (later[second - 1], true)
+            }
+            None => break,
+        };
         let gang = &snapshot.gangs[index];
         if gang.pods.is_empty() || held.contains(&index) {
             continue;
@@ -148,6 +163,15 @@ pub fn schedule_with(snapshot: &Snapshot, config: &CycleConfig, selectors: &mut 
         };
         if let (Queueing::StrictFifo, Some(earlier)) = (queueing, heads[leaf]) {
             outcome.waiting.push(wait(WaitReason::BehindEarlierGang(earlier.clone())));
+            continue;
+        }
+        if !late
+            && tree.is_configured()
+            && ((queueing == Queueing::StrictFifo && put_off[leaf])
+                || queues.beyond_deserved(tree, leaf, picker.need_now(index)))
+        {
+            put_off[leaf] = true;
+            later.push(index);
             continue;
         }
         let admitted = match admit(tree, &queues, &snapshot.resources, leaf, (index, gang), picker.need_now(index)) {

@@ -129,6 +129,32 @@ impl DeviceState {
         }
     }
 
+    /// Takes one use of a device back after [`DeviceState::release`] was kept (an evicted
+    /// pod's claim, still allocated while the pod exits), unless the device went to
+    /// someone else exclusively since. Not logged: it stays for the rest of the cycle.
+    pub fn hold_again(&mut self, dra: &DraSnapshot, used: &DeviceUse) {
+        let device = used.device;
+        if used.admin_access || device as usize >= dra.devices.len() || self.exclusive[device as usize] {
+            return;
+        }
+        if used.consumed.is_none() && self.shares[device as usize] > 0 {
+            return;
+        }
+        let was_free = self.is_free(device);
+        let amounts: Option<Vec<(usize, Quantity)>> = used.consumed.as_ref().map(|c| {
+            let d = &dra.devices[device as usize];
+            c.iter().filter_map(|(name, q)| d.capacity_index(name).map(|i| (i, *q))).collect()
+        });
+        self.apply(device, amounts.as_deref(), 1);
+        if was_free {
+            let pool_index = dra.device_pools[device as usize];
+            for (set, counter, q) in &dra.devices[device as usize].consumes {
+                let c = self.counters.entry((pool_index, set.clone(), counter.clone())).or_default();
+                *c = c.checked_add(*q).unwrap_or(*c);
+            }
+        }
+    }
+
     /// Whether nothing holds the device (shares of a shared device hold it too).
     pub fn is_free(&self, device: DeviceIdx) -> bool {
         !self.exclusive[device as usize] && self.shares[device as usize] == 0

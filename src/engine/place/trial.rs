@@ -6,7 +6,9 @@
 use super::Workspace;
 use super::transaction::take;
 use crate::engine::claims::ClaimMark;
-use crate::engine::model::RunningPod;
+use crate::engine::model::{Gang, NodeIdx, RunningPod};
+use crate::engine::place::GangFit;
+use crate::engine::resources::{Demand, ResourceId};
 
 /// A point to undo a trial to.
 pub struct TrialMark {
@@ -61,5 +63,45 @@ impl Workspace<'_> {
     /// Keeps everything done since the trial started, and stops recording.
     pub fn keep_trial(&mut self) {
         self.journal = None;
+    }
+
+    /// After an eviction plan is kept: holds again, for the rest of the cycle, what its
+    /// victims free beyond what the gang's trial took on each node (and their devices the
+    /// gang did not take). The victims are still exiting: a pod bound there now would be
+    /// refused by its kubelet, so only the gang the room was made for may count on it.
+    pub fn hold_leftover<'p>(&mut self, victims: impl Iterator<Item = &'p RunningPod>, gang: &Gang, fit: &GangFit) {
+        let mut freed: Vec<(NodeIdx, Vec<(ResourceId, i64)>)> = Vec::new();
+        let add = |into: &mut Vec<(ResourceId, i64)>, demand: &Demand, sign: i64| {
+            for &(id, amount) in demand.entries() {
+                match into.iter_mut().find(|(i, _)| *i == id) {
+                    Some(entry) => entry.1 += sign * amount,
+                    None => into.push((id, sign * amount)),
+                }
+            }
+        };
+        for pod in victims {
+            match freed.iter_mut().find(|(n, _)| *n == pod.node) {
+                Some((_, amounts)) => add(amounts, &pod.demand, 1),
+                None => {
+                    let mut amounts = Vec::new();
+                    add(&mut amounts, &pod.demand, 1);
+                    freed.push((pod.node, amounts));
+                }
+            }
+            for used in &pod.devices {
+                self.claims.state.hold_again(self.claims.dra, used);
+            }
+        }
+        for &(p, node) in &fit.pods {
+            if let Some((_, amounts)) = freed.iter_mut().find(|(n, _)| *n == node) {
+                add(amounts, &gang.pods[p].demand, -1);
+            }
+        }
+        for (node, amounts) in freed {
+            let left = Demand::new(amounts.into_iter().filter(|&(_, a)| a > 0).collect());
+            if !left.entries().is_empty() {
+                take(&mut self.free, &mut self.domain_free, &mut None, &self.snapshot.topology, node, &left, 1);
+            }
+        }
     }
 }

@@ -389,6 +389,7 @@ impl<'a> Evictor<'a> {
             return None;
         }
         let fit = self.trial(workspace, gang, bundles, &chosen, true)?;
+        workspace.hold_leftover(pods.iter().map(|&(r, p)| &snapshot.running[r].pods[p]), gang, &fit);
         Some(self.commit(state, gang, leaf, kind, pods, fit))
     }
 

@@ -380,3 +380,48 @@ fn a_reservation_places_the_very_pods_its_trial_placed() {
     let placed: Vec<(&str, u32)> = outcome.placements[0].pods.iter().map(|(k, n)| (k.name.as_str(), *n)).collect();
     assert_eq!(placed, [("b-job-1", 1)]);
 }
+
+#[test]
+fn what_a_whole_victim_frees_beyond_the_gang_stays_held_until_the_victims_are_gone() {
+    // b reclaims a-new whole (8 GPUs on n2) for a 4-GPU pod: the other 4 stay with the
+    // exiting pods in this cycle, so c's pod is not bound where its kubelet would refuse it.
+    let snapshot = two_teams()
+        .queue("c", "", &[(G, 0, 1, None, None)], |_| {})
+        .running("a-old", "a", "n1", 2, &[(G, 4)], 100)
+        .running("a-new", "a", "n2", 2, &[(G, 4)], 200)
+        .gang("b-job", 1, 1, &[(G, 4)])
+        .in_queue("b")
+        .gang("c-job", 1, 1, &[(G, 4)])
+        .in_queue("c")
+        .build();
+    let (lines, outcome) = run(&snapshot);
+    assert_eq!(lines[0], "evict a-new whole [a-new-0 a-new-1] (Reclaimed for b-job)");
+    assert!(outcome.placements.is_empty(), "{lines:?}");
+    assert!(lines.iter().any(|l| l.starts_with("c-job waits: 0/2 nodes are available")), "{lines:?}");
+}
+
+#[test]
+fn a_gang_within_its_queues_share_goes_before_one_that_would_pass_its_own() {
+    // Fair shares are 4 and 4. a's head gang (8 GPUs) puts a behind b in queue order, and
+    // b's 6-GPU gang would pass b's share: placed first, it would take the GPUs a-small is
+    // owed and be reclaimed by it in the next cycle. It goes after every gang within its
+    // queue's share instead, and a-small runs.
+    let snapshot = SnapshotBuilder::new()
+        .gpu_node("n1", 64, 512, 8, &[])
+        .queue("a", "", &[(G, 0, 1, None, None)], |_| {})
+        .queue("b", "", &[(G, 0, 1, None, None)], |_| {})
+        .at(10_000)
+        .gang("a-big", 1, 1, &[(G, 8)])
+        .in_queue("a")
+        .gang("b-mid", 1, 1, &[(G, 6)])
+        .in_queue("b")
+        .with_last_gang(|g| g.created = 10)
+        .gang("a-small", 1, 1, &[(G, 4)])
+        .in_queue("a")
+        .with_last_gang(|g| g.created = 50)
+        .build();
+    let (lines, outcome) = run(&snapshot);
+    assert_eq!(lines[0], "a-small -> n1", "{lines:?}");
+    assert_eq!(outcome.placements.len(), 1, "{lines:?}");
+    assert!(lines.iter().any(|l| l.starts_with("b-mid waits: ")), "{lines:?}");
+}

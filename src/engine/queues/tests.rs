@@ -107,7 +107,7 @@ fn a_limit_holds_a_gang_back_and_caps_an_elastic_one() {
         run(&snapshot),
         vec![
             "elastic -> n1 n1",
-            "big waits: queue capped would exceed its limit of 4 nvidia.com/gpu (0 allocated, the gang needs 8)"
+            "big waits: queue capped would exceed its limit of 4 nvidia.com/gpu (4 allocated, the gang needs 8)"
         ]
     );
 }
