@@ -63,6 +63,8 @@ pub struct ClaimWork<'s> {
     /// Claims shared by several pods, allocated in this cycle: where their devices are.
     allocated_now: HashMap<ClaimKey, Option<NodeSelector>>,
     log: Vec<ClaimKey>,
+    /// The snapshot's device set, named by its devices' revisions (found on first need).
+    fingerprint: Option<u64>,
 }
 
 /// A point to undo to.
@@ -118,7 +120,14 @@ fn node_selector(dra: &DraSnapshot, devices: &[AllocatedDevice], node: &Node) ->
 
 impl<'s> ClaimWork<'s> {
     pub fn new(dra: &'s DraSnapshot, selectors: &'s mut SelectorCache) -> ClaimWork<'s> {
-        ClaimWork { dra, state: DeviceState::new(dra), selectors, allocated_now: HashMap::new(), log: Vec::new() }
+        ClaimWork {
+            dra,
+            state: DeviceState::new(dra),
+            selectors,
+            allocated_now: HashMap::new(),
+            log: Vec::new(),
+            fingerprint: None,
+        }
     }
 
     pub fn mark(&self) -> ClaimMark {
@@ -162,6 +171,57 @@ impl<'s> ClaimWork<'s> {
             }
         }
         ShapeDevices { pod: pod.clone(), resolved, variants: HashMap::new(), error }
+    }
+
+    /// The first selector of the shape's claims that fails at run time on a device one of
+    /// `candidates` (the nodes the pod may go to, in index order) can reach, as the pod's
+    /// error: Kubernetes aborts the allocation on it, rather than try another node where
+    /// the expression happens to evaluate (a driver upgrade half rolled out, an attribute
+    /// published by only some nodes).
+    pub fn runtime_error(&mut self, shape: &ShapeDevices, candidates: &[NodeIdx]) -> Option<String> {
+        let dra = self.dra;
+        let fingerprint = *self.fingerprint.get_or_insert_with(|| {
+            dra.devices
+                .iter()
+                .fold(dra.devices.len() as u64, |h, d| (h ^ d.revision).wrapping_mul(0x100_0000_01b3).rotate_left(5))
+        });
+        let claims = shape.pod.claims.iter().zip(&shape.resolved);
+        for (claim, resolved) in claims.filter_map(|(c, r)| r.as_ref().map(|r| (c, r))) {
+            for (r, alternatives) in resolved.selectors.iter().enumerate() {
+                for (a, ids) in alternatives.iter().enumerate() {
+                    let Ok(ids) = ids else { continue };
+                    if ids.is_empty() {
+                        continue;
+                    }
+                    let list: Vec<_> = ids.iter().map(|&(id, _)| id).collect();
+                    let failures = self.selectors.failures(&list, dra, fingerprint);
+                    if failures.is_empty() {
+                        continue;
+                    }
+                    let reachable = candidates.iter().flat_map(|&n| dra.node_devices[n as usize].iter());
+                    let mut hit = None;
+                    for &d in reachable {
+                        if let Ok(i) = failures.binary_search_by_key(&d, |f| f.0) {
+                            hit = Some(i);
+                            break;
+                        }
+                    }
+                    if let Some(i) = hit {
+                        let (d, position, error) = &failures[i];
+                        let request = &resolved.spec.requests[r];
+                        let class = &request.alternatives[a].class;
+                        return Some(format!(
+                            "claim {} (request {}): {}: CEL runtime error on device {}: {error}",
+                            claim.name,
+                            request.name,
+                            allocate::origin_text(ids[*position].1, class),
+                            dra.devices[*d as usize].id()
+                        ));
+                    }
+                }
+            }
+        }
+        None
     }
 
     /// The demand a pod of the shape puts on `node`'s own capacity: extended resources the

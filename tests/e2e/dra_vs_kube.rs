@@ -27,6 +27,7 @@ struct Dev {
     name: String,
     memory_gi: u32,
     product: &'static str,
+    /// Negative: not published (a driver version that no longer writes it).
     index: i64,
     root: &'static str,
     version: &'static str,
@@ -67,7 +68,7 @@ impl Pred {
         match self {
             Pred::MemoryAtLeast(gi) => d.memory_gi >= *gi,
             Pred::Product(p) => d.product == *p,
-            Pred::IndexBelow(i) => d.index < *i,
+            Pred::IndexBelow(i) => d.index >= 0 && d.index < *i,
             Pred::VersionAbove(v) => version_key(d.version) > version_key(v),
             Pred::Root(r) => d.root == *r,
             Pred::ProductContains(s) => d.product.to_lowercase().contains(&s.to_lowercase()),
@@ -282,6 +283,15 @@ fn hand_written() -> Vec<Scenario> {
             None,
         ),
         s(
+            // A driver upgrade half rolled out: the selector fails at run time on the node
+            // whose driver no longer publishes index. Kubernetes aborts the allocation on
+            // the error rather than use the node where it evaluates.
+            "index-on-one-node-only",
+            vec![vec![dev("gpu-0", 80, h100, 0, "pci-a", false)], vec![dev("gpu-0", 80, h100, -1, "pci-a", false)]],
+            one(vec![Pred::IndexBelow(8)], Mode::Count(1)),
+            None,
+        ),
+        s(
             "distinct-index-two-requests",
             vec![vec![dev("gpu-0", 80, h100, 0, "pci-a", false), dev("gpu-1", 80, h100, 1, "pci-b", false)]],
             vec![
@@ -484,12 +494,14 @@ async fn create_cluster_objects(cluster: &TestCluster, scenarios: &[Scenario], n
                         "name": d.name,
                         "attributes": {
                             "productName": {"string": d.product},
-                            "index": {"int": d.index},
                             "driverVersion": {"version": d.version},
                             "resource.kubernetes.io/pcieRoot": {"string": d.root},
                         },
                         "capacity": {"memory": {"value": format!("{}Gi", d.memory_gi)}},
                     });
+                    if d.index >= 0 {
+                        v["attributes"]["index"] = json!({"int": d.index});
+                    }
                     if d.tainted {
                         v["taints"] = json!([{"key": "gpu.example.com/xid", "value": "79", "effect": "NoSchedule"}]);
                     }
@@ -547,7 +559,7 @@ async fn outcomes(
                 let name = format!("{prefix}-{}", s.name);
                 list.iter().any(|p| {
                     p.metadata.name.as_deref() == Some(name.as_str())
-                        && (node_of(p).is_some() || unschedulable_message(p).is_some())
+                        && (node_of(p).is_some() || unschedulable_message(p).is_some() || scheduler_error(p))
                 })
             });
             if decided {
@@ -584,6 +596,16 @@ async fn outcomes(
         out.insert(s.name.clone(), outcome);
     }
     out
+}
+
+/// Whether the scheduler gave up on the pod with an error rather than a verdict, as
+/// kube-scheduler does when a selector fails at run time (reason `SchedulerError`).
+fn scheduler_error(pod: &Pod) -> bool {
+    let conditions = pod.status.as_ref().and_then(|s| s.conditions.as_ref());
+    conditions.is_some_and(|c| {
+        c.iter()
+            .any(|c| c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some("SchedulerError"))
+    })
 }
 
 /// Removes one scheduler's pods and claims so the next starts from the same free devices.

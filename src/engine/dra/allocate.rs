@@ -96,7 +96,7 @@ fn tolerated(device: &super::model::Device, sub: &SubRequest) -> bool {
     })
 }
 
-fn origin_text(origin: SelectorOrigin, class: &str) -> String {
+pub(crate) fn origin_text(origin: SelectorOrigin, class: &str) -> String {
     match origin {
         SelectorOrigin::Class(i) => format!("class {class} selector #{i}"),
         SelectorOrigin::Request(i) => format!("selector #{i}"),

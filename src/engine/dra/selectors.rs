@@ -9,7 +9,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use super::cel::Selector;
-use super::model::{Device, DraSnapshot};
+use super::model::{Device, DeviceIdx, DraSnapshot};
 
 /// An expression's index in a [`SelectorCache`].
 pub type SelectorId = u32;
@@ -21,7 +21,16 @@ pub struct SelectorCache {
     results: HashMap<(SelectorId, u64), Result<bool, Arc<str>>>,
     /// Evaluations run (not answered from the cache), for benchmarks and tests.
     pub evaluations: u64,
+    /// Per list of selectors applied in order (a request alternative's class and own
+    /// selectors): the devices of the snapshot where one fails at run time. Kept for the
+    /// device set `scanned_for`, dropped whole when it changes.
+    failures: HashMap<Vec<SelectorId>, Failures>,
+    scanned_for: u64,
 }
+
+/// Devices where a list of selectors fails: (device, position of the failing selector in
+/// the list, the error), by device.
+pub type Failures = Arc<[(DeviceIdx, usize, Arc<str>)]>;
 
 impl SelectorCache {
     /// The id of `expression`, compiling it the first time it is seen.
@@ -58,6 +67,40 @@ impl SelectorCache {
         };
         self.results.insert((id, device.revision), result.clone());
         result
+    }
+
+    /// Where `ids`, applied in order until one is false (as the allocator applies them),
+    /// fail at run time on any device of `dra` in a complete pool. Kubernetes aborts a
+    /// pod's allocation on such an error wherever it is met, so the scheduler must know of
+    /// it before it picks a node where the expression happens to evaluate. `fingerprint`
+    /// names `dra`'s device set: a scan is reused until it changes.
+    pub fn failures(&mut self, ids: &[SelectorId], dra: &DraSnapshot, fingerprint: u64) -> Failures {
+        if self.scanned_for != fingerprint {
+            self.failures.clear();
+            self.scanned_for = fingerprint;
+        }
+        if let Some(found) = self.failures.get(ids) {
+            return found.clone();
+        }
+        let mut found = Vec::new();
+        for (d, device) in dra.devices.iter().enumerate() {
+            if !dra.pool_of(d as DeviceIdx).complete {
+                continue;
+            }
+            for (position, &id) in ids.iter().enumerate() {
+                match self.matches(id, device) {
+                    Ok(true) => {}
+                    Ok(false) => break,
+                    Err(e) => {
+                        found.push((d as DeviceIdx, position, e));
+                        break;
+                    }
+                }
+            }
+        }
+        let found: Failures = found.into();
+        self.failures.insert(ids.to_vec(), found.clone());
+        found
     }
 
     /// Drops the results of devices no longer in `dra`, once there are many more results

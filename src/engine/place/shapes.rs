@@ -78,6 +78,12 @@ impl Workspace<'_> {
                 Err(r) => static_rejections.add(NodeRejection::Static(r)),
             }
         }
+        // Candidates are in index order here, as the search for failing devices needs.
+        if let Some(d) = devices.as_mut()
+            && d.error.is_none()
+        {
+            d.error = self.claims.runtime_error(d, &candidates);
+        }
         let key_resource = self.accelerators.iter().copied().find(|&r| pod.demand.get(r) > 0);
         self.order_candidates(&mut candidates, key_resource, devices.is_some());
         self.shapes.push(Shape {
