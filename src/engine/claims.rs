@@ -173,55 +173,44 @@ impl<'s> ClaimWork<'s> {
         ShapeDevices { pod: pod.clone(), resolved, variants: HashMap::new(), error }
     }
 
-    /// The first selector of the shape's claims that fails at run time on a device one of
-    /// `candidates` (the nodes the pod may go to, in index order) can reach, as the pod's
-    /// error: Kubernetes aborts the allocation on it, rather than try another node where
-    /// the expression happens to evaluate (a driver upgrade half rolled out, an attribute
-    /// published by only some nodes).
+    /// The error of the selectors Kubernetes evaluates on every node it tries for the pod
+    /// (those of the first request of the pod's first claim to allocate, in its first
+    /// alternative), when they fail at run time on a device one of `candidates` (the nodes
+    /// the pod may go to) can reach: Kubernetes aborts the allocation on it, rather than
+    /// try another node where the expression happens to evaluate (a driver upgrade half
+    /// rolled out, an attribute published by only some nodes). Later requests and
+    /// alternatives are evaluated only where the search reaches them, as the allocator
+    /// does on each node it tries.
     pub fn runtime_error(&mut self, shape: &ShapeDevices, candidates: &[NodeIdx]) -> Option<String> {
         let dra = self.dra;
         let fingerprint = *self.fingerprint.get_or_insert_with(|| {
-            dra.devices
-                .iter()
-                .fold(dra.devices.len() as u64, |h, d| (h ^ d.revision).wrapping_mul(0x100_0000_01b3).rotate_left(5))
+            let mix = |h: u64, v: u64| (h ^ v).wrapping_mul(0x100_0000_01b3).rotate_left(5);
+            let h = dra.devices.iter().fold(dra.devices.len() as u64, |h, d| mix(h, d.revision));
+            dra.pools.iter().fold(h, |h, p| mix(h, p.complete as u64))
         });
-        let claims = shape.pod.claims.iter().zip(&shape.resolved);
-        for (claim, resolved) in claims.filter_map(|(c, r)| r.as_ref().map(|r| (c, r))) {
-            for (r, alternatives) in resolved.selectors.iter().enumerate() {
-                for (a, ids) in alternatives.iter().enumerate() {
-                    let Ok(ids) = ids else { continue };
-                    if ids.is_empty() {
-                        continue;
-                    }
-                    let list: Vec<_> = ids.iter().map(|&(id, _)| id).collect();
-                    let failures = self.selectors.failures(&list, dra, fingerprint);
-                    if failures.is_empty() {
-                        continue;
-                    }
-                    let reachable = candidates.iter().flat_map(|&n| dra.node_devices[n as usize].iter());
-                    let mut hit = None;
-                    for &d in reachable {
-                        if let Ok(i) = failures.binary_search_by_key(&d, |f| f.0) {
-                            hit = Some(i);
-                            break;
-                        }
-                    }
-                    if let Some(i) = hit {
-                        let (d, position, error) = &failures[i];
-                        let request = &resolved.spec.requests[r];
-                        let class = &request.alternatives[a].class;
-                        return Some(format!(
-                            "claim {} (request {}): {}: CEL runtime error on device {}: {error}",
-                            claim.name,
-                            request.name,
-                            allocate::origin_text(ids[*position].1, class),
-                            dra.devices[*d as usize].id()
-                        ));
-                    }
-                }
-            }
+        let (claim, resolved) =
+            shape.pod.claims.iter().zip(&shape.resolved).find_map(|(c, r)| r.as_ref().map(|r| (c, r)))?;
+        let Ok(ids) = resolved.selectors.first()?.first()? else { return None };
+        if ids.is_empty() {
+            return None;
         }
-        None
+        let list: Vec<_> = ids.iter().map(|&(id, _)| id).collect();
+        let failures = self.selectors.failures(&list, dra, fingerprint);
+        if failures.is_empty() {
+            return None;
+        }
+        // In device order, so a device is found by binary search.
+        let reachable = candidates.iter().flat_map(|&n| dra.node_devices[n as usize].iter());
+        let (d, position, error) =
+            reachable.filter_map(|&d| failures.binary_search_by_key(&d, |f| f.0).ok()).map(|i| &failures[i]).next()?;
+        let request = &resolved.spec.requests[0];
+        Some(format!(
+            "claim {} (request {}): {}: CEL runtime error on device {}: {error}",
+            claim.name,
+            request.name,
+            allocate::origin_text(ids[*position].1, &request.alternatives[0].class),
+            dra.devices[*d as usize].id()
+        ))
     }
 
     /// The demand a pod of the shape puts on `node`'s own capacity: extended resources the

@@ -55,7 +55,8 @@ pub struct Placement {
 pub struct CycleOutcome {
     /// In the order they were placed (queue order).
     pub placements: Vec<Placement>,
-    /// Gangs left waiting, in queue order.
+    /// Gangs left waiting, in the order they were considered: queue order, then the gangs
+    /// put off for going beyond their queue's share.
     pub waiting: Vec<Waiting>,
     /// What queues hold and deserve after this cycle's placements.
     pub queues: QueueState,

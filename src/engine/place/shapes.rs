@@ -78,7 +78,6 @@ impl Workspace<'_> {
                 Err(r) => static_rejections.add(NodeRejection::Static(r)),
             }
         }
-        // Candidates are in index order here, as the search for failing devices needs.
         if let Some(d) = devices.as_mut()
             && d.error.is_none()
         {
