@@ -198,6 +198,33 @@ fn a_gang_that_was_whole_gets_the_grace_period_even_when_its_readiness_was_never
 }
 
 #[test]
+fn a_new_scheduler_grants_the_grace_period_to_a_gang_whose_podgroup_says_it_was_ready() {
+    // One pod of a Ready gang was deleted (its node went away) and a new scheduler starts:
+    // only t-0 is left, so the pods alone do not show the gang was ever whole.
+    let config = Config { gang_broken_grace_seconds: 60, ..Config::default() };
+    let left = || vec![bound(pod("t-0", Some("train")), "n1", "Running", true, 0)];
+    let condition = |kind: &str, at: &str| json!({"type": kind, "status": "True", "reason": kind, "message": "", "lastTransitionTime": at});
+    let run = |conditions: Vec<serde_json::Value>, now: i64| {
+        let mut group = pod_group("train", 2, 0);
+        group.status = Some(serde_json::from_value(json!({"conditions": conditions})).unwrap());
+        let objects = ClusterObjects { pods: left(), muster_groups: vec![group], ..Default::default() };
+        let view = objects.view();
+        let members = muster::k8s::groups::members(&view, &config.scheduler_name);
+        let mut net = SafetyNet::default();
+        let mut evicted =
+            net.check(&view, &muster::k8s::groups::group_specs(&view), &members, &config, &HashSet::new(), now);
+        evicted.pop().map(|e| e.reason)
+    };
+    // Ready before: the grace period, then GangBroken.
+    let ready = vec![condition("PodsReady", "1970-01-01T00:00:05Z")];
+    assert_eq!(run(ready.clone(), 10), None, "within the grace period");
+    // Without it, or with a Ready older than its last eviction: partly bound, evicted now.
+    assert_eq!(run(vec![], 10), Some(EvictionReason::BindFailed));
+    let stale = vec![condition("PodsReady", "1970-01-01T00:00:05Z"), condition("Evicted", "1970-01-01T00:00:07Z")];
+    assert_eq!(run(stale, 10), Some(EvictionReason::BindFailed));
+}
+
+#[test]
 fn a_relist_drops_assumptions_of_pods_that_went_away_while_the_watch_was_down() {
     let mut cache = Cache::default();
     apply_event(&mut cache, Event::Apply(pod("p", None)));

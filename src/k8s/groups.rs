@@ -38,6 +38,10 @@ pub struct GroupSpec {
     pub preemption_delay: Result<Option<i64>, String>,
     /// When Muster last evicted it (its `Evicted` condition), Unix seconds.
     pub last_evicted: Option<i64>,
+    /// Whether its persisted status says it was whole and Ready since its last eviction
+    /// (Muster's `PodsReady`, Kubernetes' `PodGroupInitiallyScheduled`): a scheduler that
+    /// starts while it is losing pods grants it the grace period.
+    pub was_ready: bool,
 }
 
 /// KAI Scheduler's annotation for a gang's preemption delay, on the PodGroup or the pod.
@@ -111,6 +115,15 @@ pub fn group_specs(view: &ClusterView<'_>) -> HashMap<GangKey, GroupSpec> {
                     .find(|c| c.type_ == "Evicted" && c.status == "True")
                     .map(|c| c.last_transition_time.0.as_second())
             }),
+            was_ready: g.status.as_ref().is_some_and(|s| {
+                let at = |kind: &str| {
+                    s.conditions
+                        .iter()
+                        .find(|c| c.type_ == kind && c.status == "True")
+                        .map(|c| c.last_transition_time.0.as_second())
+                };
+                at("PodsReady").is_some_and(|ready| at("Evicted").is_none_or(|evicted| ready > evicted))
+            }),
         };
         specs.insert(spec.key.clone(), spec);
     }
@@ -135,6 +148,11 @@ pub fn group_specs(view: &ClusterView<'_>) -> HashMap<GangKey, GroupSpec> {
             preemptible: labelled_preemptibility(&g.metadata),
             preemption_delay: preemption_delay(None, &g.metadata),
             last_evicted: None,
+            was_ready: g
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "PodGroupInitiallyScheduled" && c.status == "True")),
         };
         specs.insert(spec.key.clone(), spec);
     }
@@ -151,6 +169,7 @@ pub fn group_specs(view: &ClusterView<'_>) -> HashMap<GangKey, GroupSpec> {
             preemptible: labelled_preemptibility(&g.metadata),
             preemption_delay: preemption_delay(None, &g.metadata),
             last_evicted: None,
+            was_ready: false,
         };
         specs.insert(spec.key.clone(), spec);
     }
@@ -176,6 +195,7 @@ pub fn group_specs(view: &ClusterView<'_>) -> HashMap<GangKey, GroupSpec> {
             },
             preemption_delay: preemption_delay(g.spec.preemption_delay.as_deref(), &g.metadata),
             last_evicted: None,
+            was_ready: false,
         };
         specs.insert(spec.key.clone(), spec);
     }

@@ -8,8 +8,9 @@
 //!   restarted mid-binding and the gang cannot be finished);
 //! - **PodsReadyTimeout**: bound, but fewer than `minMember` pods Ready within the
 //!   PodGroup's `podsReadyTimeoutSeconds` (else the configuration's default) of binding;
-//! - **GangBroken**: it was Ready, then fell below `minMember` live pods (a pod failed, its
-//!   node was lost) for longer than the configured grace period.
+//! - **GangBroken**: it was Ready (seen here, or persisted in its PodGroup's status by an
+//!   earlier leader), then fell below `minMember` live pods (a pod failed or was deleted,
+//!   its node was lost) for longer than the configured grace period.
 
 use std::collections::{HashMap, HashSet};
 
@@ -59,6 +60,8 @@ pub struct SafetyNet {
 struct GroupRules {
     min_member: usize,
     pods_ready_timeout: i64,
+    /// Its PodGroup's status says it was Ready (durable across restarts).
+    was_ready: bool,
 }
 
 #[derive(Default)]
@@ -162,10 +165,12 @@ impl SafetyNet {
                 }
                 continue;
             }
-            // Below the minimum. A gang that was whole once (Ready, or as many pods bound,
-            // failed or done as it needs) lost pods while running: give it the grace period.
-            // One that never was is partly bound: evict it now.
-            let was_whole = self.ready.contains(&gang) || pods.live.len() + pods.succeeded + pods.failed >= min;
+            // Below the minimum. A gang that was whole once (Ready, seen here or persisted in
+            // its PodGroup's status by an earlier leader, or as many pods bound, failed or
+            // done as it needs) lost pods while running: give it the grace period. One that
+            // never was is partly bound: evict it now.
+            let was_whole =
+                self.ready.contains(&gang) || rule.was_ready || pods.live.len() + pods.succeeded + pods.failed >= min;
             if !was_whole {
                 evictions.push(evict(
                     EvictionReason::BindFailed,
@@ -211,6 +216,7 @@ fn group_rules(groups: &HashMap<GangKey, GroupSpec>, config: &Config) -> HashMap
             let rules = GroupRules {
                 min_member: spec.min_member,
                 pods_ready_timeout: spec.pods_ready_timeout_seconds.unwrap_or(default_timeout),
+                was_ready: spec.was_ready,
             };
             (key.clone(), rules)
         })
