@@ -225,6 +225,37 @@ fn a_new_scheduler_grants_the_grace_period_to_a_gang_whose_podgroup_says_it_was_
 }
 
 #[test]
+fn a_ready_gang_that_lost_a_pod_says_so_in_its_status_and_a_later_scheduler_still_grants_the_grace() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use muster::k8s::status::{GroupFacts, podgroup_status};
+    let config = Config { gang_broken_grace_seconds: 60, ..Config::default() };
+    let at = |s: i64| Time(jiff::Timestamp::from_second(s).unwrap());
+    let facts = GroupFacts { waiting: None, evicted: None };
+    let whole = [
+        bound(pod("t-0", Some("train")), "n1", "Running", true, 0),
+        bound(pod("t-1", Some("train")), "n1", "Running", true, 0),
+    ];
+    let mut group = pod_group("train", 2, 0);
+    group.status = Some(podgroup_status(&group, &whole.iter().collect::<Vec<_>>(), &facts, &at(10)));
+    // The leader sees t-1 gone and writes the status, then stops.
+    let left = [bound(pod("t-0", Some("train")), "n1", "Running", true, 0)];
+    let status = podgroup_status(&group, &left.iter().collect::<Vec<_>>(), &facts, &at(20));
+    let ready = status.conditions.iter().find(|c| c.type_ == "PodsReady").expect("PodsReady kept");
+    assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("False", "Broken"), "{ready:?}");
+    assert_eq!(ready.message, "1 of 2 pods left of a gang that was Ready");
+    group.status = Some(status);
+    // A new leader, with no memory: the grace period, then GangBroken.
+    let objects = ClusterObjects { pods: left.to_vec(), muster_groups: vec![group], ..Default::default() };
+    let view = objects.view();
+    let members = muster::k8s::groups::members(&view, &config.scheduler_name);
+    let specs = muster::k8s::groups::group_specs(&view);
+    let mut net = SafetyNet::default();
+    assert!(net.check(&view, &specs, &members, &config, &HashSet::new(), 30).is_empty(), "within the grace period");
+    let evicted = net.check(&view, &specs, &members, &config, &HashSet::new(), 95);
+    assert_eq!(evicted.iter().map(|e| e.reason).collect::<Vec<_>>(), [EvictionReason::GangBroken]);
+}
+
+#[test]
 fn a_relist_drops_assumptions_of_pods_that_went_away_while_the_watch_was_down() {
     let mut cache = Cache::default();
     apply_event(&mut cache, Event::Apply(pod("p", None)));

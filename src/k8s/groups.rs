@@ -115,14 +115,12 @@ pub fn group_specs(view: &ClusterView<'_>) -> HashMap<GangKey, GroupSpec> {
                     .find(|c| c.type_ == "Evicted" && c.status == "True")
                     .map(|c| c.last_transition_time.0.as_second())
             }),
+            // Ready, or broken after it was (status.rs), since its last eviction.
             was_ready: g.status.as_ref().is_some_and(|s| {
-                let at = |kind: &str| {
-                    s.conditions
-                        .iter()
-                        .find(|c| c.type_ == kind && c.status == "True")
-                        .map(|c| c.last_transition_time.0.as_second())
-                };
-                at("PodsReady").is_some_and(|ready| at("Evicted").is_none_or(|evicted| ready > evicted))
+                let at = |kind: &str| s.conditions.iter().find(|c| c.type_ == kind);
+                let ready = at("PodsReady").filter(|c| c.status == "True" || c.reason == super::status::BROKEN);
+                let evicted = at("Evicted").filter(|c| c.status == "True");
+                ready.is_some_and(|r| evicted.is_none_or(|e| r.last_transition_time.0 > e.last_transition_time.0))
             }),
         };
         specs.insert(spec.key.clone(), spec);

@@ -169,8 +169,10 @@ impl SafetyNet {
             // its PodGroup's status by an earlier leader, or as many pods bound, failed or
             // done as it needs) lost pods while running: give it the grace period. One that
             // never was is partly bound: evict it now.
-            let was_whole =
-                self.ready.contains(&gang) || rule.was_ready || pods.live.len() + pods.succeeded + pods.failed >= min;
+            let was_whole = self.ready.contains(&gang)
+                || rule.was_ready
+                || self.broken_since.contains_key(&gang)
+                || pods.live.len() + pods.succeeded + pods.failed >= min;
             if !was_whole {
                 evictions.push(evict(
                     EvictionReason::BindFailed,

@@ -63,6 +63,9 @@ pub(crate) fn condition(
     }
 }
 
+/// The reason of a `PodsReady=False` condition on a gang that was Ready and lost pods.
+pub const BROKEN: &str = "Broken";
+
 /// A Muster PodGroup's status from its pods: phase, counts and conditions.
 pub fn podgroup_status(group: &MusterPodGroup, pods: &[&Pod], facts: &GroupFacts<'_>, now: &Time) -> PodGroupStatus {
     let min = group.spec.min_member.max(1);
@@ -119,6 +122,20 @@ pub fn podgroup_status(group: &MusterPodGroup, pods: &[&Pod], facts: &GroupFacts
             ok,
             if ok { "PodsReady" } else { "WaitingForPods" },
             &format!("{} of {min} pods Ready", ready + succeeded),
+            previous,
+            now,
+        ));
+    } else if scheduled > 0
+        && facts.evicted.is_none()
+        && previous.iter().any(|c| c.type_ == "PodsReady" && (c.status == "True" || c.reason == BROKEN))
+    {
+        // It was Ready and lost pods while running: said durably, so that a scheduler that
+        // starts now grants it the grace period rather than take it for partly bound.
+        conditions.push(condition(
+            "PodsReady",
+            false,
+            BROKEN,
+            &format!("{scheduled} of {min} pods left of a gang that was Ready"),
             previous,
             now,
         ));

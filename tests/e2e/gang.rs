@@ -315,6 +315,32 @@ async fn a_ready_gang_that_loses_a_pod_is_evicted_whole_after_the_grace_period()
     assert!(events[0].contains("1 of 2 pods alive"), "{events:?}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scheduler_restarted_while_a_ready_gang_is_losing_a_pod_grants_the_grace_period() {
+    let (cluster, api, _) = gang_fixture("restart-broken", 1, 8, "pair", 2, 2, 1).await;
+    let _kubelet = KubeletEmulator::start(api.clone());
+    let muster = scheduler::start(&cluster, scheduler::config(&cluster), None);
+    wait_for_pods(&cluster, 30, "the gang running", |p| running_in(p, "pair") == 2).await;
+    wait_for_group(&cluster, "pair", |s| s.conditions.iter().any(|c| c.type_ == "PodsReady" && c.status == "True"))
+        .await;
+    drop(muster);
+    // While Muster is down, one pod goes for good (its node was lost): the pods left no
+    // longer show that the gang was ever whole; only its PodGroup's status does.
+    let now = kube::api::DeleteParams { grace_period_seconds: Some(0), ..Default::default() };
+    api.delete("pair-0", &now).await.expect("delete pair-0");
+    wait_for_pods(&cluster, 30, "pair-0 gone", |p| !exists(p, "pair-0")).await;
+    let mut config = scheduler::config(&cluster);
+    config.gang_broken_grace_seconds = 8;
+    let _restarted = scheduler::start(&cluster, config, None);
+    // Not evicted at once as partly bound: the grace period runs first.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(exists(&pods(&cluster).await, "pair-1"), "evicted before its grace period");
+    assert!(events_for(&cluster, "pair-1", "BindFailed").await.is_empty(), "evicted as partly bound");
+    wait_for_pods(&cluster, 30, "the rest of the gang evicted after the grace period", |p| !exists(p, "pair-1")).await;
+    let events = wait_for_events(&cluster, "pair-1", "GangBroken").await;
+    assert!(events[0].contains("1 of 2 pods alive"), "{events:?}");
+}
+
 /// Pauses the binds of `gang` from the `from`-th on (first attempt only), so the test can
 /// stop the scheduler in the middle of binding it.
 struct PauseMidway {
