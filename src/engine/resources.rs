@@ -97,6 +97,13 @@ impl Capacity {
         self.add(demand, -times);
     }
 
+    /// The amounts above zero, as a demand.
+    pub fn positive(&self) -> Demand {
+        Demand::new(
+            self.0.iter().enumerate().filter(|&(_, &a)| a > 0).map(|(i, &a)| (ResourceId(i as u16), a)).collect(),
+        )
+    }
+
     /// How many copies of `demand` fit in `self` (at most `limit`).
     pub fn fit_count(&self, demand: &Demand, limit: usize) -> usize {
         let mut count = limit as i64;

@@ -8,7 +8,7 @@ use super::transaction::take;
 use crate::engine::claims::ClaimMark;
 use crate::engine::model::{Gang, NodeIdx, RunningPod};
 use crate::engine::place::GangFit;
-use crate::engine::resources::{Demand, ResourceId};
+use crate::engine::resources::Capacity;
 
 /// A point to undo a trial to.
 pub struct TrialMark {
@@ -70,21 +70,13 @@ impl Workspace<'_> {
     /// gang did not take). The victims are still exiting: a pod bound there now would be
     /// refused by its kubelet, so only the gang the room was made for may count on it.
     pub fn hold_leftover<'p>(&mut self, victims: impl Iterator<Item = &'p RunningPod>, gang: &Gang, fit: &GangFit) {
-        let mut freed: Vec<(NodeIdx, Vec<(ResourceId, i64)>)> = Vec::new();
-        let add = |into: &mut Vec<(ResourceId, i64)>, demand: &Demand, sign: i64| {
-            for &(id, amount) in demand.entries() {
-                match into.iter_mut().find(|(i, _)| *i == id) {
-                    Some(entry) => entry.1 += sign * amount,
-                    None => into.push((id, sign * amount)),
-                }
-            }
-        };
+        let mut freed: Vec<(NodeIdx, Capacity)> = Vec::new();
         for pod in victims {
             match freed.iter_mut().find(|(n, _)| *n == pod.node) {
-                Some((_, amounts)) => add(amounts, &pod.demand, 1),
+                Some((_, amounts)) => amounts.add(&pod.demand, 1),
                 None => {
-                    let mut amounts = Vec::new();
-                    add(&mut amounts, &pod.demand, 1);
+                    let mut amounts = Capacity::default();
+                    amounts.add(&pod.demand, 1);
                     freed.push((pod.node, amounts));
                 }
             }
@@ -94,11 +86,11 @@ impl Workspace<'_> {
         }
         for &(p, node) in &fit.pods {
             if let Some((_, amounts)) = freed.iter_mut().find(|(n, _)| *n == node) {
-                add(amounts, &gang.pods[p].demand, -1);
+                amounts.sub(&gang.pods[p].demand, 1);
             }
         }
         for (node, amounts) in freed {
-            let left = Demand::new(amounts.into_iter().filter(|&(_, a)| a > 0).collect());
+            let left = amounts.positive();
             if !left.entries().is_empty() {
                 take(&mut self.free, &mut self.domain_free, &mut None, &self.snapshot.topology, node, &left, 1);
             }
