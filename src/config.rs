@@ -88,6 +88,26 @@ impl Default for LeaderElection {
     }
 }
 
+/// Evictions the API server refuses (a PodDisruptionBudget's 429, or any error): tried again
+/// with a doubling delay, and after `maxRefusals` refusals the pod is deleted instead, since
+/// a gang left half bound holds GPUs that do no work.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct Eviction {
+    /// Refusals of one pod's eviction before the pod is deleted (at least 1).
+    pub max_refusals: u32,
+    /// Delay before the first retry of a refused eviction, doubled after each refusal.
+    pub retry_initial_seconds: u64,
+    /// The longest delay between two tries.
+    pub retry_max_seconds: u64,
+}
+
+impl Default for Eviction {
+    fn default() -> Self {
+        Eviction { max_refusals: 5, retry_initial_seconds: 5, retry_max_seconds: 60 }
+    }
+}
+
 /// Reclaim and preemption between and inside queues (QUEUES.md §2.6–2.9). Durations as
 /// Kubernetes writes them ("10m", "90s", "1h30m").
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -208,6 +228,7 @@ pub struct Config {
     pub stall_timeout_seconds: u64,
     pub preemption: Preemption,
     pub queues: Queues,
+    pub eviction: Eviction,
 }
 
 impl Default for Config {
@@ -232,6 +253,7 @@ impl Default for Config {
             stall_timeout_seconds: 60,
             preemption: Preemption::default(),
             queues: Queues::default(),
+            eviction: Eviction::default(),
         }
     }
 }
@@ -309,6 +331,10 @@ impl Config {
         if p.reservation_timeout != "auto" {
             parse_duration(&p.reservation_timeout).map_err(|e| format!("preemption.reservationTimeout: {e}"))?;
         }
+        let e = &self.eviction;
+        if e.max_refusals == 0 || e.retry_initial_seconds == 0 || e.retry_max_seconds < e.retry_initial_seconds {
+            return Err("eviction needs maxRefusals >= 1 and 0 < retryInitialSeconds <= retryMaxSeconds".into());
+        }
         if self.metrics_address.parse::<std::net::SocketAddr>().is_err() {
             return Err(format!("metricsAddress {:?} is not an address and port", self.metrics_address));
         }
@@ -378,6 +404,7 @@ struct PartialConfig {
     stall_timeout_seconds: Option<u64>,
     preemption: Option<Preemption>,
     queues: Option<Queues>,
+    eviction: Option<Eviction>,
 }
 
 #[derive(Deserialize, Default)]
@@ -426,6 +453,7 @@ impl PartialConfig {
             stall_timeout_seconds: self.stall_timeout_seconds.unwrap_or(d.stall_timeout_seconds),
             preemption: self.preemption.unwrap_or(d.preemption),
             queues: self.queues.unwrap_or(d.queues),
+            eviction: self.eviction.unwrap_or(d.eviction),
         }
     }
 }

@@ -126,7 +126,7 @@ async fn client(kubeconfig: Option<PathBuf>) -> Result<kube::Client, String> {
         }
         None => kube::Config::infer().await.map_err(|e| format!("no kubeconfig or in-cluster configuration: {e}"))?,
     };
-    kube::Client::try_from(config).map_err(|e| format!("failed to build a Kubernetes client: {e}"))
+    muster::k8s::request::client(config).map_err(|e| format!("failed to build a Kubernetes client: {e}"))
 }
 
 fn init_logging(json: bool) {

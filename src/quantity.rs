@@ -75,7 +75,7 @@ impl Quantity {
             "E" => (0, 18),
             exponent if exponent.starts_with(['e', 'E']) => {
                 let power: i32 = exponent[1..].parse().map_err(|_| fail("bad exponent"))?;
-                if power.abs() > 40 {
+                if power.unsigned_abs() > 40 {
                     return Err(fail("exponent out of range"));
                 }
                 (0, power)
@@ -90,10 +90,11 @@ impl Quantity {
             let factor = 10i128.checked_pow(scale as u32).ok_or_else(too_large)?;
             nanos = if nanos == 0 { 0 } else { nanos.checked_mul(factor).ok_or_else(too_large)? };
         } else {
-            // Finer than a nano-unit: round up, as Kubernetes does.
+            // Finer than a nano-unit: round up, as Kubernetes does (without `nanos + d - 1`,
+            // which overflows when both are near i128's range).
             let divisor = 10i128.checked_pow((-scale) as u32);
             nanos = match divisor {
-                Some(d) => (nanos + d - 1) / d,
+                Some(d) => nanos / d + i128::from(nanos % d != 0),
                 None => i128::from(nanos > 0),
             };
         }

@@ -92,6 +92,7 @@ fn the_dashboards_cover_gpu_stranding_gang_waiting_and_queues() {
     }
     for needed in [
         "muster_node_gpus_stranded",
+        "muster_node_gpus_held",
         "muster_topology_domain_gpus_stranded",
         "muster_gang_waiting_seconds_bucket",
         "muster_scheduling_cycle_duration_seconds_bucket",

@@ -345,3 +345,67 @@ fn an_assumed_allocation_holds_its_devices_until_the_watch_shows_it() {
     cache.forget_claim(&pod_key, &key);
     assert!(!allocated(&cache));
 }
+
+fn claiming(mut pod: Pod, uid: &str, claim: &str) -> Pod {
+    pod.metadata.uid = Some(uid.into());
+    pod.spec.as_mut().unwrap().resource_claims =
+        Some(vec![serde_json::from_value(json!({"name": "gpu", "resourceClaimName": claim})).unwrap()]);
+    pod
+}
+
+#[test]
+fn devices_held_for_pods_that_are_not_bound_are_given_back_unless_their_gang_is_being_placed() {
+    use muster::k8s::claim_giveback::give_back;
+    let mut cache = Cache::default();
+    // Gang a: its pods are pending with claims a leader allocated before it stopped.
+    cache.apply_pod(claiming(pod("a-0", Some("a")), "uid-a0", "a0"));
+    cache.apply_pod(claiming(pod("a-1", Some("a")), "uid-a1", "a1"));
+    cache.apply_claim(claim("a0", &[("a-0", "uid-a0")], true));
+    cache.apply_claim(claim("a1", &[], true));
+    // Gang b is being bound: its claims are its own.
+    cache.apply_pod(claiming(pod("b-0", Some("b")), "uid-b0", "b0"));
+    cache.apply_claim(claim("b0", &[("b-0", "uid-b0")], true));
+    // A claim a bound pod uses stays, though a pending pod names it too.
+    cache.apply_pod(bound(claiming(pod("run", None), "uid-run", "shared"), "n1", "Running", true, 0));
+    cache.apply_pod(claiming(pod("c-0", None), "uid-c0", "shared"));
+    cache.apply_claim(claim("shared", &[("run", "uid-run")], true));
+    // Reserved for a pod of another gang, or allocated by hand (no finalizer): not ours to free.
+    cache.apply_pod(claiming(pod("d-0", None), "uid-d0", "other"));
+    cache.apply_pod(claiming(pod("x", None), "uid-x", "unrelated"));
+    cache.apply_claim(claim("other", &[("x", "uid-x")], true));
+    cache.apply_pod(claiming(pod("e-0", None), "uid-e0", "manual"));
+    cache.apply_claim(claim("manual", &[], false));
+    // A claim made for f-0's extended resources whose name never reached its status.
+    cache.apply_pod(with_uid(pod("f-0", None), "uid-f0"));
+    let mut orphan = claim("f-0-extended-resources-x1", &[], true);
+    orphan.metadata.annotations =
+        Some([("resource.kubernetes.io/extended-resource-claim".into(), "true".into())].into());
+    orphan.metadata.owner_references = Some(vec![
+        serde_json::from_value(json!({"apiVersion": "v1", "kind": "Pod", "name": "f-0", "uid": "uid-f0"})).unwrap(),
+    ]);
+    cache.apply_claim(orphan);
+
+    let busy: HashSet<GangKey> =
+        [GangKey { kind: GangKind::Muster, namespace: "default".into(), name: "b".into() }].into();
+    let mut releases = give_back(&cache.view(), "muster", &busy);
+    releases.sort_by(|a, b| a.claim.cmp(&b.claim));
+    let summary: Vec<(&str, Vec<&str>, bool, bool)> = releases
+        .iter()
+        .map(|r| (r.claim.name.as_str(), r.remove.iter().map(String::as_str).collect(), r.deallocate, r.delete))
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("a0", vec!["uid-a0"], true, false),
+            ("a1", vec![], true, false),
+            ("f-0-extended-resources-x1", vec![], true, true),
+        ]
+    );
+
+    // Meanwhile f-0 waits rather than have a second claim made beside the first.
+    let mut memo = Memo::default();
+    let snapshot = assemble_view(&cache.view(), "muster", 0, &mut memo).snapshot;
+    let f = snapshot.gangs.iter().find(|g| g.key.name == "f-0").expect("f-0 is pending");
+    let blocked = f.blocked.as_deref().unwrap_or_default();
+    assert!(blocked.contains("earlier ResourceClaim default/f-0-extended-resources-x1"), "{blocked}");
+}

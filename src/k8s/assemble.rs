@@ -4,7 +4,6 @@
 use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::api::resource::v1::ResourceClaim;
 
 use std::sync::Arc;
 
@@ -197,11 +196,8 @@ pub fn assemble_view(objects: &ClusterView<'_>, scheduler_name: &str, now: i64, 
         rules: &objects.device_taint_rules,
     };
     out.snapshot.dra = convert_dra::snapshot(dra_view, &out.snapshot.nodes, &mut memo.devices, &mut out.problems);
-    let claims_by_name: HashMap<(&str, &str), &ResourceClaim> = objects
-        .resource_claims
-        .iter()
-        .map(|c| ((c.metadata.namespace.as_deref().unwrap_or("default"), c.metadata.name.as_deref().unwrap_or("")), *c))
-        .collect();
+    let claim_index = convert_dra::ClaimIndex::new(&objects.resource_claims);
+    let claims_by_name = &claim_index.by_name;
 
     // Queues: the tree, and (only when some Queue exists) what Muster's running gangs hold.
     // Muster's own Queues, then KAI's (imported by the configuration); a KAI queue of the
@@ -222,7 +218,7 @@ pub fn assemble_view(objects: &ClusterView<'_>, scheduler_name: &str, now: i64, 
         objects.kueue_imported.then_some(objects.local_queues.as_slice()),
     );
     let mut running: BTreeMap<GangKey, RunningGang> = BTreeMap::new();
-    let running_devices = queued.then(|| convert_dra::HeldDevices::new(&out.snapshot.dra, &claims_by_name));
+    let running_devices = queued.then(|| convert_dra::HeldDevices::new(&out.snapshot.dra, claims_by_name));
     let mut preemptibility: HashMap<GangKey, bool> = HashMap::new();
 
     let mut gangs: BTreeMap<GangKey, Gang> = BTreeMap::new();
@@ -296,7 +292,7 @@ pub fn assemble_view(objects: &ClusterView<'_>, scheduler_name: &str, now: i64, 
             continue;
         }
         let devices =
-            convert_dra::pod_devices(pod, &claims_by_name, &out.snapshot.dra, &mut memo.names, &mut memo.devices.specs);
+            convert_dra::pod_devices(pod, &claim_index, &out.snapshot.dra, &mut memo.names, &mut memo.devices.specs);
         let (demand, constraints) = match memo.pod(pod) {
             Ok(converted) => converted,
             Err(e) => {

@@ -32,6 +32,9 @@ pub enum HookAction {
     Pause(Duration),
     /// Send nothing and never answer: the bind request hangs as on a silent API server.
     Hang,
+    /// Send the write, which lands, and lose its answer, as when the connection drops after
+    /// the server wrote it: the first attempt fails as a timeout would.
+    LoseAnswer,
 }
 
 /// A test-only hook into the binder; production runs have none.
@@ -99,6 +102,8 @@ pub struct Binder {
     /// Pods of one gang bound at once.
     concurrency: usize,
     retry: Retry,
+    /// Checked before every claim write, bind and eviction.
+    fence: Option<Arc<super::fence::Fence>>,
 }
 
 impl Bind for Binder {
@@ -110,7 +115,17 @@ impl Bind for Binder {
 impl Binder {
     /// A binder whose every request answers within `deadline` or counts as failed.
     pub fn new(client: kube::Client, hook: Option<Arc<dyn BindHook>>, deadline: Duration) -> Binder {
-        Binder { client, hook, metrics: None, concurrency: 32, retry: Retry::new(deadline) }
+        Binder { client, hook, metrics: None, concurrency: 32, retry: Retry::new(deadline), fence: None }
+    }
+
+    /// Sends nothing that could end after this replica's Lease may have passed to another.
+    pub fn with_fence(mut self, fence: Arc<super::fence::Fence>) -> Binder {
+        self.fence = Some(fence);
+        self
+    }
+
+    fn fenced(&self) -> Result<(), RequestError> {
+        self.fence.as_ref().map_or(Ok(()), |f| f.check())
     }
 
     /// Records how long claim writes take in `metrics`.
@@ -126,8 +141,10 @@ impl Binder {
         let claims_started = std::time::Instant::now();
         for write in &binding.claims {
             let hooked = match self.hook.as_ref().map(|h| h.before_claim(gang, &write.claim)) {
+                _ if self.fenced().is_err() => Err(RequestError::Fenced.to_string()),
                 Some(HookAction::Fail(message)) => Err(message),
-                _ => claim_bind::write(&self.client, self.retry, write).await,
+                Some(HookAction::LoseAnswer) => claim_bind::write(&self.client, self.retry, write, true).await,
+                _ => claim_bind::write(&self.client, self.retry, write, false).await,
             };
             match hooked {
                 Ok(done) => written.push(done),
@@ -178,7 +195,12 @@ impl Binder {
         }
         let mut evicted = Vec::new();
         for pod in bound {
-            match evict(&self.client, self.retry, &pod, binding.uids.get(&pod).map(String::as_str)).await {
+            let uid = binding.uids.get(&pod).map(String::as_str);
+            let result = match self.fenced() {
+                Ok(()) => evict(&self.client, self.retry, &pod, uid).await,
+                Err(e) => Err(e),
+            };
+            match result {
                 Ok(()) => evicted.push(pod),
                 Err(e) => errors.push((pod.clone(), BindError::Evict { pod, reason: e.to_string() })),
             }
@@ -197,6 +219,7 @@ impl Binder {
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
         let mut injected_transient = false;
         let mut hang = false;
+        let mut lose_answer = false;
         if let Some(hook) = &self.hook {
             match hook.before_bind(gang, index, pod) {
                 HookAction::Proceed => {}
@@ -204,6 +227,7 @@ impl Binder {
                 HookAction::FailOnce => injected_transient = true,
                 HookAction::Pause(duration) => tokio::time::sleep(duration).await,
                 HookAction::Hang => hang = true,
+                HookAction::LoseAnswer => lose_answer = true,
             }
         }
         let body = json!({
@@ -217,13 +241,18 @@ impl Binder {
             |e: RequestError| BindError::Bind { pod: pod.clone(), node: node.to_string(), reason: e.to_string() };
         let mut delay = self.retry.first_delay;
         for attempt in 1..=self.retry.attempts {
-            let result = if injected_transient && attempt == 1 {
+            let result = if let Err(e) = self.fenced() {
+                Err(e)
+            } else if injected_transient && attempt == 1 {
                 Err(RequestError::Injected("injected transient error".into()))
             } else if hang && attempt == 1 {
                 request::within(self.retry.deadline, std::future::pending::<Result<(), kube::Error>>()).await
             } else {
                 let post = pods.create_subresource::<_, serde_json::Value>("binding", &pod.name, &params, &body);
-                request::within(self.retry.deadline, post).await.map(|_| ())
+                match request::within(self.retry.deadline, post).await {
+                    Ok(_) if lose_answer && attempt == 1 => Err(RequestError::TimedOut(self.retry.deadline)),
+                    result => result.map(|_| ()),
+                }
             };
             let Err(e) = result else { return Ok(()) };
             // A lost response can leave the pod bound already: that is success.
@@ -257,5 +286,49 @@ pub async fn evict(client: &kube::Client, retry: Retry, pod: &PodKey, uid: Optio
         Ok(_) => Ok(()),
         Err(e) if e.is_not_found() || e.is_conflict() => Ok(()),
         Err(e) => Err(e),
+    }
+}
+
+/// Deletes one pod, only if it still has `uid` (when known), as [`evict`] does but without
+/// asking any PodDisruptionBudget: the last resort for an eviction refused too often.
+pub async fn delete(client: &kube::Client, retry: Retry, pod: &PodKey, uid: Option<&str>) -> Result<(), RequestError> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace);
+    let preconditions = kube::api::Preconditions { uid: uid.map(str::to_string), resource_version: None };
+    let params = kube::api::DeleteParams { preconditions: Some(preconditions), ..Default::default() };
+    match request::retry(retry, Operation::Idempotent, || pods.delete(&pod.name, &params)).await {
+        Ok(_) => Ok(()),
+        Err(e) if e.is_not_found() || e.is_conflict() => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::model::GangKind;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_binder_behind_a_closed_fence_sends_no_bind() {
+        // Nothing listens there: a request that were sent would fail otherwise.
+        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+        let client = kube::Client::try_from(config).unwrap();
+        let fence = Arc::new(super::super::fence::Fence::closed(Duration::from_secs(1)));
+        let binder = Binder::new(client, None, Duration::from_secs(1)).with_fence(fence);
+        let pod = PodKey { namespace: "ml".into(), name: "p-0".into() };
+        let binding = GangBinding {
+            gang: GangKey { kind: GangKind::Single, namespace: "ml".into(), name: "p-0".into() },
+            needed: 1,
+            min_member: 1,
+            created: 0,
+            pods: vec![(pod.clone(), "n1".into())],
+            uids: Default::default(),
+            claims: Vec::new(),
+        };
+        let BindOutcome::RolledBack { evicted, errors } = binder.bind_gang(&binding).await else {
+            panic!("nothing may be bound")
+        };
+        assert!(evicted.is_empty());
+        let reason = errors[0].1.to_string();
+        assert!(reason.contains("not sent: this replica may no longer lead"), "{reason}");
     }
 }

@@ -56,7 +56,13 @@ fn again(e: &RequestError) -> bool {
 }
 
 /// Writes `write`; on error nothing of it stays (what it did is undone before returning).
-pub async fn write(client: &kube::Client, retry: Retry, write: &ClaimWrite) -> Result<ClaimDone, String> {
+/// `lose_answer` (a test's fault) drops the answer of the first status write, which lands.
+pub async fn write(
+    client: &kube::Client,
+    retry: Retry,
+    write: &ClaimWrite,
+    lose_answer: bool,
+) -> Result<ClaimDone, String> {
     let api: Api<ResourceClaim> = Api::namespaced(client.clone(), &write.claim.namespace);
     let mut done = ClaimDone {
         namespace: write.claim.namespace.clone(),
@@ -66,7 +72,7 @@ pub async fn write(client: &kube::Client, retry: Retry, write: &ClaimWrite) -> R
         created: false,
         reserved: Vec::new(),
     };
-    let result = write_steps(client, retry.deadline, &api, write, &mut done).await;
+    let result = write_steps(client, retry.deadline, &api, write, &mut done, lose_answer).await;
     if let Err(e) = result {
         undo(client, retry, &done, &HashSet::new()).await;
         return Err(e);
@@ -80,6 +86,7 @@ async fn write_steps(
     api: &Api<ResourceClaim>,
     write: &ClaimWrite,
     done: &mut ClaimDone,
+    lose_answer: bool,
 ) -> Result<(), String> {
     if let Some((claim, _)) = &write.create {
         let created = within(deadline, api.create(&PostParams::default(), claim))
@@ -90,16 +97,20 @@ async fn write_steps(
     }
     let name = done.name.clone();
     let shown = format!("{}/{name}", done.namespace);
+    let mut added: Vec<String> = Vec::new();
     for attempt in 1..=ATTEMPTS {
         let mut claim =
             within(deadline, api.get(&name)).await.map_err(|e| format!("reading ResourceClaim {shown}: {e}"))?;
         if claim.metadata.deletion_timestamp.is_some() {
             return Err(format!("ResourceClaim {shown} is being deleted"));
         }
-        let allocated = claim.status.as_ref().is_some_and(|s| s.allocation.is_some());
-        match (&write.allocation, allocated) {
-            (Some(_), true) => return Err(format!("ResourceClaim {shown} got allocated elsewhere in the meantime")),
-            (None, false) => return Err(format!("ResourceClaim {shown} is no longer allocated")),
+        let current = claim.status.as_ref().and_then(|s| s.allocation.as_ref());
+        match (&write.allocation, current) {
+            // An allocation equal to ours is ours: an earlier attempt landed and its answer
+            // was lost.
+            (Some(ours), Some(theirs)) if same_allocation(ours, theirs) => {}
+            (Some(_), Some(_)) => return Err(format!("ResourceClaim {shown} got allocated elsewhere in the meantime")),
+            (None, None) => return Err(format!("ResourceClaim {shown} is no longer allocated")),
             _ => {}
         }
         if write.allocation.is_some() && !claim.metadata.finalizers.iter().flatten().any(|f| f == FINALIZER) {
@@ -121,17 +132,23 @@ async fn write_steps(
             status.allocation = Some(allocation.clone());
         }
         let reserved = status.reserved_for.get_or_insert_default();
-        let mut added = Vec::new();
         for consumer in &write.consumers {
             if !reserved.iter().any(|r| r.uid == consumer.uid) {
                 reserved.push(consumer.clone());
-                added.push(consumer.uid.clone());
+                // Kept across attempts: one whose answer was lost may have added it.
+                if !added.contains(&consumer.uid) {
+                    added.push(consumer.uid.clone());
+                }
             }
         }
-        match within(deadline, api.replace_status(&name, &PostParams::default(), &claim)).await {
+        let written = match within(deadline, api.replace_status(&name, &PostParams::default(), &claim)).await {
+            Ok(_) if lose_answer && attempt == 1 => Err(super::request::RequestError::TimedOut(deadline)),
+            result => result,
+        };
+        match written {
             Ok(_) => {
                 done.allocated = write.allocation.is_some();
-                done.reserved = added;
+                done.reserved = std::mem::take(&mut added);
                 break;
             }
             Err(e) if again(&e) && attempt < ATTEMPTS => {
@@ -150,6 +167,22 @@ async fn write_steps(
             .map_err(|e| format!("recording ResourceClaim {shown} in pod {}: {e}", write.pod))?;
     }
     Ok(())
+}
+
+/// Whether two allocations give the same devices on the same nodes (the order of the results
+/// and the timestamp aside).
+fn same_allocation(a: &AllocationResult, b: &AllocationResult) -> bool {
+    let devices = |r: &AllocationResult| {
+        let mut results: Vec<(String, String, String, String)> = r
+            .devices
+            .iter()
+            .flat_map(|d| d.results.iter().flatten())
+            .map(|d| (d.request.clone(), d.driver.clone(), d.pool.clone(), d.device.clone()))
+            .collect();
+        results.sort();
+        results
+    };
+    a.node_selector == b.node_selector && devices(a) == devices(b)
 }
 
 /// Removes what the transaction added to one claim; reservations of the pods in `keep`

@@ -1,6 +1,6 @@
 //! GPUs in the cluster, counted one way for the metrics, the dashboards and `muster explain`:
-//! what a GPU is (one definition), and GPUs total, allocated and stranded per node and per
-//! topology domain, from the cluster's objects.
+//! what a GPU is (one definition), and GPUs total, allocated, stranded and held per node and
+//! per topology domain, from the cluster's objects.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -28,6 +28,8 @@ pub struct Gpus {
     pub total: i64,
     pub allocated: i64,
     pub stranded: i64,
+    /// Devices of allocated claims that no bound pod uses: allocated, doing no work.
+    pub held: i64,
 }
 
 impl std::ops::AddAssign for Gpus {
@@ -35,6 +37,7 @@ impl std::ops::AddAssign for Gpus {
         self.total += other.total;
         self.allocated += other.allocated;
         self.stranded += other.stranded;
+        self.held += other.held;
     }
 }
 
@@ -50,21 +53,30 @@ impl GpuUsage {
     /// that are gone.
     pub fn export(&self, metrics: &Metrics) {
         let usage = self;
-        for vec in [&metrics.node_gpus, &metrics.node_gpus_allocated, &metrics.node_gpus_stranded] {
+        for vec in
+            [&metrics.node_gpus, &metrics.node_gpus_allocated, &metrics.node_gpus_stranded, &metrics.node_gpus_held]
+        {
             vec.reset();
         }
-        for vec in [&metrics.domain_gpus, &metrics.domain_gpus_allocated, &metrics.domain_gpus_stranded] {
+        for vec in [
+            &metrics.domain_gpus,
+            &metrics.domain_gpus_allocated,
+            &metrics.domain_gpus_stranded,
+            &metrics.domain_gpus_held,
+        ] {
             vec.reset();
         }
         for (node, gpus) in &usage.nodes {
             metrics.node_gpus.with_label_values(&[node]).set(gpus.total);
             metrics.node_gpus_allocated.with_label_values(&[node]).set(gpus.allocated);
             metrics.node_gpus_stranded.with_label_values(&[node]).set(gpus.stranded);
+            metrics.node_gpus_held.with_label_values(&[node]).set(gpus.held);
         }
         for ((level, domain), gpus) in &usage.domains {
             metrics.domain_gpus.with_label_values(&[level, domain]).set(gpus.total);
             metrics.domain_gpus_allocated.with_label_values(&[level, domain]).set(gpus.allocated);
             metrics.domain_gpus_stranded.with_label_values(&[level, domain]).set(gpus.stranded);
+            metrics.domain_gpus_held.with_label_values(&[level, domain]).set(gpus.held);
         }
     }
 }
@@ -92,7 +104,9 @@ fn is_gpu_device(driver: &str, device: &k8s_openapi::api::resource::v1::Device) 
 /// objects. A node's GPUs are its `nvidia.com/gpu` allocatable when it advertises one, else
 /// the GPU devices its ResourceSlices publish. Allocated: requested by bound, unfinished
 /// pods, plus devices of allocated claims. Stranded: the part of that held by pods of a gang
-/// (`groups`) with at least one but fewer than `minMember` pods bound. Levels whose label
+/// (`groups`) with at least one but fewer than `minMember` pods bound. Held: devices of
+/// allocated claims reserved for no bound, unfinished pod (nor for the PodGroup of a gang with
+/// one), which no pod uses while they stay allocated. Levels whose label
 /// is the host name are left out of the domains (they repeat the nodes).
 pub fn gpu_usage(view: &ClusterView<'_>, groups: &[GroupSummary], levels: &[TopologyLevel]) -> GpuUsage {
     let mut usage = GpuUsage::default();
@@ -129,13 +143,18 @@ pub fn gpu_usage(view: &ClusterView<'_>, groups: &[GroupSummary], levels: &[Topo
     let stranded_gangs: HashSet<&crate::engine::model::GangKey> =
         groups.iter().filter(|g| g.bound > 0 && g.bound < g.min_member).map(|g| &g.key).collect();
     let mut stranded_pods: HashSet<(&str, &str)> = HashSet::new();
+    let mut running_pods: HashSet<&str> = HashSet::new();
+    let mut running_gangs: HashSet<(String, String)> = HashSet::new();
     for pod in &view.pods {
         let finished = matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"));
         let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) else { continue };
         if finished {
             continue;
         }
-        let stranded = stranded_gangs.contains(&gang_key(pod));
+        let gang = gang_key(pod);
+        let stranded = stranded_gangs.contains(&gang);
+        running_pods.extend(pod.metadata.uid.as_deref());
+        running_gangs.insert((gang.namespace, gang.name));
         if stranded {
             stranded_pods.insert((
                 pod.metadata.namespace.as_deref().unwrap_or_default(),
@@ -156,6 +175,12 @@ pub fn gpu_usage(view: &ClusterView<'_>, groups: &[GroupSummary], levels: &[Topo
         let stranded = claim.status.as_ref().and_then(|s| s.reserved_for.as_ref()).is_some_and(|r| {
             r.iter().any(|c| c.resource == "pods" && stranded_pods.contains(&(namespace, c.name.as_str())))
         });
+        let reserved = claim.status.as_ref().and_then(|s| s.reserved_for.as_deref()).unwrap_or_default();
+        let held = !reserved.iter().any(|c| match c.resource.as_str() {
+            "pods" => running_pods.contains(c.uid.as_str()),
+            "podgroups" => running_gangs.contains(&(namespace.to_string(), c.name.clone())),
+            _ => true,
+        });
         let results = allocation.devices.as_ref().and_then(|d| d.results.as_deref()).unwrap_or_default();
         for result in results {
             let key = (result.driver.as_str(), result.pool.as_str(), result.device.as_str());
@@ -167,6 +192,9 @@ pub fn gpu_usage(view: &ClusterView<'_>, groups: &[GroupSummary], levels: &[Topo
                 gpus.allocated += 1;
                 if stranded {
                     gpus.stranded += 1;
+                }
+                if held {
+                    gpus.held += 1;
                 }
             }
         }
@@ -228,7 +256,7 @@ mod tests {
             GroupSummary { key: key("half"), min_member: 2, bound: 1 },
         ];
         let usage = gpu_usage(&objects.view(), &groups, &crate::config::Config::default().topology);
-        let gpus = |total, allocated, stranded| Gpus { total, allocated, stranded };
+        let gpus = |total, allocated, stranded| Gpus { total, allocated, stranded, held: 0 };
         assert_eq!(usage.nodes["a"], gpus(8, 8, 0));
         assert_eq!(usage.nodes["b"], gpus(8, 8, 8));
         assert_eq!(usage.nodes["c"], gpus(8, 2, 0));
@@ -241,5 +269,43 @@ mod tests {
         let text = metrics.render();
         assert!(text.contains("muster_node_gpus_stranded{node=\"b\"} 8"), "{text}");
         assert!(text.contains("muster_topology_domain_gpus{domain=\"r1\",level=\"rack\"} 16"), "{text}");
+    }
+
+    #[test]
+    fn devices_allocated_to_claims_no_bound_pod_uses_are_held() {
+        let slice = serde_json::from_value(json!({
+            "metadata": {"name": "d-gpus"},
+            "spec": {"driver": "gpu.nvidia.com", "nodeName": "d", "pool": {"name": "d", "generation": 1, "resourceSliceCount": 1},
+                     "devices": [{"name": "gpu-0"}, {"name": "gpu-1"}, {"name": "gpu-2"}]},
+        }))
+        .unwrap();
+        let claim = |name: &str, device: &str, pod: &str, uid: &str| {
+            serde_json::from_value(json!({
+                "metadata": {"name": name, "namespace": "ml"},
+                "status": {"allocation": {"devices": {"results": [
+                              {"request": "gpu", "driver": "gpu.nvidia.com", "pool": "d", "device": device}]}},
+                           "reservedFor": [{"resource": "pods", "name": pod, "uid": uid}]},
+            }))
+            .unwrap()
+        };
+        let mut running = pod("running", Some("d"), 0, None);
+        running.metadata.uid = Some("uid-running".into());
+        let mut waiting = pod("waiting", None, 0, None);
+        waiting.metadata.uid = Some("uid-waiting".into());
+        let mut dra_node = node("d", "r1", 0);
+        dra_node.status = None;
+        let objects = ClusterObjects {
+            nodes: vec![dra_node],
+            pods: vec![running, waiting],
+            resource_slices: vec![slice],
+            resource_claims: vec![
+                claim("used", "gpu-0", "running", "uid-running"),
+                claim("held", "gpu-1", "waiting", "uid-waiting"),
+            ],
+            ..Default::default()
+        };
+        let usage = gpu_usage(&objects.view(), &[], &crate::config::Config::default().topology);
+        assert_eq!(usage.nodes["d"], Gpus { total: 3, allocated: 2, stranded: 0, held: 1 });
+        assert_eq!(usage.domains[&("rack".to_string(), "r1".to_string())].held, 1);
     }
 }

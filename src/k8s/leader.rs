@@ -169,16 +169,25 @@ impl Elector {
     }
 }
 
+/// Where an election reports: whether this replica leads, every round that reached the API
+/// server, and until when its writes are safe.
+pub struct Election {
+    pub leading: watch::Sender<bool>,
+    pub health: std::sync::Arc<super::health::Health>,
+    pub fence: std::sync::Arc<super::fence::Fence>,
+}
+
 /// Runs the election until `shutdown` completes, publishing on `leading` whether this
-/// replica leads, and telling `health` of every round that reached the API server. On
-/// shutdown a held lease is released.
+/// replica leads, telling `health` of every round that reached the API server, and moving
+/// the write fence with each renewal. On shutdown a held lease is released.
 pub async fn elect(
     client: kube::Client,
     settings: LeaseSettings,
-    leading: watch::Sender<bool>,
-    health: std::sync::Arc<super::health::Health>,
+    report: Election,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
+    let Election { leading, health, fence } = report;
+    let lease_duration = settings.lease_duration;
     let retry = settings.retry_period.max(Duration::from_millis(100));
     let deadline = settings.renew_deadline;
     let name = format!("{}/{}", settings.namespace, settings.name);
@@ -188,6 +197,7 @@ pub async fn elect(
     loop {
         // A round that hangs must not keep a holder leading past its deadline.
         let budget = renewed.map_or(retry, |at| deadline.saturating_sub(at.elapsed()).max(Duration::from_millis(1)));
+        let sent = tokio::time::Instant::now();
         let round = tokio::time::timeout(budget, elector.round()).await;
         if let Ok(Ok(_)) = &round {
             health.contact();
@@ -195,6 +205,7 @@ pub async fn elect(
         match round {
             Ok(Ok(Round::Leading)) => {
                 renewed = Some(Instant::now());
+                fence.renewed(sent, lease_duration);
                 if !*leading.borrow() {
                     tracing::info!(lease = %name, "acquired the lease; leading");
                 }
@@ -205,6 +216,7 @@ pub async fn elect(
                     tracing::warn!(lease = %name, holder = ?holder, "lost the lease; stopping at once");
                 }
                 renewed = None;
+                fence.close();
                 leading.send_replace(false);
             }
             Ok(Err(e)) => tracing::warn!(lease = %name, error = %e, "failed to read or renew the lease"),
@@ -213,6 +225,7 @@ pub async fn elect(
         if renewed.is_some_and(|at| at.elapsed() >= deadline) {
             tracing::warn!(lease = %name, "could not renew the lease within the renew deadline; stopping at once");
             renewed = None;
+            fence.close();
             leading.send_replace(false);
         }
         tokio::select! {
@@ -220,6 +233,7 @@ pub async fn elect(
             _ = &mut shutdown => break,
         }
     }
+    fence.close();
     let was_leading = leading.send_replace(false);
     if was_leading {
         match elector.release().await {

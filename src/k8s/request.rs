@@ -19,6 +19,9 @@ pub enum RequestError {
     /// A failure made up by a test hook, retried as a server error would be.
     #[error("{0}")]
     Injected(String),
+    /// Not sent: this replica's Lease may pass to another before the request would end.
+    #[error("not sent: this replica may no longer lead before the request would end")]
+    Fenced,
 }
 
 pub type Result<T, E = RequestError> = std::result::Result<T, E>;
@@ -61,11 +64,21 @@ impl RequestError {
         match self {
             RequestError::TimedOut(_) => operation == Operation::Idempotent,
             RequestError::Injected(_) => true,
+            RequestError::Fenced => false,
             RequestError::Api(kube::Error::Api(status)) => status.code == 429 || status.code >= 500,
             RequestError::Api(kube::Error::HyperError(_) | kube::Error::Service(_)) => true,
             RequestError::Api(_) => false,
         }
     }
+}
+
+/// A client for the API server whose requests are retried only as this module decides. The
+/// client library's own retry of 429, 503 and 504 (up to 15 times, with a backoff of up to
+/// minutes) is off: it would turn a PodDisruptionBudget's refusal of an eviction, or an
+/// overloaded server's answer, into a request that never ends before its deadline.
+pub fn client(mut config: kube::Config) -> std::result::Result<kube::Client, kube::Error> {
+    config.default_retry = false;
+    kube::Client::try_from(config)
 }
 
 /// Runs one request under `deadline`.

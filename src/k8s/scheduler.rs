@@ -98,7 +98,13 @@ pub async fn run(client: kube::Client, config: Config, options: Options) -> Resu
     health.synced();
     tracing::info!(scheduler = %config.scheduler_name, "caches filled");
 
-    let term = |client: kube::Client| lead(client, &config, &options, &cache, &wake, &health);
+    // Writes end before another replica may lead (see `fence`).
+    let fence = Arc::new(if config.leader_election.enabled {
+        super::fence::Fence::closed(config.request_timeout())
+    } else {
+        super::fence::Fence::open()
+    });
+    let term = |client: kube::Client| lead(client, &config, &options, &cache, &wake, &health, &fence);
     if !config.leader_election.enabled {
         metrics.leader.set(1);
         health.leading(true);
@@ -115,7 +121,8 @@ pub async fn run(client: kube::Client, config: Config, options: Options) -> Resu
     let (leading_tx, mut leading) = signal::channel(false);
     let (stop_election, election_stopped) = oneshot::channel::<()>();
     let mut election = tokio::task::JoinSet::new();
-    election.spawn(super::leader::elect(client.clone(), settings, leading_tx, health.clone(), async move {
+    let elector = super::leader::Election { leading: leading_tx, health: health.clone(), fence: fence.clone() };
+    election.spawn(super::leader::elect(client.clone(), settings, elector, async move {
         let _ = election_stopped.await;
     }));
     let result = loop {
@@ -153,6 +160,7 @@ async fn lead(
     cache: &Arc<Mutex<Cache>>,
     wake: &Arc<Wake>,
     health: &Arc<Health>,
+    fence: &Arc<super::fence::Fence>,
 ) {
     let metrics = options.metrics.clone();
     // What the last term assumed and never saw through is not this term's.
@@ -160,9 +168,13 @@ async fn lead(
     let deadline = config.request_timeout();
     let sink = Arc::new(ApiSink::new(client.clone(), &config.scheduler_name, deadline));
     // A write is one or two requests, each with its deadline; the writer's own is a backstop.
-    let writer = Writer::new(sink, deadline * 4, metrics.clone());
+    let writer = Writer::new(sink, deadline * 4, metrics.clone())
+        .with_refusals(super::refusals::RefusalPolicy::from_config(&config.eviction))
+        .with_fence(fence.clone());
     writer.set_leading(true);
-    let binder = Arc::new(Binder::new(client, options.hook.clone(), deadline).with_metrics(metrics.clone()));
+    let binder = Arc::new(
+        Binder::new(client, options.hook.clone(), deadline).with_metrics(metrics.clone()).with_fence(fence.clone()),
+    );
     let scheduler = Scheduler::new(config.clone(), cache.clone(), metrics, health.clone(), writer.clone(), binder);
     let stop_writes = StopWrites(writer.clone());
     tokio::select! {

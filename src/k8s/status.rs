@@ -229,9 +229,15 @@ impl ApiSink {
                     .await
                     .map(|_| ())
             }
-            Write::Evict { pod } => {
+            Write::Evict { pod, .. } => {
                 let key = PodKey { namespace: pod.namespace.clone(), name: pod.name.clone() };
                 super::bind::evict(&self.client, self.retry, &key, pod.uid.as_deref()).await
+            }
+            Write::DeletePod { pod, note } => {
+                let key = PodKey { namespace: pod.namespace.clone(), name: pod.name.clone() };
+                tracing::warn!(pod = %key, "{note}");
+                super::bind::delete(&self.client, self.retry, &key, pod.uid.as_deref()).await?;
+                self.event(pod, true, "EvictionRefused", note, "Deleting").await
             }
             Write::Queue { name, status } => {
                 let api: Api<super::queue_crd::Queue> = Api::all(self.client.clone());
@@ -241,7 +247,7 @@ impl ApiSink {
                     .map(|_| ())
             }
             Write::ReleaseClaim(release) => {
-                tracing::info!(claim = %release.claim, consumers = release.remove.len(), "releasing a claim whose pods are gone");
+                tracing::info!(claim = %release.claim, consumers = release.remove.len(), deallocate = release.deallocate, delete = release.delete, "releasing a claim no running pod uses");
                 super::claim_bind::apply_release(&self.client, self.retry, release).await
             }
         }

@@ -6,6 +6,10 @@
 //! the one last written is not written again. A few workers drain it, one write per key at
 //! a time, each under the request deadline, and only while this replica leads; losing the
 //! lead drops what is queued. The writes themselves are a [`Sink`], so tests use a fake one.
+//!
+//! An eviction that fails is not left to the next cycle: it is queued again after a doubling
+//! delay, and after the configured number of refusals the writer hands the sink a delete of
+//! the pod instead (see [`super::refusals`]).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,6 +23,7 @@ use tokio::sync::Notify;
 use super::claim_bind::Release;
 use super::crd::PodGroupStatus;
 use super::queue_crd::QueueStatus;
+use super::refusals::{RefusalPolicy, Refused, deleted_note};
 use super::request::RequestError;
 use crate::metrics::Metrics;
 
@@ -63,8 +68,12 @@ pub enum Write {
     MusterGroup { namespace: String, name: String, status: PodGroupStatus },
     /// A Kubernetes PodGroup's conditions, with `PodGroupInitiallyScheduled` added.
     KubernetesGroup { namespace: String, name: String, conditions: Vec<Condition> },
-    /// An eviction through the Eviction API, only of the pod with this UID.
-    Evict { pod: PodRef },
+    /// An eviction through the Eviction API, only of the pod with this UID, decided for the
+    /// gang named.
+    Evict { pod: PodRef, gang: String },
+    /// A delete of the pod with this UID, made by the writer in place of an eviction refused
+    /// too often, with an event whose note says why.
+    DeletePod { pod: PodRef, note: String },
     /// Reservations to drop from a claim whose pods are gone.
     ReleaseClaim(Release),
     /// A Muster Queue's whole status.
@@ -94,7 +103,7 @@ impl Write {
             Write::KubernetesGroup { namespace, name, .. } => {
                 WriteKey::KubernetesGroup(namespace.clone(), name.clone())
             }
-            Write::Evict { pod } => WriteKey::Evict(pod.clone()),
+            Write::Evict { pod, .. } | Write::DeletePod { pod, .. } => WriteKey::Evict(pod.clone()),
             Write::ReleaseClaim(release) => {
                 WriteKey::Claim(release.claim.namespace.clone(), release.claim.name.clone())
             }
@@ -109,6 +118,7 @@ impl Write {
             Write::PodEvent { .. } => "event",
             Write::MusterGroup { .. } | Write::KubernetesGroup { .. } => "podgroup_status",
             Write::Evict { .. } => "eviction",
+            Write::DeletePod { .. } => "pod_delete",
             Write::ReleaseClaim(_) => "claim_release",
             Write::Queue { .. } => "queue_status",
         }
@@ -117,7 +127,10 @@ impl Write {
     /// The pod the write is about, if any.
     pub fn pod(&self) -> Option<&PodRef> {
         match self {
-            Write::Unschedulable { pod, .. } | Write::PodEvent { pod, .. } | Write::Evict { pod } => Some(pod),
+            Write::Unschedulable { pod, .. }
+            | Write::PodEvent { pod, .. }
+            | Write::Evict { pod, .. }
+            | Write::DeletePod { pod, .. } => Some(pod),
             _ => None,
         }
     }
@@ -151,6 +164,8 @@ struct Queue {
     busy: HashSet<WriteKey>,
     /// The state last written per key, so an unchanged one is not written again.
     written: HashMap<WriteKey, Write>,
+    /// Evictions refused so far, by key; a key here is not taken before its `not_before`.
+    refused: HashMap<WriteKey, Refused>,
 }
 
 struct Shared {
@@ -160,6 +175,10 @@ struct Shared {
     deadline: std::time::Duration,
     leading: AtomicBool,
     metrics: Arc<Metrics>,
+    refusals: RefusalPolicy,
+    /// Checked before every write: nothing is sent that could end after another replica
+    /// may lead.
+    fence: Option<Arc<super::fence::Fence>>,
 }
 
 /// The writer's handle: cheap to clone; workers run from [`Writer::work`].
@@ -179,12 +198,30 @@ impl Writer {
                 deadline,
                 leading: AtomicBool::new(false),
                 metrics,
+                refusals: RefusalPolicy::default(),
+                fence: None,
             }),
         }
     }
 
+    /// The same writer with `policy` for refused evictions (set before it is shared).
+    pub fn with_refusals(mut self, policy: RefusalPolicy) -> Writer {
+        if let Some(shared) = Arc::get_mut(&mut self.shared) {
+            shared.refusals = policy;
+        }
+        self
+    }
+
     fn queue(&self) -> std::sync::MutexGuard<'_, Queue> {
         self.shared.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The same writer behind `fence` (set before it is shared).
+    pub fn with_fence(mut self, fence: Arc<super::fence::Fence>) -> Writer {
+        if let Some(shared) = Arc::get_mut(&mut self.shared) {
+            shared.fence = Some(fence);
+        }
+        self
     }
 
     /// Writes go out only while this is true; turning it false drops what is queued.
@@ -194,6 +231,7 @@ impl Writer {
             let mut queue = self.queue();
             queue.pending.clear();
             queue.order.clear();
+            queue.refused.clear();
             // The next leader's writes are compared with the cluster afresh.
             queue.written.clear();
             self.shared.metrics.write_queue_depth.set(0);
@@ -224,7 +262,15 @@ impl Writer {
 
     /// Forgets what was written for keys that `keep` rejects (objects that are gone).
     pub fn retain(&self, keep: impl Fn(&WriteKey) -> bool) {
-        self.queue().written.retain(|key, _| keep(key));
+        let mut queue = self.queue();
+        queue.written.retain(|key, _| keep(key));
+        queue.refused.retain(|key, _| keep(key));
+    }
+
+    /// When the next refused eviction may be tried again, if one waits.
+    fn next_retry(&self) -> Option<tokio::time::Instant> {
+        let queue = self.queue();
+        queue.refused.iter().filter(|(key, _)| queue.pending.contains_key(*key)).map(|(_, r)| r.not_before).min()
     }
 
     /// Writes queued and not yet taken by a worker.
@@ -232,31 +278,56 @@ impl Writer {
         self.queue().pending.len()
     }
 
-    /// The next key a worker may take: queued, and not being written by another worker.
-    /// Every key in `pending` has an entry in `order`; entries whose state was dropped
-    /// meanwhile are skipped.
-    fn take(&self) -> Option<(WriteKey, Write)> {
+    /// The next key a worker may take: queued, not being written by another worker, and not
+    /// a refused eviction still waiting out its delay. Every key in `pending` has an entry in
+    /// `order`; entries whose state was dropped meanwhile are skipped. Returns the wanted
+    /// state and what to send for it: a delete in place of an eviction refused too often.
+    fn take(&self) -> Option<(WriteKey, Write, Write)> {
         if !self.shared.leading.load(Ordering::SeqCst) {
             return None;
         }
+        let now = tokio::time::Instant::now();
         let mut queue = self.queue();
-        let Queue { pending, order, busy, .. } = &mut *queue;
+        let Queue { pending, order, busy, refused, .. } = &mut *queue;
         loop {
-            let position = order.iter().position(|key| !busy.contains(key))?;
+            let waiting = |key: &WriteKey| refused.get(key).is_some_and(|r| r.not_before > now);
+            let position = order.iter().position(|key| !busy.contains(key) && !waiting(key))?;
             let key = order.remove(position)?;
             if let Some(write) = pending.remove(&key) {
                 busy.insert(key.clone());
                 self.shared.metrics.write_queue_depth.set(pending.len() as i64);
-                return Some((key, write));
+                let send = match (&write, refused.get(&key)) {
+                    (Write::Evict { pod, gang }, Some(r)) if r.delete_next(&self.shared.refusals) => {
+                        Write::DeletePod { pod: pod.clone(), note: deleted_note(gang, r) }
+                    }
+                    _ => write.clone(),
+                };
+                return Some((key, write, send));
             }
         }
     }
 
-    fn done(&self, key: WriteKey, write: Write, ok: bool) {
+    fn done(&self, key: WriteKey, write: Write, error: Option<String>) {
         let mut queue = self.queue();
         queue.busy.remove(&key);
-        if ok {
-            queue.written.insert(key, write);
+        match error {
+            None => {
+                queue.refused.remove(&key);
+                queue.written.insert(key, write);
+            }
+            // A refused eviction waits and goes again by itself, unless a newer state for
+            // its pod is queued meanwhile (which then waits the same delay).
+            Some(error) if matches!(write, Write::Evict { .. }) => {
+                let refused =
+                    Refused::after(queue.refused.get(&key), error, &self.shared.refusals, tokio::time::Instant::now());
+                queue.refused.insert(key.clone(), refused);
+                if !queue.pending.contains_key(&key) {
+                    queue.pending.insert(key.clone(), write);
+                    queue.order.push_back(key);
+                }
+                self.shared.metrics.write_queue_depth.set(queue.pending.len() as i64);
+            }
+            Some(_) => {}
         }
         drop(queue);
         self.shared.ready.notify_one();
@@ -264,8 +335,14 @@ impl Writer {
 
     /// Writes one queued state, if any; false when there was none to take.
     pub async fn write_one(&self) -> bool {
-        let Some((key, write)) = self.take() else { return false };
+        let Some((key, wanted, write)) = self.take() else { return false };
         let kind = write.kind();
+        if self.shared.fence.as_ref().is_some_and(|f| !f.allows()) {
+            // Not sent, and not counted as refused: this replica may not lead any more.
+            self.shared.metrics.writes.with_label_values(&[kind, "fenced"]).inc();
+            self.queue().busy.remove(&key);
+            return true;
+        }
         let result = match tokio::time::timeout(self.shared.deadline, self.shared.sink.write(&write)).await {
             Ok(result) => result,
             Err(_) => Err(RequestError::TimedOut(self.shared.deadline)),
@@ -277,17 +354,33 @@ impl Writer {
         };
         self.shared.metrics.writes.with_label_values(&[kind, label]).inc();
         if let Err(e) = &result {
-            tracing::warn!(kind, object = ?key, error = %e, "write failed; it is decided again next cycle");
+            if matches!(wanted, Write::Evict { .. }) {
+                self.shared.metrics.eviction_refusals.inc();
+                tracing::warn!(object = ?key, error = %e, "eviction refused; tried again after a delay");
+            } else {
+                tracing::warn!(kind, object = ?key, error = %e, "write failed; it is decided again next cycle");
+            }
+        } else if matches!(write, Write::DeletePod { .. }) {
+            self.shared.metrics.evictions_forced.inc();
         }
-        self.done(key, write, result.is_ok());
+        self.done(key, wanted, result.err().map(|e| e.to_string()));
         true
     }
 
-    /// One worker: writes whatever is queued, then waits for more; runs until dropped.
+    /// One worker: writes whatever is queued, then waits for more, or for the next refused
+    /// eviction's delay to pass; runs until dropped.
     pub async fn work(self) {
         loop {
             while self.write_one().await {}
-            self.shared.ready.notified().await;
+            match self.next_retry() {
+                Some(at) => {
+                    tokio::select! {
+                        _ = self.shared.ready.notified() => {}
+                        _ = tokio::time::sleep_until(at) => {}
+                    }
+                }
+                None => self.shared.ready.notified().await,
+            }
         }
     }
 
@@ -313,6 +406,8 @@ impl Sink for Record {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     fn pod(name: &str) -> PodRef {
@@ -381,6 +476,81 @@ mod tests {
         assert_eq!(metrics.writes.with_label_values(&["pod_condition", "timed_out"]).get(), 1);
         writer.submit(unschedulable("a", "x"));
         assert_eq!(writer.depth(), 1, "a state that was never written is tried again");
+    }
+
+    /// Refuses every eviction as a PodDisruptionBudget would; deletes succeed.
+    #[derive(Default)]
+    struct Budget(Mutex<Vec<(tokio::time::Instant, Write)>>);
+
+    impl Sink for Budget {
+        fn write<'a>(&'a self, write: &'a Write) -> BoxFuture<'a, Result<(), RequestError>> {
+            self.0.lock().unwrap().push((tokio::time::Instant::now(), write.clone()));
+            let refused = matches!(write, Write::Evict { .. });
+            Box::pin(async move {
+                if refused {
+                    return Err(RequestError::Injected(
+                        "Cannot evict pod as it would violate the pod's disruption budget.".into(),
+                    ));
+                }
+                Ok(())
+            })
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_refused_eviction_goes_again_after_a_doubling_delay_and_ends_in_a_delete() {
+        let metrics = Arc::new(Metrics::new());
+        let budget = Arc::new(Budget::default());
+        let policy =
+            RefusalPolicy { max_refusals: 3, first_delay: Duration::from_secs(5), max_delay: Duration::from_secs(60) };
+        let writer = Writer::new(budget.clone(), Duration::from_secs(1), metrics.clone()).with_refusals(policy);
+        writer.set_leading(true);
+        let started = tokio::time::Instant::now();
+        let evict = Write::Evict { pod: pod("w-0"), gang: "ml/train".into() };
+        writer.submit(evict.clone());
+        let worker = tokio::spawn(writer.clone().work());
+        tokio::time::sleep(Duration::from_secs(120)).await;
+        let tries: Vec<(Duration, &'static str)> =
+            budget.0.lock().unwrap().iter().map(|(at, w)| (*at - started, w.kind())).collect();
+        let s = Duration::from_secs;
+        assert_eq!(
+            tries,
+            [(s(0), "eviction"), (s(5), "eviction"), (s(15), "eviction"), (s(35), "pod_delete")],
+            "three refusals 5 s and 10 s apart, then 20 s later a delete"
+        );
+        let last = budget.0.lock().unwrap()[3].1.clone();
+        let Write::DeletePod { note, .. } = last else { unreachable!() };
+        assert!(
+            note.contains("refused 3 time(s)") && note.contains("disruption budget") && note.contains("ml/train"),
+            "{note}"
+        );
+        assert_eq!((metrics.eviction_refusals.get(), metrics.evictions_forced.get()), (3, 1));
+        // Done: the same eviction decided again is not sent again.
+        writer.submit(evict);
+        assert_eq!(writer.depth(), 0);
+        // A new refusal starts over, and losing the lead forgets the count.
+        writer.submit(Write::Evict { pod: pod("w-1"), gang: "ml/train".into() });
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        writer.set_leading(false);
+        assert!(writer.queue().refused.is_empty());
+        worker.abort();
+    }
+
+    #[tokio::test]
+    async fn a_writer_behind_a_closed_fence_sends_nothing() {
+        let record = Arc::new(Record::default());
+        let metrics = Arc::new(Metrics::new());
+        let fence = Arc::new(crate::k8s::fence::Fence::closed(Duration::from_secs(1)));
+        let writer = Writer::new(record.clone(), Duration::from_secs(1), metrics.clone()).with_fence(fence.clone());
+        writer.set_leading(true);
+        writer.submit(unschedulable("a", "x"));
+        assert!(writer.write_one().await);
+        assert!(record.0.lock().unwrap().is_empty(), "the lease may have passed: nothing sent");
+        assert_eq!(metrics.writes.with_label_values(&["pod_condition", "fenced"]).get(), 1);
+        fence.renewed(tokio::time::Instant::now(), Duration::from_secs(15));
+        writer.submit(unschedulable("a", "x"));
+        assert!(writer.write_one().await);
+        assert_eq!(record.0.lock().unwrap().len(), 1, "renewed: written");
     }
 
     #[test]

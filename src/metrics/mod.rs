@@ -56,12 +56,20 @@ pub struct Metrics {
     pub bind_duration: Histogram,
     pub bind_rollbacks: IntCounter,
     pub evictions: IntCounterVec,
+    /// Claims given back: allocated for pods not bound whose gang is not being placed.
+    pub claims_given_back: IntCounter,
+    /// Evictions the API server refused (a PodDisruptionBudget, or an error), each try.
+    pub eviction_refusals: IntCounter,
+    /// Pods deleted because their eviction was refused `eviction.maxRefusals` times.
+    pub evictions_forced: IntCounter,
     pub node_gpus: IntGaugeVec,
     pub node_gpus_allocated: IntGaugeVec,
     pub node_gpus_stranded: IntGaugeVec,
+    pub node_gpus_held: IntGaugeVec,
     pub domain_gpus: IntGaugeVec,
     pub domain_gpus_allocated: IntGaugeVec,
     pub domain_gpus_stranded: IntGaugeVec,
+    pub domain_gpus_held: IntGaugeVec,
     /// Per queue and resource key, in base units (cores, bytes, devices); only while
     /// Queue objects exist.
     pub queue_quota: GaugeVec,
@@ -179,6 +187,18 @@ impl Metrics {
                 "Gangs evicted, once per gang and eviction, by reason: the safety net (BindFailed, PodsReadyTimeout, GangBroken) whole gangs, queues (Reclaimed, Preempted) whole gangs or their pods above minMember.",
                 &["reason"],
             ),
+            claims_given_back: counter(
+                "muster_claims_given_back_total",
+                "ResourceClaims whose devices were given back: allocated for pods that are not bound, whose gang is not being placed (a leader that stopped between claim writes and binds, a lost answer). Counted each time the decision is made; the write is made once.",
+            ),
+            eviction_refusals: counter(
+                "muster_eviction_refusals_total",
+                "Evictions refused by the API server (a PodDisruptionBudget's 429, or an error), each try; a refused eviction is tried again after a doubling delay.",
+            ),
+            evictions_forced: counter(
+                "muster_evictions_forced_total",
+                "Pods deleted because their eviction was refused eviction.maxRefusals times, so that their gang does not stay half bound.",
+            ),
             node_gpus: gauge_vec(
                 "muster_node_gpus",
                 "GPUs a node offers (extended resource or DRA devices).",
@@ -194,6 +214,11 @@ impl Metrics {
                 "GPUs of a node held by pods of gangs with fewer than minMember pods bound.",
                 &["node"],
             ),
+            node_gpus_held: gauge_vec(
+                "muster_node_gpus_held",
+                "GPU devices of a node allocated to claims that no bound pod uses (held for pods that never ran); zero in a healthy cluster.",
+                &["node"],
+            ),
             domain_gpus: gauge_vec(
                 "muster_topology_domain_gpus",
                 "GPUs in a topology domain (a configured level's node label value).",
@@ -207,6 +232,11 @@ impl Metrics {
             domain_gpus_stranded: gauge_vec(
                 "muster_topology_domain_gpus_stranded",
                 "GPUs of a topology domain held by pods of gangs with fewer than minMember pods bound.",
+                &["level", "domain"],
+            ),
+            domain_gpus_held: gauge_vec(
+                "muster_topology_domain_gpus_held",
+                "GPU devices of a topology domain allocated to claims that no bound pod uses.",
                 &["level", "domain"],
             ),
             queue_quota: float_gauge_vec(

@@ -136,7 +136,9 @@ impl Loader {
             }
             return Ok(());
         }
-        let name = value.get("metadata").and_then(|m| m.get("name")).and_then(Value::as_str).map(str::to_string);
+        // The API server refuses an empty name as it refuses none.
+        let name = value.get("metadata").and_then(|m| m.get("name")).and_then(Value::as_str);
+        let name = name.filter(|n| !n.is_empty()).map(str::to_string);
         let name = name.ok_or(Error::Missing { path: path.into(), document, field: "metadata.name" })?;
         let group = api_version.split_once('/').map_or("", |(g, _)| g).to_string();
         let namespaced = !matches!(

@@ -19,12 +19,12 @@ use crate::support::cluster::{TEST_LABEL, within};
 use crate::support::wait::{node_of, unschedulable_message, wait_for_events, wait_for_pods};
 use crate::support::{KubeletEmulator, TestCluster, muster as scheduler};
 
-fn typed<T: serde::de::DeserializeOwned>(value: Value) -> T {
+pub(crate) fn typed<T: serde::de::DeserializeOwned>(value: Value) -> T {
     serde_json::from_value(value).expect("a test object that parses")
 }
 
 /// A GPU device as NVIDIA's DRA driver publishes one.
-fn gpu(name: &str, memory_gi: u32, pcie_root: &str) -> Value {
+pub(crate) fn gpu(name: &str, memory_gi: u32, pcie_root: &str) -> Value {
     json!({
         "name": name,
         "attributes": {
@@ -37,11 +37,11 @@ fn gpu(name: &str, memory_gi: u32, pcie_root: &str) -> Value {
 }
 
 /// The test's driver name: devices of other tests never match its classes.
-fn driver(cluster: &TestCluster) -> String {
+pub(crate) fn driver(cluster: &TestCluster) -> String {
     format!("{}.gpu.example.com", cluster.id)
 }
 
-async fn create_slice(cluster: &TestCluster, node: &str, devices: Vec<Value>) {
+pub(crate) async fn create_slice(cluster: &TestCluster, node: &str, devices: Vec<Value>) {
     let driver = driver(cluster);
     let slice: ResourceSlice = typed(json!({
         "apiVersion": "resource.k8s.io/v1",
@@ -54,14 +54,14 @@ async fn create_slice(cluster: &TestCluster, node: &str, devices: Vec<Value>) {
 }
 
 /// A node without classic GPUs (its GPUs are DRA devices), labelled for this test.
-async fn create_node(cluster: &TestCluster, name: &str) -> String {
+pub(crate) async fn create_node(cluster: &TestCluster, name: &str) -> String {
     let full = cluster.name(name);
     cluster.create_node(&builders::node(&full, 64, 512, 0, &[(TEST_LABEL, &cluster.id)])).await;
     full
 }
 
 /// The test's DeviceClass for its GPUs; returns its name.
-async fn create_class(cluster: &TestCluster, extended_resource: Option<&str>) -> String {
+pub(crate) async fn create_class(cluster: &TestCluster, extended_resource: Option<&str>) -> String {
     let name = cluster.name("gpu");
     let mut class = builders::device_class(&name, &driver(cluster));
     class.spec.get_or_insert_default().extended_resource_name = extended_resource.map(str::to_string);
@@ -93,12 +93,12 @@ fn claiming_pod(cluster: &TestCluster, name: &str, template: &str, labels: &[(&s
     pod
 }
 
-async fn claims(cluster: &TestCluster) -> Vec<ResourceClaim> {
+pub(crate) async fn claims(cluster: &TestCluster) -> Vec<ResourceClaim> {
     cluster.api::<ResourceClaim>().list(&ListParams::default()).await.expect("list claims").items
 }
 
 /// The devices the claim of `pod` was allocated, as `pool/device`.
-fn devices_of(claims: &[ResourceClaim], pod: &Pod) -> Vec<String> {
+pub(crate) fn devices_of(claims: &[ResourceClaim], pod: &Pod) -> Vec<String> {
     let uid = pod.metadata.uid.as_deref();
     let mut found = Vec::new();
     for claim in claims {
@@ -117,7 +117,7 @@ fn devices_of(claims: &[ResourceClaim], pod: &Pod) -> Vec<String> {
     found
 }
 
-fn allocated(claim: &ResourceClaim) -> bool {
+pub(crate) fn allocated(claim: &ResourceClaim) -> bool {
     claim.status.as_ref().is_some_and(|s| s.allocation.is_some())
 }
 

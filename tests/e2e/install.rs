@@ -36,7 +36,7 @@ fn kubectl(cluster: &TestCluster, args: &[&str]) -> String {
 /// Held by the tests that apply the manifests: they install into one namespace and under
 /// cluster-wide names, so two at once could race, one `kubectl apply` finding an object
 /// missing and then failing to create it (AlreadyExists) because the other just did.
-static MANIFESTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+pub(crate) static MANIFESTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// The namespace the manifests install into, created for real (a server-side dry run of
 /// namespaced objects needs their namespace to exist, as it would after the first apply).
@@ -60,6 +60,8 @@ async fn kubectl_apply_k_manifests_passes_a_server_side_dry_run() {
         "deployment.apps/muster-scheduler",
         "daemonset.apps/muster-agent",
         "clusterrole.rbac.authorization.k8s.io/muster-agent",
+        "validatingadmissionpolicy.admissionregistration.k8s.io/muster-agent-own-node",
+        "validatingadmissionpolicybinding.admissionregistration.k8s.io/muster-agent-own-node",
         "configmap/muster-scheduler-config",
     ] {
         assert!(out.contains(object), "the dry run did not show {object}:\n{out}");
@@ -177,6 +179,9 @@ async fn the_scheduler_with_only_its_service_accounts_rbac_binds_a_gang_with_dra
         retry_period_seconds: 1,
         ..Default::default()
     };
+    // Shorter than the lease's slack (4 s - 2 s), as the configuration requires: a longer one
+    // would never pass the write fence.
+    config.request_timeout_seconds = 1;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "muster=debug".into());
     let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter(filter).try_init();
     let metrics = Arc::new(Metrics::new());

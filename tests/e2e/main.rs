@@ -4,15 +4,18 @@
 //! ```text
 //!  tests/e2e/main.rs ── one binary: the crate, kube and k8s-openapi are linked once
 //!   ├── agent            the node agent publishing, tainting and healing GPUs
+//!   ├── agent_admission  the agent confined to its own node by admission; least-privilege RBAC
 //!   ├── control_plane    the harness itself: round trips, kubelet emulator, Jobs, claims
 //!   ├── dra              Muster's own DRA allocation inside the gang transaction
 //!   ├── dra_vs_kube      the allocator beside the real kube-scheduler, with a checker
 //!   ├── explain          `muster explain` against a live cluster
 //!   ├── faults           a bind that hangs, a leader cut off, a replica denied a list
 //!   ├── gang             all or nothing, rollback, side by side with kube-scheduler
+//!   ├── held             devices given back, lost answers, evictions a budget refuses
 //!   ├── install          the manifests, applied and run with their own permissions
 //!   ├── kubelet_plugin   the agent's kubelet plugin over its Unix sockets
 //!   ├── leader           leader election between two replicas
+//!   ├── outage           the API server down for 20 s in the middle of binding 50 gangs
 //!   ├── topology         rack and block constraints
 //!   └── support          control plane, TestCluster, builders, kubelet emulator, waits
 //! ```
@@ -26,15 +29,18 @@
 //! Run one area with `cargo test --test e2e gang::`, one test by its name.
 
 mod agent;
+mod agent_admission;
 mod control_plane;
 mod dra;
 mod dra_vs_kube;
 mod explain;
 mod faults;
 mod gang;
+mod held;
 mod install;
 mod kubelet_plugin;
 mod leader;
+mod outage;
 mod queues;
 mod support;
 mod topology;

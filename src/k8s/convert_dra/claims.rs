@@ -153,12 +153,47 @@ impl SpecInterner {
     }
 }
 
-/// What `pod` claims, or why it cannot be considered yet (a claim not created, missing, or
-/// in use elsewhere), in words, as a gang's blocked reason keeps it. `claims` finds claims
-/// by namespace and name.
+/// Claims by namespace and name, and claims for extended resources by the UID of the pod
+/// that owns them.
+pub struct ClaimIndex<'a> {
+    pub by_name: HashMap<(&'a str, &'a str), &'a ResourceClaim>,
+    pub extended_by_owner: HashMap<&'a str, &'a ResourceClaim>,
+}
+
+impl<'a> ClaimIndex<'a> {
+    pub fn new(claims: &[&'a ResourceClaim]) -> ClaimIndex<'a> {
+        let mut index = ClaimIndex { by_name: HashMap::new(), extended_by_owner: HashMap::new() };
+        for claim in claims {
+            let meta = &claim.metadata;
+            index
+                .by_name
+                .insert((meta.namespace.as_deref().unwrap_or("default"), meta.name.as_deref().unwrap_or("")), *claim);
+            if meta.annotations.as_ref().is_some_and(|a| a.contains_key(super::EXTENDED_CLAIM_ANNOTATION)) {
+                for owner in meta.owner_references.iter().flatten().filter(|o| o.kind == "Pod") {
+                    index.extended_by_owner.insert(owner.uid.as_str(), *claim);
+                }
+            }
+        }
+        index
+    }
+
+    /// The claim for `pod`'s extended resources that exists now: the one its status names,
+    /// or one created for it whose name never reached its status (found by its owner).
+    pub fn extended_of(&self, pod: &Pod) -> Option<&'a ResourceClaim> {
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+        let named = pod.status.as_ref().and_then(|s| s.extended_resource_claim_status.as_ref());
+        named
+            .and_then(|s| self.by_name.get(&(namespace, s.resource_claim_name.as_str())))
+            .or_else(|| pod.metadata.uid.as_deref().and_then(|uid| self.extended_by_owner.get(uid)))
+            .copied()
+    }
+}
+
+/// What `pod` (not bound) claims, or why it cannot be considered yet (a claim not created,
+/// missing, or in use elsewhere), in words, as a gang's blocked reason keeps it.
 pub fn pod_devices(
     pod: &Pod,
-    claims: &HashMap<(&str, &str), &ResourceClaim>,
+    claims: &ClaimIndex<'_>,
     dra: &DraSnapshot,
     names: &mut ResourceNames,
     specs: &mut SpecInterner,
@@ -168,7 +203,7 @@ pub fn pod_devices(
 
 fn claims_of_pod(
     pod: &Pod,
-    claims: &HashMap<(&str, &str), &ResourceClaim>,
+    index: &ClaimIndex<'_>,
     dra: &DraSnapshot,
     names: &mut ResourceNames,
     specs: &mut SpecInterner,
@@ -177,6 +212,7 @@ fn claims_of_pod(
     let pod_name = pod.metadata.name.as_deref().unwrap_or("");
     let pod_uid = pod.metadata.uid.as_deref();
     let Some(spec) = pod.spec.as_ref() else { return Ok(None) };
+    let claims = &index.by_name;
     let statuses = pod.status.as_ref().and_then(|s| s.resource_claim_statuses.as_ref());
     let mut devices = PodDevices::default();
     for entry in spec.resource_claims.iter().flatten() {
@@ -253,9 +289,18 @@ fn claims_of_pod(
         };
         devices.claims.push(PodClaim { name: entry.name.clone(), claim: key, private, group, need });
     }
-    // Extended resources a DeviceClass serves, unless a claim for them exists already.
-    let served = pod.status.as_ref().and_then(|s| s.extended_resource_claim_status.as_ref()).is_some();
-    if !dra.extended_classes.is_empty() && !served {
+    // Extended resources a DeviceClass serves. A pod that is not bound and still has a claim
+    // for them from an earlier placement waits while that claim is given back (see
+    // claim_giveback), so that no second claim holds devices beside it.
+    if let Some(earlier) = index.extended_of(pod) {
+        let meta = &earlier.metadata;
+        let key = ClaimKey {
+            namespace: meta.namespace.clone().unwrap_or_else(|| "default".into()),
+            name: meta.name.clone().unwrap_or_default(),
+        };
+        return Err(Error::ExtendedClaimHeld(key));
+    }
+    if !dra.extended_classes.is_empty() {
         // Requests are named as kube-scheduler names them: the container's index among init
         // and regular containers, the resource's index among its sorted requests (a limit
         // without a request is its request, as the API server defaults it).

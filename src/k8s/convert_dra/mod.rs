@@ -17,7 +17,7 @@ use thiserror::Error;
 use crate::engine::dra::allocate::MAX_RESULTS;
 use crate::engine::dra::model::{ClaimKey, DeviceTaint, DeviceTaintEffect, DeviceToleration, NodeSelector};
 use crate::quantity;
-pub use claims::{SpecInterner, claim_spec, pod_devices};
+pub use claims::{ClaimIndex, SpecInterner, claim_spec, pod_devices};
 pub use held::HeldDevices;
 pub use snapshot::{DeviceMemo, DraView, classes, snapshot};
 
@@ -54,6 +54,10 @@ pub enum Error {
     ClaimMissing(ClaimKey),
     #[error("ResourceClaim {0} is being deleted")]
     ClaimDeleted(ClaimKey),
+    /// A claim for the pod's extended resources made by an earlier placement that did not
+    /// end in a bind: given back before another is made.
+    #[error("its earlier ResourceClaim {0} for extended resources is being given back")]
+    ExtendedClaimHeld(ClaimKey),
     #[error("ResourceClaim {claim} was not created for pod {pod}")]
     ClaimOfAnotherPod { claim: ClaimKey, pod: String },
     #[error("ResourceClaim {claim} is reserved for {reserved} consumers, the most allowed")]

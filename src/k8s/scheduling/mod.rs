@@ -435,7 +435,7 @@ impl Scheduler {
             tracing::warn!(gang = %eviction.gang, reason = eviction.reason.as_str(), pods = eviction.pods.len(), "{}", eviction.message);
             for pod in &eviction.pods {
                 let pod = Self::pod_ref(&cache, pod);
-                writes.push(Write::Evict { pod: pod.clone() });
+                writes.push(Write::Evict { pod: pod.clone(), gang: eviction.gang.to_string() });
                 writes.push(Write::PodEvent {
                     pod,
                     warning: true,
@@ -458,6 +458,10 @@ impl Scheduler {
         for release in self.releases.check(&view, unix) {
             writes.push(Write::ReleaseClaim(release));
         }
+        // Devices held for pods that are not bound and whose gang is not being placed.
+        let given_back = super::claim_giveback::give_back(&view, &self.config.scheduler_name, &busy);
+        self.metrics.claims_given_back.inc_by(given_back.len() as u64);
+        writes.extend(given_back.into_iter().map(Write::ReleaseClaim));
         decide::log_device_key_problems(&outcome.queues, &mut self.queue_notes);
         let (queue_reports, queue_writes) =
             decide::queue_statuses(&assembled.snapshot, &outcome.queues, &cache.queues, unix);
@@ -542,7 +546,7 @@ impl Scheduler {
             self.last_eviction.insert(eviction.gang.clone(), (reason, message.clone()));
             for pod in &eviction.pods {
                 let pod = Self::pod_ref(cache, pod);
-                writes.push(Write::Evict { pod: pod.clone() });
+                writes.push(Write::Evict { pod: pod.clone(), gang: eviction.gang.to_string() });
                 writes.push(Write::PodEvent {
                     pod,
                     warning: true,

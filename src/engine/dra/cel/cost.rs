@@ -13,6 +13,10 @@ use cel::parser::Expression;
 /// Largest collection or string a device can hand a selector.
 const DEVICE_VALUE_SIZE: u64 = 64;
 
+/// The deepest expression accepted. Evaluation recurses once per level, so a deeper one
+/// could overflow the stack; cel-go's parser refuses deep nesting too (its recursion limit).
+pub const MAX_DEPTH: usize = 250;
+
 /// Cost and largest size (string length, list or map entries) of an expression's value.
 #[derive(Clone, Copy, Debug, Default)]
 struct Estimate {
@@ -24,6 +28,8 @@ struct Walker<'a> {
     /// Names bound by enclosing comprehensions, with the size of what they hold.
     scope: Vec<(&'a str, u64)>,
     problem: Option<String>,
+    /// How deep the walk is: it stops at [`MAX_DEPTH`], so it cannot overflow the stack.
+    depth: usize,
 }
 
 fn scaled(size: u64) -> u64 {
@@ -33,6 +39,19 @@ fn scaled(size: u64) -> u64 {
 
 impl<'a> Walker<'a> {
     fn walk(&mut self, expr: &'a Expression) -> Estimate {
+        if self.depth >= MAX_DEPTH {
+            if self.problem.is_none() {
+                self.problem = Some(format!("expression nested more than {MAX_DEPTH} levels deep"));
+            }
+            return Estimate::default();
+        }
+        self.depth += 1;
+        let estimate = self.walk_node(expr);
+        self.depth -= 1;
+        estimate
+    }
+
+    fn walk_node(&mut self, expr: &'a Expression) -> Estimate {
         match &expr.expr {
             Expr::Unspecified => Estimate::default(),
             Expr::Literal(LiteralValue::String(s)) => Estimate { cost: 0, size: s.inner().len() as u64 },
@@ -101,11 +120,26 @@ impl<'a> Walker<'a> {
                     | "lowerAscii" | "upperAscii" | "trim" | "reverse" | "charAt" | "substring" | "@in" => {
                         (1 + scaled(largest), largest)
                     }
-                    "replace" | "join" | "format" => (1 + scaled(total), total.saturating_mul(2)),
+                    // Every character may be replaced (an empty pattern matches between all
+                    // of them): the text grows by the replacement at each of its positions.
+                    "replace" => {
+                        let text = sizes.first().copied().unwrap_or(0);
+                        let with = sizes.get(2).copied().unwrap_or(0);
+                        let size = text.saturating_add(text.saturating_add(1).saturating_mul(with));
+                        (1 + scaled(total.saturating_add(size)), size)
+                    }
+                    // As many elements as the list's size, each as long, with separators
+                    // (or arguments) between: `split` then `join` multiplies a text too.
+                    "join" | "format" => {
+                        let (first, second) = (sizes.first().copied().unwrap_or(0), sizes.get(1).copied().unwrap_or(0));
+                        let size = first.saturating_add(largest.saturating_mul(first.saturating_add(second)));
+                        (1 + scaled(total.saturating_add(size)), size)
+                    }
                     "split" => (1 + scaled(largest), largest.saturating_add(1)),
                     // A regular expression match is linear in the text times the pattern.
                     "matches" => {
-                        (1 + scaled(largest).saturating_mul(1 + scaled(sizes.last().copied().unwrap_or(0))), 1)
+                        let pattern = scaled(sizes.last().copied().unwrap_or(0));
+                        (scaled(largest).saturating_mul(pattern.saturating_add(1)).saturating_add(1), 1)
                     }
                     _ => (1, largest),
                 };
@@ -130,7 +164,8 @@ impl<'a> Walker<'a> {
                         .saturating_add(init.cost)
                         .saturating_add(range.size.saturating_mul(per_iteration))
                         .saturating_add(result.cost),
-                    size: range.size,
+                    // What the steps build (`map`'s elements) may be larger than the range.
+                    size: range.size.max(step.size),
                 }
             }
         }
@@ -139,7 +174,7 @@ impl<'a> Walker<'a> {
 
 /// The worst-case cost of `expression`, or what the API server's checker would reject.
 pub fn estimate(expression: &Expression) -> Result<u64, String> {
-    let mut walker = Walker { scope: Vec::new(), problem: None };
+    let mut walker = Walker { scope: Vec::new(), problem: None, depth: 0 };
     let estimate = walker.walk(expression);
     match walker.problem {
         Some(problem) => Err(problem),

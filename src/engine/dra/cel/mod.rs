@@ -28,6 +28,12 @@ pub use device::DeviceVal;
 pub const MAX_COST: u64 = 1_000_000;
 /// The longest selector the API server accepts (`CELSelectorExpressionMaxLength`).
 pub const MAX_LENGTH: usize = 10 * 1024;
+/// The most operator characters (`.`, `[`, `(`, `+`, `=`, `&`, …, and the word `in`) a
+/// selector may have. The parser recurses once per link of a chain such as `a.b.c…` or
+/// `1 + 1 + …`, so a selector within [`MAX_LENGTH`] could overflow the stack; cel-go's
+/// parser refuses such nesting long before (its recursion limit). Counted in string
+/// literals too, which keeps the count simple; real selectors have a few dozen.
+pub const MAX_OPERATORS: usize = 500;
 
 /// The shared environment: built once per process.
 pub fn environment() -> &'static Arc<Env> {
@@ -75,6 +81,13 @@ impl Selector {
             return Err(format!(
                 "expression is {} characters long, more than the {MAX_LENGTH} allowed",
                 expression.len()
+            ));
+        }
+        let operators = expression.bytes().filter(|b| b".[({!-+*/%<>=&|?".contains(b)).count()
+            + expression.split(|c: char| !(c.is_alphanumeric() || c == '_')).filter(|w| *w == "in").count();
+        if operators > MAX_OPERATORS {
+            return Err(format!(
+                "expression has {operators} operators, more than the {MAX_OPERATORS} allowed: it is nested too deeply"
             ));
         }
         let program = environment().compile(expression).map_err(|e| format!("compilation failed: {e}"))?;
