@@ -327,6 +327,9 @@ async fn a_scheduler_restarted_while_a_ready_gang_is_losing_a_pod_grants_the_gra
     // Dropping only asks the task to stop: let it, so no write of the old scheduler lands
     // after the pod is gone (a crashed process writes nothing more).
     tokio::time::sleep(Duration::from_millis(500)).await;
+    // What the restarted scheduler will read: the gang's PodGroup says it was Ready.
+    wait_for_group(&cluster, "pair", |s| s.conditions.iter().any(|c| c.type_ == "PodsReady" && c.status == "True"))
+        .await;
     // While Muster is down, one pod goes for good (its node was lost): the pods left no
     // longer show that the gang was ever whole; only its PodGroup's status does.
     let now = kube::api::DeleteParams { grace_period_seconds: Some(0), ..Default::default() };
