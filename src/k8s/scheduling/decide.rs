@@ -40,9 +40,17 @@ pub fn group_statuses(
         namespace: meta.namespace.clone().unwrap_or_else(|| "default".into()),
         name: meta.name.clone().unwrap_or_default(),
     };
+    // A PodGroup whose pods are all another scheduler's (another Muster, under another
+    // schedulerName) is that scheduler's to describe: writing "0 pods" over its status
+    // would erase what it says (PodsReady, which a restarted scheduler reads back).
+    let others: HashSet<GangKey> =
+        view.pods.iter().map(|p| crate::k8s::view::gang_key(p)).filter(|gang| !members.contains_key(gang)).collect();
     let mut writes = Vec::new();
     for group in &view.muster_groups {
         let gang = key(GangKind::Muster, &group.metadata);
+        if !members.contains_key(&gang) && others.contains(&gang) {
+            continue;
+        }
         let pods = members.get(&gang).map(Vec::as_slice).unwrap_or_default();
         let facts = GroupFacts {
             waiting: waiting.get(&gang).map(String::as_str),

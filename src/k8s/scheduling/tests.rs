@@ -186,3 +186,28 @@ async fn backoff_grows_with_each_rollback_and_resets_when_the_gang_binds() {
     let until = h.scheduler.next_wake().expect("backoff");
     assert_eq!(until.saturating_duration_since(Instant::now()).as_secs_f64().round() as u64, 1, "reset by the success");
 }
+
+#[test]
+fn a_podgroup_whose_pods_are_another_schedulers_is_left_to_it() {
+    use crate::k8s::assemble::ClusterObjects;
+    use crate::sim::objects::pod_group;
+    let theirs = training_pod("theirs-0", 1, 0, "other-muster", Some("theirs"));
+    let ours = training_pod("ours-0", 1, 0, "muster", Some("ours"));
+    let objects = ClusterObjects {
+        pods: vec![theirs, ours],
+        muster_groups: vec![pod_group("theirs", 1, 0), pod_group("ours", 1, 0), pod_group("empty", 1, 0)],
+        ..Default::default()
+    };
+    let view = objects.view();
+    let members = crate::k8s::groups::members(&view, "muster");
+    let writes = decide::group_statuses(&view, &HashMap::new(), &members, &HashMap::new(), &HashMap::new(), 0);
+    let mut written: Vec<&str> = writes
+        .iter()
+        .filter_map(|w| match w {
+            Write::MusterGroup { name, .. } => Some(name.as_str()),
+            _ => None,
+        })
+        .collect();
+    written.sort();
+    assert_eq!(written, ["empty", "ours"], "a group with only another scheduler's pods is not described");
+}
