@@ -71,7 +71,13 @@ pub(crate) async fn create_class(cluster: &TestCluster, extended_resource: Optio
 
 /// A template with one request, `gpu`, of `class`, with `exactly`'s other fields and the
 /// claim's `constraints`.
-async fn create_template(cluster: &TestCluster, name: &str, class: &str, exactly: Value, constraints: Value) {
+pub(crate) async fn create_template(
+    cluster: &TestCluster,
+    name: &str,
+    class: &str,
+    exactly: Value,
+    constraints: Value,
+) {
     let mut request = json!({"deviceClassName": class});
     request.as_object_mut().unwrap().extend(exactly.as_object().unwrap().clone());
     let devices = json!({"requests": [{"name": "gpu", "exactly": request}], "constraints": constraints});
@@ -85,7 +91,7 @@ async fn create_template(cluster: &TestCluster, name: &str, class: &str, exactly
 }
 
 /// A pod for the test's scheduler with one claim from `template`.
-fn claiming_pod(cluster: &TestCluster, name: &str, template: &str, labels: &[(&str, &str)]) -> Pod {
+pub(crate) fn claiming_pod(cluster: &TestCluster, name: &str, template: &str, labels: &[(&str, &str)]) -> Pod {
     let mut pod = builders::pod(name, &cluster.scheduler_name, 0, labels);
     let spec = pod.spec.as_mut().unwrap();
     spec.resource_claims = Some(vec![typed(json!({"name": "gpu", "resourceClaimTemplateName": template}))]);

@@ -16,6 +16,7 @@
 //!   ├── kubelet_plugin   the agent's kubelet plugin over its Unix sockets
 //!   ├── leader           leader election between two replicas
 //!   ├── outage           the API server down for 20 s in the middle of binding 50 gangs
+//!   ├── soak             90 s of gangs with claims under random bind and pod failures
 //!   ├── topology         rack and block constraints
 //!   └── support          control plane, TestCluster, builders, kubelet emulator, waits
 //! ```
@@ -42,5 +43,6 @@ mod kubelet_plugin;
 mod leader;
 mod outage;
 mod queues;
+mod soak;
 mod support;
 mod topology;
