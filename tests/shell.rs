@@ -403,6 +403,7 @@ fn devices_held_for_pods_that_are_not_bound_are_given_back_unless_their_gang_is_
     );
 
     // Meanwhile f-0 waits rather than have a second claim made beside the first.
+    apply_event(&mut cache, Event::Apply(gpu_node("n1", "r1", 8)));
     let mut memo = Memo::default();
     let snapshot = assemble_view(&cache.view(), "muster", 0, &mut memo).snapshot;
     let f = snapshot.gangs.iter().find(|g| g.key.name == "f-0").expect("f-0 is pending");

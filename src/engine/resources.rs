@@ -32,15 +32,23 @@ impl Default for ResourceNames {
 }
 
 impl ResourceNames {
-    /// The id of `name`, adding it if it is new.
+    /// The id of `name`, adding it if it is new. For names from objects a cluster's
+    /// operators write (nodes, DeviceClasses, queues); pods' names go through
+    /// [`ResourceNames::get`] only, so no tenant can grow the table.
     pub fn intern(&mut self, name: &str) -> ResourceId {
+        self.try_intern(name).expect("65,535 resource names from operators' objects")
+    }
+
+    /// The id of `name`, adding it if it is new and the table has room (65,535 names);
+    /// None when it is full.
+    pub fn try_intern(&mut self, name: &str) -> Option<ResourceId> {
         if let Some(id) = self.ids.get(name) {
-            return *id;
+            return Some(*id);
         }
-        let id = ResourceId(u16::try_from(self.names.len()).expect("more than 65535 resource names"));
+        let id = ResourceId(u16::try_from(self.names.len()).ok().filter(|&i| i < u16::MAX)?);
         self.names.push(name.to_string());
         self.ids.insert(name.to_string(), id);
-        id
+        Some(id)
     }
 
     pub fn get(&self, name: &str) -> Option<ResourceId> {

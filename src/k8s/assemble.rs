@@ -1,7 +1,7 @@
 //! Assembles the engine's snapshot from the cluster's objects: nodes with what bound pods
 //! use, and Muster's pending pods grouped into gangs from the three PodGroup sources.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 
@@ -59,9 +59,12 @@ impl Memo {
         }
     }
 
-    fn pod(&mut self, pod: &Pod) -> PodConversion {
+    /// `served`: the extended resources DeviceClasses serve (a pod may ask for those though
+    /// no node lists them). A conversion that failed is not kept: a node may offer the name
+    /// it lacked next cycle.
+    fn pod(&mut self, pod: &Pod, served: &dyn Fn(&str) -> bool) -> PodConversion {
         let convert = |memo: &mut Memo| -> PodConversion {
-            let demand = convert::pod_demand(pod, &mut memo.names).map_err(|e| e.to_string())?;
+            let demand = convert::pod_demand(pod, &mut memo.names, served).map_err(|e| e.to_string())?;
             let constraints = convert::pod_constraints(pod).map_err(|e| e.to_string())?;
             Ok((demand, memo.interner.intern(constraints)))
         };
@@ -74,6 +77,9 @@ impl Memo {
             return conversion.clone();
         }
         let conversion = convert(self);
+        if conversion.is_err() {
+            return conversion;
+        }
         self.pods
             .entry(namespace.to_string())
             .or_default()
@@ -196,6 +202,9 @@ pub fn assemble_view(objects: &ClusterView<'_>, scheduler_name: &str, now: i64, 
         rules: &objects.device_taint_rules,
     };
     out.snapshot.dra = convert_dra::snapshot(dra_view, &out.snapshot.nodes, &mut memo.devices, &mut out.problems);
+    // Extended resources DeviceClasses serve: pods may ask for them though no node lists them.
+    let served_names: HashSet<String> = out.snapshot.dra.extended_classes.keys().cloned().collect();
+    let served = &|resource: &str| served_names.contains(resource);
     let claim_index = convert_dra::ClaimIndex::new(&objects.resource_claims);
     let claims_by_name = &claim_index.by_name;
 
@@ -233,7 +242,7 @@ pub fn assemble_view(objects: &ClusterView<'_>, scheduler_name: &str, now: i64, 
         let node_name = objects.node_of(pod);
         if let Some(node_name) = node_name {
             // Bound, by whichever scheduler: it uses capacity.
-            match (memo.pod(pod), node_index.get(node_name.as_str())) {
+            match (memo.pod(pod, served), node_index.get(node_name.as_str())) {
                 (Ok((demand, _)), Some(&i)) => {
                     out.snapshot.nodes[i].requested.add(&demand, 1);
                     // A terminating pod is leaving: its queue no longer holds it.
@@ -293,7 +302,7 @@ pub fn assemble_view(objects: &ClusterView<'_>, scheduler_name: &str, now: i64, 
         }
         let devices =
             convert_dra::pod_devices(pod, &claim_index, &out.snapshot.dra, &mut memo.names, &mut memo.devices.specs);
-        let (demand, constraints) = match memo.pod(pod) {
+        let (demand, constraints) = match memo.pod(pod, served) {
             Ok(converted) => converted,
             Err(e) => {
                 out.rejected_pods.insert(key, e);

@@ -23,6 +23,12 @@ pub enum Error {
     Quantity { object: String, source: quantity::Error },
     #[error("{object}: unknown {what} {value:?}")]
     Unknown { object: String, what: &'static str, value: String },
+    /// A pod asks for a resource that no node offers and no DeviceClass serves: it fits
+    /// nowhere, and the name is not added to anything.
+    #[error("no node offers {resource}")]
+    NotOffered { resource: String },
+    #[error("{object}: more than 65,535 distinct resource names in the cluster")]
+    TooManyNames { object: String },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -35,10 +41,33 @@ pub fn describe(kind: &str, meta: &k8s_openapi::apimachinery::pkg::apis::meta::v
     }
 }
 
-fn amount(names: &mut ResourceNames, object: &str, resource: &str, q: &Quantity) -> Result<(ResourceId, i64)> {
-    let id = names.intern(resource);
-    let value = if id == ResourceId::CPU { quantity::parse_milli(&q.0) } else { quantity::parse_units(&q.0) };
-    value.map(|v| (id, v)).map_err(|source| Error::Quantity { object: object.to_string(), source })
+/// Where a resource name gets its id: a node adds the names it offers; a pod only looks
+/// names up (those of nodes, or of DeviceClasses that serve extended resources, which
+/// `served` lists), so no pod can grow the table whatever it asks for.
+enum Names<'a> {
+    Offer(&'a mut ResourceNames),
+    Ask(&'a mut ResourceNames, &'a dyn Fn(&str) -> bool),
+}
+
+fn amount(names: &mut Names<'_>, object: &str, resource: &str, q: &Quantity) -> Result<Option<(ResourceId, i64)>> {
+    let parse = |cpu: bool| if cpu { quantity::parse_milli(&q.0) } else { quantity::parse_units(&q.0) };
+    let id = match names {
+        Names::Offer(names) => names.try_intern(resource),
+        Names::Ask(names, served) => match names.get(resource) {
+            Some(id) => Some(id),
+            None if served(resource) => names.try_intern(resource),
+            None => {
+                let asked = parse(false).map_err(|source| Error::Quantity { object: object.to_string(), source })?;
+                if asked == 0 {
+                    return Ok(None);
+                }
+                return Err(Error::NotOffered { resource: resource.to_string() });
+            }
+        },
+    };
+    let id = id.ok_or_else(|| Error::TooManyNames { object: object.to_string() })?;
+    let value = parse(id == ResourceId::CPU);
+    value.map(|v| Some((id, v))).map_err(|source| Error::Quantity { object: object.to_string(), source })
 }
 
 /// A node's allocatable capacity, labels, taints and cordon.
@@ -47,9 +76,11 @@ pub fn node(node: &Node, names: &mut ResourceNames) -> Result<EngineNode> {
     let mut allocatable = Capacity::default();
     let status = node.status.as_ref();
     let resources = status.and_then(|s| s.allocatable.as_ref().or(s.capacity.as_ref()));
+    let mut names = Names::Offer(names);
     for (resource, q) in resources.into_iter().flatten() {
-        let (id, v) = amount(names, &object, resource, q)?;
-        allocatable.set(id, v);
+        if let Some((id, v)) = amount(&mut names, &object, resource, q)? {
+            allocatable.set(id, v);
+        }
     }
     let spec = node.spec.as_ref();
     let taints = spec
@@ -84,7 +115,7 @@ fn effect(object: &str, effect: &str) -> Result<TaintEffect> {
 }
 
 fn container_requests(
-    names: &mut ResourceNames,
+    names: &mut Names<'_>,
     object: &str,
     container: &Container,
     into: &mut BTreeMap<ResourceId, i64>,
@@ -94,14 +125,16 @@ fn container_requests(
     // As the API server defaults them: a limit without a request is the request.
     let limits = resources.and_then(|r| r.limits.as_ref());
     for (resource, q) in limits.into_iter().flatten() {
-        if requests.is_none_or(|r| !r.contains_key(resource)) {
-            let (id, v) = amount(names, object, resource, q)?;
+        if requests.is_none_or(|r| !r.contains_key(resource))
+            && let Some((id, v)) = amount(names, object, resource, q)?
+        {
             *into.entry(id).or_default() += v;
         }
     }
     for (resource, q) in requests.into_iter().flatten() {
-        let (id, v) = amount(names, object, resource, q)?;
-        *into.entry(id).or_default() += v;
+        if let Some((id, v)) = amount(names, object, resource, q)? {
+            *into.entry(id).or_default() += v;
+        }
     }
     Ok(())
 }
@@ -109,7 +142,10 @@ fn container_requests(
 /// What a pod asks of a node, as kube-scheduler computes it: the sum of its containers and
 /// restartable init containers (sidecars), or the largest regular init container if more,
 /// plus the pod overhead, plus one pod.
-pub fn pod_demand(pod: &Pod, names: &mut ResourceNames) -> Result<Demand> {
+/// Names no node offers are looked up in `served` (resources DeviceClasses serve through
+/// DRA); any other is [`Error::NotOffered`], and adds nothing to `names`.
+pub fn pod_demand(pod: &Pod, names: &mut ResourceNames, served: &dyn Fn(&str) -> bool) -> Result<Demand> {
+    let names = &mut Names::Ask(names, served);
     let object = describe("Pod", &pod.metadata);
     let Some(spec) = pod.spec.as_ref() else { return Ok(Demand::new(vec![(ResourceId::PODS, 1)])) };
     let mut total = BTreeMap::new();
@@ -141,8 +177,9 @@ pub fn pod_demand(pod: &Pod, names: &mut ResourceNames) -> Result<Demand> {
         *entry = (*entry).max(peak);
     }
     for (resource, q) in spec.overhead.iter().flatten() {
-        let (id, v) = amount(names, &object, resource, q)?;
-        *total.entry(id).or_default() += v;
+        if let Some((id, v)) = amount(names, &object, resource, q)? {
+            *total.entry(id).or_default() += v;
+        }
     }
     let mut entries: Vec<(ResourceId, i64)> = total.into_iter().collect();
     entries.push((ResourceId::PODS, 1));
@@ -248,11 +285,13 @@ impl ConstraintsInterner {
 mod tests {
     use super::*;
 
-    fn demand_of(spec: serde_json::Value) -> (i64, ResourceNames) {
+    /// CPU and GPUs asked, where some node offers GPUs.
+    fn demand_of(spec: serde_json::Value) -> (i64, i64) {
         let pod: Pod = serde_json::from_value(serde_json::json!({"metadata": {"name": "p"}, "spec": spec})).unwrap();
         let mut names = ResourceNames::default();
-        let demand = pod_demand(&pod, &mut names).unwrap();
-        (demand.get(ResourceId::CPU), names)
+        let gpu = names.intern("nvidia.com/gpu");
+        let demand = pod_demand(&pod, &mut names, &|_| false).unwrap();
+        (demand.get(ResourceId::CPU), demand.get(gpu))
     }
 
     fn container(name: &str, cpu: &str) -> serde_json::Value {
@@ -277,9 +316,41 @@ mod tests {
                                                       "initContainers": [sidecar, container("init", "4")]}));
         assert_eq!(cpu, 5000);
         // A limit without a request is the request; overhead is added.
-        let (_, names) = demand_of(
+        let (_, gpus) = demand_of(
             serde_json::json!({"containers": [{"name": "g", "image": "i", "resources": {"limits": {"nvidia.com/gpu": "2"}}}]}),
         );
-        assert!(names.get("nvidia.com/gpu").is_some());
+        assert_eq!(gpus, 2);
+    }
+
+    #[test]
+    fn a_pod_asking_for_a_resource_nobody_offers_fits_nowhere_and_adds_no_name() {
+        let mut names = ResourceNames::default();
+        let before = names.len();
+        let ask = |resources: serde_json::Value| -> Pod {
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "p", "namespace": "ml"},
+                "spec": {"containers": [{"name": "c", "image": "i", "resources": resources}]}}))
+            .unwrap()
+        };
+        for i in 0..1000 {
+            let pod = ask(serde_json::json!({"limits": {format!("example.com/r{i}"): "1"}}));
+            let error = pod_demand(&pod, &mut names, &|_| false).unwrap_err();
+            assert_eq!(error.to_string(), format!("no node offers example.com/r{i}"));
+        }
+        assert_eq!(names.len(), before, "nothing a pod asks for grows the table");
+        // Asking for none of it is no demand; a name a DeviceClass serves is known.
+        let pod = ask(serde_json::json!({"requests": {"example.com/zero": "0"}}));
+        assert!(pod_demand(&pod, &mut names, &|_| false).is_ok());
+        let pod = ask(serde_json::json!({"limits": {"example.com/gpu": "2"}}));
+        let demand = pod_demand(&pod, &mut names, &|r| r == "example.com/gpu").unwrap();
+        assert_eq!(demand.get(names.get("example.com/gpu").unwrap()), 2);
+        // Nodes add what they offer, up to the table's size, then say so.
+        let mut full = ResourceNames::default();
+        while full.try_intern(&format!("n/{}", full.len())).is_some() {}
+        assert_eq!(full.len(), 65_535);
+        let node: Node = serde_json::from_value(serde_json::json!({"metadata": {"name": "big"},
+            "status": {"allocatable": {"example.com/one-more": "1"}}}))
+        .unwrap();
+        let error = super::node(&node, &mut full).unwrap_err().to_string();
+        assert!(error.contains("Node big: more than 65,535 distinct resource names"), "{error}");
     }
 }
