@@ -77,14 +77,13 @@ impl Memo {
             return conversion.clone();
         }
         let conversion = convert(self);
-        if conversion.is_err() {
-            return conversion;
+        if conversion.is_ok() {
+            self.pods
+                .entry(namespace.to_string())
+                .or_default()
+                .insert(name.to_string(), (version.clone(), conversion.clone()));
+            self.pod_count += 1;
         }
-        self.pods
-            .entry(namespace.to_string())
-            .or_default()
-            .insert(name.to_string(), (version.clone(), conversion.clone()));
-        self.pod_count += 1;
         conversion
     }
 

@@ -89,7 +89,7 @@ async fn gangs_with_claims_under_random_bind_and_pod_failures_never_stay_half_bo
     create_template(&cluster, "one-gpu", &class, json!({}), json!([])).await;
     let api = cluster.api::<Pod>();
     let _kubelet = KubeletEmulator::start(api.clone());
-    let rng = Rng(std::sync::Mutex::new(0x5eed_0f_50a4));
+    let rng = Rng(std::sync::Mutex::new(0x5eed_0f50_a4a4));
     let hook = Arc::new(FlakyBinds { rng: Rng(std::sync::Mutex::new(0x0b1d_fa11)), injected: AtomicUsize::new(0) });
     let mut config = scheduler::config(&cluster);
     config.gang_broken_grace_seconds = GRACE_SECONDS;
@@ -159,11 +159,12 @@ async fn gangs_with_claims_under_random_bind_and_pod_failures_never_stay_half_bo
             } else {
                 running_since.remove(*gang);
             }
-            if bound > 0 && rng.below(100) < 3 {
-                if let Some(pod) = members.iter().find(|p| live_bound(p)) {
-                    terminate(&api, pod.metadata.name.as_deref().unwrap_or(""), false).await;
-                    pod_faults += 1;
-                }
+            if bound > 0
+                && rng.below(100) < 3
+                && let Some(pod) = members.iter().find(|p| live_bound(p))
+            {
+                terminate(&api, pod.metadata.name.as_deref().unwrap_or(""), false).await;
+                pod_faults += 1;
             }
         }
     }
@@ -177,7 +178,7 @@ async fn gangs_with_claims_under_random_bind_and_pod_failures_never_stay_half_bo
         let held: Vec<String> = claims(&cluster)
             .await
             .into_iter()
-            .filter(|c| allocated(c))
+            .filter(allocated)
             .filter(|c| {
                 let reserved = c.status.as_ref().and_then(|s| s.reserved_for.as_ref());
                 !reserved.into_iter().flatten().any(|r| bound_uids.contains(r.uid.as_str()))
