@@ -26,8 +26,9 @@ fn waiting_buckets() -> Vec<f64> {
 }
 
 /// The kinds of background write, and their results, as the `muster_api_writes_total` labels.
-pub const WRITE_KINDS: &[&str] = &["pod_condition", "event", "podgroup_status", "eviction", "claim_release"];
-pub const WRITE_RESULTS: &[&str] = &["written", "failed", "timed_out"];
+pub const WRITE_KINDS: &[&str] =
+    &["pod_condition", "event", "podgroup_status", "eviction", "pod_delete", "claim_release", "queue_status"];
+pub const WRITE_RESULTS: &[&str] = &["written", "failed", "timed_out", "fenced"];
 
 /// A metric's type, as Prometheus knows it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -294,7 +295,7 @@ impl Metrics {
             },
             writes: counter_vec(
                 "muster_api_writes_total",
-                "Background writes to the API server (pod conditions, events, PodGroup status, evictions, claim releases) by kind and result (written, failed, timed_out).",
+                "Background writes to the API server (pod conditions, events, PodGroup and Queue status, evictions, deletes of pods whose eviction was refused too often, claim releases) by kind and result (written, failed, timed_out, fenced: not sent, since the Lease may have passed).",
                 &["kind", "result"],
             ),
             write_queue_depth: gauge(
