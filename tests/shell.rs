@@ -410,3 +410,23 @@ fn devices_held_for_pods_that_are_not_bound_are_given_back_unless_their_gang_is_
     let blocked = f.blocked.as_deref().unwrap_or_default();
     assert!(blocked.contains("earlier ResourceClaim default/f-0-extended-resources-x1"), "{blocked}");
 }
+
+#[test]
+fn cached_objects_are_kept_without_their_managed_fields() {
+    let mut cache = Cache::default();
+    let mut node = gpu_node("n1", "r1", 8);
+    node.metadata.managed_fields = Some(vec![
+        serde_json::from_value(json!({"manager": "kubelet", "operation": "Update", "fieldsType": "FieldsV1",
+                                      "fieldsV1": {"f:status": {"f:allocatable": {}}}}))
+        .unwrap(),
+    ]);
+    // From a list, then from a watch event.
+    apply_event::<Node>(&mut cache, Event::Init);
+    apply_event(&mut cache, Event::InitApply(node.clone()));
+    apply_event::<Node>(&mut cache, Event::InitDone);
+    assert!(cache.view().nodes.iter().all(|n| n.metadata.managed_fields.is_none()));
+    assert_eq!(cache.view().nodes.len(), 1);
+    node.metadata.resource_version = Some("2".into());
+    apply_event(&mut cache, Event::Apply(node));
+    assert!(cache.view().nodes.iter().all(|n| n.metadata.managed_fields.is_none()));
+}

@@ -108,13 +108,19 @@ fn converted<A, K: From<A>>(event: Event<A>) -> Event<K> {
     }
 }
 
-/// Applies one watch event; pure apart from the cache it changes.
+/// Applies one watch event; pure apart from the cache it changes. Objects are kept without
+/// their `managedFields`, which nothing here reads and which are often the largest part of
+/// an object.
 pub fn apply_event<K: Cached>(cache: &mut Cache, event: Event<K>) {
+    fn trimmed<K: Cached>(mut object: K) -> K {
+        object.meta_mut().managed_fields = None;
+        object
+    }
     match event {
-        Event::Apply(object) => K::apply(cache, object),
+        Event::Apply(object) => K::apply(cache, trimmed(object)),
         Event::Delete(object) => K::delete(cache, &object),
         Event::Init => K::store(cache).relist_start(),
-        Event::InitApply(object) => K::store(cache).relisted(object),
+        Event::InitApply(object) => K::store(cache).relisted(trimmed(object)),
         Event::InitDone => K::relist_done(cache),
     }
 }
