@@ -27,13 +27,14 @@ fn typed<T: serde::de::DeserializeOwned>(value: Value) -> T {
 
 /// An agent running in the test process until dropped; dropping it stops it as SIGTERM
 /// would (it withdraws its slices in driver mode).
-struct RunningAgent {
+/// An agent running in the test process until stopped (or dropped).
+pub(crate) struct RunningAgent {
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl RunningAgent {
-    async fn stop(mut self) {
+    pub(crate) async fn stop(mut self) {
         let _ = self.stop.take().unwrap().send(());
         within(30, "the agent to stop", &mut self.task).await.expect("the agent task");
     }
@@ -53,10 +54,14 @@ struct AgentCommand {
 }
 
 fn start_agent(cluster: &TestCluster, args: &[&str]) -> RunningAgent {
+    start_agent_as(cluster.client.clone(), args)
+}
+
+/// An agent with `args` that reaches the API server with `client`'s credentials.
+pub(crate) fn start_agent_as(client: kube::Client, args: &[&str]) -> RunningAgent {
     let mut argv = vec!["agent", "--poll-interval-seconds", "1", "--metrics-address", ""];
     argv.extend_from_slice(args);
     let options = AgentCommand::parse_from(argv).options;
-    let client = cluster.client.clone();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(async move {
         let metrics = AgentMetrics::new();

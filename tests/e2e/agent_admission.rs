@@ -12,15 +12,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use clap::Parser;
 use k8s_openapi::api::authentication::v1::SelfSubjectReview;
 use k8s_openapi::api::core::v1::{Node, Pod, Secret};
 use k8s_openapi::api::resource::v1::{DeviceTaintRule, ResourceSlice};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use muster::agent::metrics::AgentMetrics;
-use muster::agent::options::AgentOptions;
 use serde_json::{Value, json};
 
+use crate::agent::start_agent_as;
 use crate::install::MANIFESTS;
 use crate::support::cluster::{TEST_LABEL, within};
 use crate::support::{TestCluster, builders};
@@ -351,51 +349,6 @@ async fn the_agents_account_writes_only_its_own_nodes_slices_rules_and_labels() 
     );
 }
 
-/// `muster agent`'s flags, parsed as the binary parses them.
-#[derive(Parser)]
-struct AgentCommand {
-    #[command(flatten)]
-    options: AgentOptions,
-}
-
-/// An agent running in the test process with `client`'s credentials until stopped.
-struct RunningAgent {
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl RunningAgent {
-    fn start(client: kube::Client, args: &[&str]) -> RunningAgent {
-        let mut argv = vec!["agent", "--poll-interval-seconds", "1", "--metrics-address", ""];
-        argv.extend_from_slice(args);
-        let options = AgentCommand::parse_from(argv).options;
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            let metrics = AgentMetrics::new();
-            let (gpus, _) = tokio::sync::watch::channel(Vec::new());
-            let (ready, _) = tokio::sync::watch::channel(false);
-            let shutdown = async {
-                let _ = stopped.await;
-            };
-            if let Err(e) = muster::agent::run::run(client, options, &metrics, gpus, ready, shutdown).await {
-                panic!("the agent stopped: {e}");
-            }
-        });
-        RunningAgent { stop: Some(stop), task }
-    }
-
-    async fn stop(mut self) {
-        let _ = self.stop.take().expect("running").send(());
-        within(30, "the agent to stop", &mut self.task).await.expect("the agent task");
-    }
-}
-
-impl Drop for RunningAgent {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
 /// Waits up to 30 s for `check` to hold over what `read` returns.
 async fn wait_for<T>(what: &str, read: impl AsyncFn() -> T, check: impl Fn(&T) -> bool) -> T {
     within(30, what, async {
@@ -443,7 +396,7 @@ async fn the_agent_with_its_pods_token_publishes_labels_and_taints_its_own_node_
     };
 
     // Driver mode: its pool published, its Node labelled, its slices withdrawn on the way out.
-    let agent = RunningAgent::start(
+    let agent = start_agent_as(
         client.clone(),
         &["--node-name", &node, "--driver-name", &ours, "--nvidia-driver-name", &nvidia, "--fake-gpus", "2"],
     );
@@ -476,7 +429,7 @@ async fn the_agent_with_its_pods_token_publishes_labels_and_taints_its_own_node_
     let inventory = dir.join("gpus.yaml");
     write_inventory(&inventory, &node, true);
     let inventory_arg = inventory.display().to_string();
-    let agent = RunningAgent::start(
+    let agent = start_agent_as(
         client,
         &["--node-name", &node, "--driver-name", &ours, "--nvidia-driver-name", &nvidia, "--inventory", &inventory_arg],
     );

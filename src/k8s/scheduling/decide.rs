@@ -43,13 +43,18 @@ pub fn group_statuses(
     // A PodGroup whose pods are all another scheduler's (another Muster, under another
     // schedulerName) is that scheduler's to describe: writing "0 pods" over its status
     // would erase what it says (PodsReady, which a restarted scheduler reads back).
-    let others: HashSet<GangKey> =
-        view.pods.iter().map(|p| crate::k8s::view::gang_key(p)).filter(|gang| !members.contains_key(gang)).collect();
+    // Found once per cycle, and only when some group holds none of this scheduler's pods.
+    let mut others: Option<HashSet<GangKey>> = None;
     let mut writes = Vec::new();
     for group in &view.muster_groups {
         let gang = key(GangKind::Muster, &group.metadata);
-        if !members.contains_key(&gang) && others.contains(&gang) {
-            continue;
+        if !members.contains_key(&gang) {
+            let others = others.get_or_insert_with(|| {
+                view.pods.iter().map(|p| crate::k8s::view::gang_key(p)).filter(|g| !members.contains_key(g)).collect()
+            });
+            if others.contains(&gang) {
+                continue;
+            }
         }
         let pods = members.get(&gang).map(Vec::as_slice).unwrap_or_default();
         let facts = GroupFacts {
