@@ -68,21 +68,42 @@ impl ResourceNames {
     }
 }
 
-/// Amounts of every resource, indexed by [`ResourceId`]; a missing entry is zero.
+/// Ids below this are kept densely in a [`Capacity`]: the built-in resources and the names
+/// interned first (GPUs, the common extended resources), read by index on the hot path.
+const DENSE_IDS: usize = 64;
+
+/// Amounts of every resource by [`ResourceId`]; a missing entry is zero. The first
+/// [`DENSE_IDS`] ids are kept densely, the rest only where set, so a node's capacity costs
+/// what it lists, however many names the cluster's other nodes offer.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Capacity(Vec<i64>);
+pub struct Capacity {
+    dense: Vec<i64>,
+    /// Ids from [`DENSE_IDS`] on, sorted.
+    sparse: Vec<(ResourceId, i64)>,
+}
 
 impl Capacity {
     pub fn get(&self, id: ResourceId) -> i64 {
-        self.0.get(id.0 as usize).copied().unwrap_or(0)
+        let i = id.0 as usize;
+        if i < DENSE_IDS {
+            return self.dense.get(i).copied().unwrap_or(0);
+        }
+        self.sparse.binary_search_by_key(&id, |&(k, _)| k).map_or(0, |at| self.sparse[at].1)
     }
 
     pub fn set(&mut self, id: ResourceId, amount: i64) {
         let i = id.0 as usize;
-        if self.0.len() <= i {
-            self.0.resize(i + 1, 0);
+        if i < DENSE_IDS {
+            if self.dense.len() <= i {
+                self.dense.resize(i + 1, 0);
+            }
+            self.dense[i] = amount;
+            return;
         }
-        self.0[i] = amount;
+        match self.sparse.binary_search_by_key(&id, |&(k, _)| k) {
+            Ok(at) => self.sparse[at].1 = amount,
+            Err(at) => self.sparse.insert(at, (id, amount)),
+        }
     }
 
     pub fn add(&mut self, demand: &Demand, times: i64) {
@@ -93,11 +114,14 @@ impl Capacity {
 
     /// Adds another capacity, resource by resource.
     pub fn add_capacity(&mut self, other: &Capacity) {
-        if self.0.len() < other.0.len() {
-            self.0.resize(other.0.len(), 0);
+        if self.dense.len() < other.dense.len() {
+            self.dense.resize(other.dense.len(), 0);
         }
-        for (mine, theirs) in self.0.iter_mut().zip(&other.0) {
+        for (mine, theirs) in self.dense.iter_mut().zip(&other.dense) {
             *mine += theirs;
+        }
+        for &(id, amount) in &other.sparse {
+            self.set(id, self.get(id) + amount);
         }
     }
 
@@ -107,9 +131,8 @@ impl Capacity {
 
     /// The amounts above zero, as a demand.
     pub fn positive(&self) -> Demand {
-        Demand::new(
-            self.0.iter().enumerate().filter(|&(_, &a)| a > 0).map(|(i, &a)| (ResourceId(i as u16), a)).collect(),
-        )
+        let dense = self.dense.iter().enumerate().map(|(i, &a)| (ResourceId(i as u16), a));
+        Demand::new(dense.chain(self.sparse.iter().copied()).filter(|&(_, a)| a > 0).collect())
     }
 
     /// How many copies of `demand` fit in `self` (at most `limit`).
@@ -157,5 +180,31 @@ impl Demand {
     /// The first resource, in id order, for which `free` cannot hold this demand.
     pub fn first_shortfall(&self, free: &Capacity) -> Option<ResourceId> {
         self.0.iter().find(|&&(id, amount)| amount > free.get(id)).map(|&(id, _)| id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_capacity_holds_what_it_lists_however_high_the_ids() {
+        let (gpu, rare) = (ResourceId(4), ResourceId(60_000));
+        let mut node = Capacity::default();
+        node.set(ResourceId::CPU, 8_000);
+        node.set(rare, 2);
+        node.set(gpu, 8);
+        assert_eq!((node.get(rare), node.get(gpu), node.get(ResourceId(59_999))), (2, 8, 0));
+        // Stored only where set: not 60,000 slots.
+        assert_eq!((node.dense.len(), node.sparse.len()), (5, 1));
+
+        let mut total = Capacity::default();
+        total.add_capacity(&node);
+        total.add_capacity(&node);
+        assert_eq!((total.get(ResourceId::CPU), total.get(rare)), (16_000, 4));
+        let pod = Demand::new(vec![(rare, 1), (ResourceId::CPU, 1_000)]);
+        assert_eq!(node.fit_count(&pod, 10), 2);
+        node.sub(&pod, 2);
+        assert_eq!(node.positive(), Demand::new(vec![(ResourceId::CPU, 6_000), (gpu, 8)]));
     }
 }

@@ -18,7 +18,15 @@ use crate::engine::queues::QueueTree;
 use crate::engine::resources::{Demand, ResourceNames};
 use crate::engine::topology::{GangTopology, LevelSpec, TopologyTree};
 
+/// Below this many resource names the table is never started afresh.
+const MIN_NAMES_PRUNE: usize = 1024;
+/// The table is started afresh before this size, short of the 65,535 names ids can hold.
+const MAX_NAMES_PRUNE: usize = 49_152;
+
 type PodConversion = Result<(Demand, Arc<NodeConstraints>), String>;
+/// A pod's demand, and its node constraints once it was considered for placing (a bound
+/// pod's are never converted).
+type PodMemo = (Demand, Option<Arc<NodeConstraints>>);
 
 /// Conversions kept from one snapshot to the next, per object and resourceVersion, so that
 /// a new snapshot converts only the objects that changed. Objects without a resourceVersion
@@ -29,11 +37,16 @@ pub struct Memo {
     /// Conversions stored since the last trim (an upper bound on the entries).
     pod_count: usize,
     /// By namespace, then name: looked up with borrowed strings, without allocating.
-    pods: HashMap<String, HashMap<String, (String, PodConversion)>>,
+    pods: HashMap<String, HashMap<String, (String, PodMemo)>>,
     nodes: HashMap<String, (String, Result<EngineNode, String>)>,
     devices: convert_dra::DeviceMemo,
     /// The topology tree, updated node by node from one snapshot to the next.
     topology: TopologyTree,
+    /// When `names` reaches this size, it is started afresh (with every conversion that
+    /// holds its ids), so names no object offers any more do not stay.
+    names_prune_at: usize,
+    /// The table was started afresh before this snapshot.
+    names_fresh: bool,
 }
 
 impl Default for Memo {
@@ -53,38 +66,51 @@ impl Memo {
             pods: HashMap::new(),
             nodes: HashMap::new(),
             devices: convert_dra::DeviceMemo::default(),
+            names_prune_at: MIN_NAMES_PRUNE,
+            names_fresh: false,
             topology: TopologyTree::new(
                 levels.iter().map(|l| LevelSpec { name: l.name.clone(), label: l.node_label.clone() }).collect(),
             ),
         }
     }
 
-    /// `served`: the extended resources DeviceClasses serve (a pod may ask for those though
-    /// no node lists them). A conversion that failed is not kept: a node may offer the name
-    /// it lacked next cycle.
+    /// What `pod` asks of its node's capacity. `served`: the extended resources
+    /// DeviceClasses serve (a pod may ask for those though no node lists them). A
+    /// conversion that failed is not kept: a node may offer the name it lacked next cycle.
+    fn demand(&mut self, pod: &Pod, served: &dyn Fn(&str) -> bool) -> Result<Demand, String> {
+        self.entry(pod, served, false).map(|(demand, _)| demand)
+    }
+
+    /// What `pod` asks, and where it may go: only pods still to place need the second.
     fn pod(&mut self, pod: &Pod, served: &dyn Fn(&str) -> bool) -> PodConversion {
-        let convert = |memo: &mut Memo| -> PodConversion {
-            let demand = convert::pod_demand(pod, &mut memo.names, served).map_err(|e| e.to_string())?;
-            let constraints = convert::pod_constraints(pod).map_err(|e| e.to_string())?;
-            Ok((demand, memo.interner.intern(constraints)))
-        };
-        let Some(version) = pod.metadata.resource_version.as_ref() else { return convert(self) };
+        self.entry(pod, served, true).map(|(demand, constraints)| (demand, constraints.expect("converted")))
+    }
+
+    fn entry(&mut self, pod: &Pod, served: &dyn Fn(&str) -> bool, placing: bool) -> Result<PodMemo, String> {
         let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
         let name = pod.metadata.name.as_deref().unwrap_or_default();
-        if let Some((seen, conversion)) = self.pods.get(namespace).and_then(|names| names.get(name))
-            && seen == version
-        {
-            return conversion.clone();
+        let version = pod.metadata.resource_version.as_ref();
+        let seen = version
+            .and_then(|v| self.pods.get(namespace)?.get(name).filter(|(seen, _)| seen == v))
+            .map(|(_, conversion)| conversion.clone());
+        let (demand, constraints) = match seen {
+            Some((demand, Some(constraints))) => return Ok((demand, Some(constraints))),
+            Some((demand, None)) if !placing => return Ok((demand, None)),
+            Some((demand, None)) => (demand, None),
+            None => (convert::pod_demand(pod, &mut self.names, served).map_err(|e| e.to_string())?, None),
+        };
+        let constraints = match (constraints, placing) {
+            (None, true) => Some(self.interner.intern(convert::pod_constraints(pod).map_err(|e| e.to_string())?)),
+            (kept, _) => kept,
+        };
+        if let Some(version) = version {
+            let names = self.pods.entry(namespace.to_string()).or_default();
+            let entry = (version.clone(), (demand.clone(), constraints.clone()));
+            if names.insert(name.to_string(), entry).is_none() {
+                self.pod_count += 1;
+            }
         }
-        let conversion = convert(self);
-        if conversion.is_ok() {
-            self.pods
-                .entry(namespace.to_string())
-                .or_default()
-                .insert(name.to_string(), (version.clone(), conversion.clone()));
-            self.pod_count += 1;
-        }
-        conversion
+        Ok((demand, constraints))
     }
 
     fn node(&mut self, node: &Node) -> Result<EngineNode, String> {
@@ -100,6 +126,23 @@ impl Memo {
         let conversion = convert::node(node, &mut self.names).map_err(|e| e.to_string());
         self.nodes.insert(name, (version.clone(), conversion.clone()));
         conversion
+    }
+
+    /// Starts the resource name table afresh once it has doubled since it last was: the
+    /// next snapshot converts every pod and node again and interns only the names offered
+    /// then. Amortised, a name costs a constant number of conversions.
+    fn prune_names(&mut self) {
+        let len = self.names.len();
+        if self.names_fresh {
+            self.names_fresh = false;
+            self.names_prune_at = (2 * len).min(MAX_NAMES_PRUNE).max(len + MIN_NAMES_PRUNE);
+        } else if len >= self.names_prune_at {
+            self.names = ResourceNames::default();
+            self.pods.clear();
+            self.pod_count = 0;
+            self.nodes.clear();
+            self.names_fresh = true;
+        }
     }
 
     /// Drops what belongs to objects no longer in `view`, once the memo has grown well past it.
@@ -241,8 +284,8 @@ pub fn assemble_view(objects: &ClusterView<'_>, scheduler_name: &str, now: i64, 
         let node_name = objects.node_of(pod);
         if let Some(node_name) = node_name {
             // Bound, by whichever scheduler: it uses capacity.
-            match (memo.pod(pod, served), node_index.get(node_name.as_str())) {
-                (Ok((demand, _)), Some(&i)) => {
+            match (memo.demand(pod, served), node_index.get(node_name.as_str())) {
+                (Ok(demand), Some(&i)) => {
                     out.snapshot.nodes[i].requested.add(&demand, 1);
                     // A terminating pod is leaving: its queue no longer holds it.
                     // A pod whose quota Kueue keeps is capacity in use, as another
@@ -410,6 +453,10 @@ pub fn assemble_view(objects: &ClusterView<'_>, scheduler_name: &str, now: i64, 
     out.snapshot.queues.name_keys(&memo.names);
     out.snapshot.resources = memo.names.clone();
     memo.trim(objects);
+    // After the memo let go of deleted objects: what holds a value now is what is live.
+    memo.interner.prune();
+    memo.devices.specs.prune();
+    memo.prune_names();
 
     let mut groups: Vec<GroupSummary> = facts
         .iter()
@@ -425,3 +472,7 @@ pub fn assemble_view(objects: &ClusterView<'_>, scheduler_name: &str, now: i64, 
     out.specs = facts;
     out
 }
+
+#[cfg(test)]
+#[path = "assemble_tests.rs"]
+mod tests;

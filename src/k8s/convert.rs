@@ -4,7 +4,6 @@
 //! simulator, so both hand the engine exactly the same snapshot for the same objects.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Container, Node, NodeSelectorRequirement, Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -264,22 +263,8 @@ fn constraints_of(object: &str, spec: &PodSpec) -> Result<NodeConstraints> {
     Ok(NodeConstraints { node_selector, affinity_terms, tolerations })
 }
 
-/// Interns equal constraints so that identical pods share one value (and one shape).
-#[derive(Default)]
-pub struct ConstraintsInterner {
-    seen: std::collections::HashMap<Arc<NodeConstraints>, ()>,
-}
-
-impl ConstraintsInterner {
-    pub fn intern(&mut self, constraints: NodeConstraints) -> Arc<NodeConstraints> {
-        let candidate = Arc::new(constraints);
-        if let Some((existing, _)) = self.seen.get_key_value(&candidate) {
-            return existing.clone();
-        }
-        self.seen.insert(candidate.clone(), ());
-        candidate
-    }
-}
+/// Node constraints shared by the pods that have equal ones.
+pub type ConstraintsInterner = super::interner::Interner<NodeConstraints>;
 
 #[cfg(test)]
 mod tests {

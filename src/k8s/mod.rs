@@ -23,6 +23,7 @@ pub mod foreign;
 pub mod gpus;
 pub mod groups;
 pub mod health;
+pub mod interner;
 pub mod kai_queue;
 pub mod kueue;
 pub mod leader;

@@ -1,7 +1,7 @@
 //! Claims: a claim's (or template's) spec in the engine's terms, and what each pod claims
 //! (its ResourceClaims and the extended resources a DeviceClass serves).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -137,21 +137,7 @@ pub fn claim_spec(object: &str, spec: &ResourceClaimSpec) -> Result<ClaimSpec> {
 
 /// Interns equal claim specs so that pods made from one template share one value (and one
 /// shape in the engine).
-#[derive(Default)]
-pub struct SpecInterner {
-    seen: HashSet<Arc<ClaimSpec>>,
-}
-
-impl SpecInterner {
-    pub fn intern(&mut self, spec: ClaimSpec) -> Arc<ClaimSpec> {
-        if let Some(existing) = self.seen.get(&spec) {
-            return existing.clone();
-        }
-        let spec = Arc::new(spec);
-        self.seen.insert(spec.clone());
-        spec
-    }
-}
+pub type SpecInterner = crate::k8s::interner::Interner<ClaimSpec>;
 
 /// Claims by namespace and name, and claims for extended resources by the UID of the pod
 /// that owns them.
