@@ -108,6 +108,34 @@ impl Default for Eviction {
     }
 }
 
+/// Limits that keep what tenants write from costing the scheduler without bound. A pod that
+/// meets one waits, and its events say which.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct Limits {
+    /// Steps of the device search for one pod on one node before it gives up on the node
+    /// (remembered until the node's devices or the pod's claims change).
+    pub device_search_steps_per_node: u32,
+    /// Steps of the device search for one pod over all the nodes it tries in one cycle.
+    pub device_search_steps_per_pod: u32,
+    /// Node label keys, besides the configured levels, that PodGroups may name as their
+    /// topology level in one cycle.
+    pub ad_hoc_topology_levels: usize,
+    /// Compiled CEL selectors that no pending claim used for this long are dropped.
+    pub selector_idle_seconds: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            device_search_steps_per_node: 20_000,
+            device_search_steps_per_pod: 200_000,
+            ad_hoc_topology_levels: 16,
+            selector_idle_seconds: 600,
+        }
+    }
+}
+
 /// Reclaim and preemption between and inside queues (QUEUES.md §2.6–2.9). Durations as
 /// Kubernetes writes them ("10m", "90s", "1h30m").
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -229,6 +257,7 @@ pub struct Config {
     pub preemption: Preemption,
     pub queues: Queues,
     pub eviction: Eviction,
+    pub limits: Limits,
 }
 
 impl Default for Config {
@@ -254,6 +283,7 @@ impl Default for Config {
             preemption: Preemption::default(),
             queues: Queues::default(),
             eviction: Eviction::default(),
+            limits: Limits::default(),
         }
     }
 }
@@ -335,6 +365,10 @@ impl Config {
         if e.max_refusals == 0 || e.retry_initial_seconds == 0 || e.retry_max_seconds < e.retry_initial_seconds {
             return Err("eviction needs maxRefusals >= 1 and 0 < retryInitialSeconds <= retryMaxSeconds".into());
         }
+        let l = &self.limits;
+        if l.device_search_steps_per_node == 0 || l.device_search_steps_per_pod < l.device_search_steps_per_node {
+            return Err("limits needs 0 < deviceSearchStepsPerNode <= deviceSearchStepsPerPod".into());
+        }
         if self.metrics_address.parse::<std::net::SocketAddr>().is_err() {
             return Err(format!("metricsAddress {:?} is not an address and port", self.metrics_address));
         }
@@ -364,6 +398,11 @@ impl Config {
                 TopologyFit::FirstFit => DomainChoice::FirstFit,
             },
             preemption: self.preemption_config(),
+            device_search: crate::engine::dra::allocate::SearchLimits {
+                steps_per_node: self.limits.device_search_steps_per_node,
+                steps_per_pod: self.limits.device_search_steps_per_pod,
+                selector_idle_seconds: i64::try_from(self.limits.selector_idle_seconds).unwrap_or(i64::MAX),
+            },
         }
     }
 
@@ -405,6 +444,7 @@ struct PartialConfig {
     preemption: Option<Preemption>,
     queues: Option<Queues>,
     eviction: Option<Eviction>,
+    limits: Option<Limits>,
 }
 
 #[derive(Deserialize, Default)]
@@ -454,6 +494,7 @@ impl PartialConfig {
             preemption: self.preemption.unwrap_or(d.preemption),
             queues: self.queues.unwrap_or(d.queues),
             eviction: self.eviction.unwrap_or(d.eviction),
+            limits: self.limits.unwrap_or(d.limits),
         }
     }
 }

@@ -132,7 +132,8 @@ impl SnapshotBuilder {
         let mut index = tree.index(&self.snapshot.nodes);
         let nodes = &self.snapshot.nodes;
         for (gang, required, preferred) in self.topology {
-            let mut resolve = |name: Option<String>| name.map(|n| index.resolve(&n, nodes).expect("a level"));
+            let mut resolve =
+                |name: Option<String>| name.map(|n| index.resolve(&n, nodes, usize::MAX).expect("a level"));
             let (required, preferred) = (resolve(required), resolve(preferred));
             self.snapshot.gangs[gang].topology = Some(super::topology::GangTopology { required, preferred });
         }

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::dra::allocate::{self, Allocator, ClaimToAllocate, Failure, ResolvedSpec};
+use super::dra::allocate::{self, Allocator, ClaimToAllocate, Failure, ResolvedSpec, SearchLimits};
 use super::dra::model::{
     AllocatedDevice, AllocationMode, ClaimKey, ClaimNeed, ClaimSpec, DeviceNodes, DraSnapshot, ExtendedRequest,
     NodeSelector, Request, SubRequest,
@@ -65,6 +65,10 @@ pub struct ClaimWork<'s> {
     log: Vec<ClaimKey>,
     /// The snapshot's device set, named by its devices' revisions (found on first need).
     fingerprint: Option<u64>,
+    limits: SearchLimits,
+    /// Steps of the device search each pod (by its address in the snapshot) took so far in
+    /// this cycle.
+    pod_steps: HashMap<usize, u32>,
 }
 
 /// A point to undo to.
@@ -119,7 +123,7 @@ fn node_selector(dra: &DraSnapshot, devices: &[AllocatedDevice], node: &Node) ->
 }
 
 impl<'s> ClaimWork<'s> {
-    pub fn new(dra: &'s DraSnapshot, selectors: &'s mut SelectorCache) -> ClaimWork<'s> {
+    pub fn new(dra: &'s DraSnapshot, selectors: &'s mut SelectorCache, limits: SearchLimits) -> ClaimWork<'s> {
         ClaimWork {
             dra,
             state: DeviceState::new(dra),
@@ -127,7 +131,29 @@ impl<'s> ClaimWork<'s> {
             allocated_now: HashMap::new(),
             log: Vec::new(),
             fingerprint: None,
+            limits,
+            pod_steps: HashMap::new(),
         }
+    }
+
+    /// Names a search on `node`: what is searched for (specs and the selectors they
+    /// resolved to) and the node's devices as they are now.
+    fn search_key(&self, claims: &[ClaimToAllocate<'_>], node: NodeIdx) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        self.limits.steps_per_node.hash(&mut h);
+        for claim in claims {
+            claim.spec.spec.hash(&mut h);
+            for ids in claim.spec.selectors.iter().flatten().flatten() {
+                for &(id, _) in ids {
+                    self.selectors.expression(id).hash(&mut h);
+                }
+            }
+        }
+        for &d in &self.dra.node_devices[node as usize] {
+            self.state.digest(self.dra, d, &mut h);
+        }
+        h.finish()
     }
 
     pub fn mark(&self) -> ClaimMark {
@@ -272,8 +298,7 @@ impl<'s> ClaimWork<'s> {
         if let Some(spec) = implicit {
             claims.push(ClaimToAllocate { label: &devices.extended[0].resource_name, spec });
         }
-        let mut allocator = Allocator { dra: self.dra, selectors: self.selectors, state: &mut self.state };
-        let results = allocate::allocate(&mut allocator, node_index, &claims)?;
+        let results = self.search(pod, node_index, &claims)?;
         let mut placements = Vec::with_capacity(devices.claims.len() + 1);
         let mut results = results.into_iter();
         for (i, claim) in devices.claims.iter().enumerate() {
@@ -318,6 +343,48 @@ impl<'s> ClaimWork<'s> {
             });
         }
         Ok(placements)
+    }
+}
+
+impl ClaimWork<'_> {
+    /// Runs the device search for `pod` on `node`, within the pod's steps left this cycle,
+    /// skipping a search that gave up before on the node's devices as they are.
+    fn search(
+        &mut self,
+        pod: &PendingPod,
+        node: NodeIdx,
+        claims: &[ClaimToAllocate<'_>],
+    ) -> Result<Vec<Vec<AllocatedDevice>>, Failure> {
+        let SearchLimits { steps_per_node, steps_per_pod, .. } = self.limits;
+        let gave_up_on_node =
+            || format!("gave up the device search after {steps_per_node} steps (limits.deviceSearchStepsPerNode)");
+        let used = self.pod_steps.get(&(pod as *const PendingPod as usize)).copied().unwrap_or(0);
+        let left = steps_per_pod.saturating_sub(used);
+        if left == 0 {
+            return Err(Failure::Pod(format!(
+                "the device search for this pod took its {steps_per_pod} steps of this cycle \
+                 (limits.deviceSearchStepsPerPod) without a fit; it goes on next cycle, past the nodes it gave up on"
+            )));
+        }
+        let key = self.selectors.any_gave_up().then(|| self.search_key(claims, node));
+        if key.is_some_and(|key| self.selectors.gave_up(key)) {
+            return Err(Failure::Node(gave_up_on_node()));
+        }
+        let limit = left.min(steps_per_node);
+        let mut steps = 0;
+        let mut allocator = Allocator { dra: self.dra, selectors: self.selectors, state: &mut self.state };
+        let result = allocate::allocate(&mut allocator, node, claims, limit, &mut steps);
+        *self.pod_steps.entry(pod as *const PendingPod as usize).or_default() += steps;
+        match result {
+            Err(Failure::GaveUp) if limit == steps_per_node => {
+                let key = key.unwrap_or_else(|| self.search_key(claims, node));
+                self.selectors.remember_gave_up(key);
+                Err(Failure::Node(gave_up_on_node()))
+            }
+            // The pod's budget ran out on this node: said at its next try.
+            Err(Failure::GaveUp) => Err(Failure::Node(gave_up_on_node())),
+            other => other,
+        }
     }
 }
 

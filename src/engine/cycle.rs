@@ -39,6 +39,8 @@ pub struct CycleConfig {
     pub reserve_after_seconds: i64,
     /// Reclaim and preemption between and inside queues (only with Queue objects).
     pub preemption: PreemptionConfig,
+    /// How far the device search may go per pod, per node and per cycle.
+    pub device_search: super::dra::allocate::SearchLimits,
 }
 
 /// A gang placed in this cycle: every pod that got a node, and every claim its pods
@@ -85,9 +87,9 @@ pub fn schedule(snapshot: &Snapshot, config: &CycleConfig) -> CycleOutcome {
 /// [`schedule`], reusing compiled selectors and their results from earlier cycles; the
 /// cache changes no outcome, only the work.
 pub fn schedule_with(snapshot: &Snapshot, config: &CycleConfig, selectors: &mut SelectorCache) -> CycleOutcome {
-    selectors.trim(&snapshot.dra);
+    selectors.trim(&snapshot.dra, snapshot.now, config.device_search.selector_idle_seconds);
     let devices = std::sync::Arc::new(DeviceCharges::new(snapshot, selectors));
-    let mut workspace = Workspace::new(snapshot, config.scoring, config.domain_choice, selectors);
+    let mut workspace = Workspace::new(snapshot, config.scoring, config.domain_choice, selectors, config.device_search);
     let mut outcome = CycleOutcome::default();
     let tree = &snapshot.queues;
     let needs = GangNeeds::new(snapshot, &devices);

@@ -47,19 +47,23 @@ pub struct Memo {
     names_prune_at: usize,
     /// The table was started afresh before this snapshot.
     names_fresh: bool,
+    /// `limits.adHocTopologyLevels`.
+    ad_hoc_levels: usize,
 }
 
 impl Default for Memo {
     /// A memo with the default configuration's topology levels.
     fn default() -> Memo {
-        Memo::new(&crate::config::Config::default().topology)
+        Memo::new(&crate::config::Config::default())
     }
 }
 
 impl Memo {
-    /// A memo for the topology `levels` of the configuration, outermost first.
-    pub fn new(levels: &[crate::config::TopologyLevel]) -> Memo {
+    /// A memo for the configuration's topology levels and limits.
+    pub fn new(config: &crate::config::Config) -> Memo {
+        let levels = &config.topology;
         Memo {
+            ad_hoc_levels: config.limits.ad_hoc_topology_levels,
             names: ResourceNames::default(),
             interner: ConstraintsInterner::default(),
             pod_count: 0,
@@ -440,7 +444,8 @@ pub fn assemble_view(objects: &ClusterView<'_>, scheduler_name: &str, now: i64, 
         }
         let nodes = &out.snapshot.nodes;
         let index = &mut out.snapshot.topology;
-        let mut resolve = |name: &Option<String>| name.as_deref().map(|n| index.resolve(n, nodes)).transpose();
+        let mut resolve =
+            |name: &Option<String>| name.as_deref().map(|n| index.resolve(n, nodes, memo.ad_hoc_levels)).transpose();
         match (resolve(&named.0), resolve(&named.1)) {
             (Ok(required), Ok(preferred)) => gang.topology = Some(GangTopology { required, preferred }),
             (Err(why), _) | (_, Err(why)) => {

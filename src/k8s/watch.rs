@@ -40,7 +40,15 @@ pub trait Cached: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 's
     fn relist_done(cache: &mut Cache) {
         Self::store(cache).relist_done();
     }
+
+    /// The object as the cache keeps it: only what some decision reads.
+    fn slim(self) -> Self {
+        self
+    }
 }
+
+/// Annotations no decision reads that can be as large as the object itself.
+const UNREAD_ANNOTATIONS: [&str; 1] = ["kubectl.kubernetes.io/last-applied-configuration"];
 
 impl Cached for Pod {
     fn store(cache: &mut Cache) -> &mut Store<Self> {
@@ -51,6 +59,33 @@ impl Cached for Pod {
     }
     fn delete(cache: &mut Cache, object: &Self) {
         cache.delete_pod(object);
+    }
+    /// A pod that ended is kept for what it still tells (its gang's succeeded and failed
+    /// pods, the claims it held): its containers without their commands, environment and
+    /// mounts, and no container statuses. A Job-heavy cluster holds many more of these than
+    /// of pods that run.
+    fn slim(mut self) -> Self {
+        let ended = matches!(self.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"));
+        if !ended {
+            return self;
+        }
+        if let Some(spec) = self.spec.as_mut() {
+            spec.containers = std::mem::take(&mut spec.containers)
+                .into_iter()
+                .map(|c| k8s_openapi::api::core::v1::Container {
+                    name: c.name,
+                    resources: c.resources,
+                    ..Default::default()
+                })
+                .collect();
+            (spec.init_containers, spec.ephemeral_containers, spec.volumes) = (None, None, None);
+            (spec.affinity, spec.tolerations, spec.topology_spread_constraints) = (None, None, None);
+        }
+        if let Some(status) = self.status.as_mut() {
+            (status.container_statuses, status.init_container_statuses) = (None, None);
+            (status.ephemeral_container_statuses, status.message) = (None, None);
+        }
+        self
     }
     fn relist_done(cache: &mut Cache) {
         cache.pods_relisted();
@@ -113,8 +148,14 @@ fn converted<A, K: From<A>>(event: Event<A>) -> Event<K> {
 /// an object.
 pub fn apply_event<K: Cached>(cache: &mut Cache, event: Event<K>) {
     fn trimmed<K: Cached>(mut object: K) -> K {
-        object.meta_mut().managed_fields = None;
-        object
+        let meta = object.meta_mut();
+        meta.managed_fields = None;
+        if let Some(annotations) = meta.annotations.as_mut() {
+            for unread in UNREAD_ANNOTATIONS {
+                annotations.remove(unread);
+            }
+        }
+        object.slim()
     }
     match event {
         Event::Apply(object) => K::apply(cache, trimmed(object)),
@@ -275,5 +316,39 @@ mod tests {
         assert_eq!(kept.spec.fields.cohort_name.as_deref(), Some("research"));
         apply_event(&mut cache, read(Event::Delete(old)));
         assert_eq!(cache.cluster_queues.len(), 0);
+    }
+
+    #[test]
+    fn a_pod_that_ended_is_kept_for_its_gang_and_claims_without_its_containers_detail() {
+        let pod = |phase: &str| -> Pod {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "w-0", "namespace": "ml", "uid": "u1",
+                    "labels": {"muster.dev/pod-group": "train"},
+                    "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "x".repeat(10_000)}},
+                "spec": {"schedulerName": "muster", "nodeName": "n1",
+                    "containers": [{"name": "c", "image": "i", "env": [{"name": "A", "value": "x".repeat(10_000)}],
+                                    "resources": {"requests": {"nvidia.com/gpu": "8"}}}],
+                    "resourceClaims": [{"name": "gpu", "resourceClaimName": "w-0-gpu"}]},
+                "status": {"phase": phase, "containerStatuses": [{"name": "c", "image": "i", "imageID": "",
+                    "ready": false, "restartCount": 0}]},
+            }))
+            .unwrap()
+        };
+        let mut cache = Cache::default();
+        apply_event(&mut cache, Event::Apply(pod("Running")));
+        let running = cache.pods.get("ml", "w-0").unwrap().clone();
+        assert!(running.metadata.annotations.as_ref().unwrap().is_empty(), "last-applied is never kept");
+        assert!(running.spec.as_ref().unwrap().containers[0].env.is_some(), "a running pod is kept whole");
+
+        apply_event(&mut cache, Event::Apply(pod("Succeeded")));
+        let ended = cache.pods.get("ml", "w-0").unwrap();
+        let spec = ended.spec.as_ref().unwrap();
+        assert_eq!(crate::k8s::view::gang_key(ended).name, "train");
+        assert_eq!((spec.node_name.as_deref(), spec.scheduler_name.as_deref()), (Some("n1"), Some("muster")));
+        assert_eq!(spec.resource_claims.as_ref().unwrap()[0].resource_claim_name.as_deref(), Some("w-0-gpu"));
+        assert!(spec.containers[0].env.is_none() && spec.containers[0].resources.is_some());
+        let status = ended.status.as_ref().unwrap();
+        assert_eq!((status.phase.as_deref(), status.container_statuses.is_none()), (Some("Succeeded"), true));
+        assert!(serde_json::to_string(ended).unwrap().len() < 1_000);
     }
 }

@@ -266,7 +266,7 @@ pub fn run_with(objects: &mut ClusterObjects, config: &Config, options: &Options
     let cycle = config.cycle();
     let mut last = CycleOutcome::default();
     let now = options.now.unwrap_or_else(|| latest_time(objects));
-    let mut memo = Memo::new(&config.topology);
+    let mut memo = Memo::new(config);
     let mut selectors = SelectorCache::default();
     let mut reservations = Vec::new();
     let mut evictions = Vec::new();

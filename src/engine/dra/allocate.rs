@@ -19,8 +19,24 @@ use crate::quantity::Quantity;
 
 /// The most devices one claim's allocation may hold (`AllocationResultsMaxSize`).
 pub const MAX_RESULTS: usize = 32;
-/// Steps of the search for one pod on one node before it gives up on that node.
-pub const MAX_STEPS: u32 = 20_000;
+/// How far the device search may go, so that a claim whose selectors and constraints
+/// force the worst case costs its own pod and nobody else's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SearchLimits {
+    /// Steps for one pod on one node before the search gives up on that node.
+    pub steps_per_node: u32,
+    /// Steps for one pod over every node it tries in one cycle; then the pod waits for the
+    /// next cycle.
+    pub steps_per_pod: u32,
+    /// Compiled selectors no cycle asked for in this many seconds are dropped.
+    pub selector_idle_seconds: i64,
+}
+
+impl Default for SearchLimits {
+    fn default() -> Self {
+        SearchLimits { steps_per_node: 20_000, steps_per_pod: 200_000, selector_idle_seconds: 600 }
+    }
+}
 
 /// A claim spec with its selectors resolved to compiled ids: per request, per alternative,
 /// the class's selectors then the request's, or why the alternative cannot be used at all.
@@ -116,6 +132,8 @@ pub enum Failure {
     Node(String),
     /// Not anywhere: an error the pod waits on (a selector that fails at run time).
     Pod(String),
+    /// The search reached its step limit without a fit.
+    GaveUp,
 }
 
 /// What the allocator reads and changes.
@@ -146,17 +164,21 @@ struct Search<'s, 'a> {
     tainted: Vec<Vec<Vec<u32>>>,
     chosen: Vec<Vec<Chosen>>,
     steps: u32,
+    limit: u32,
     /// The deepest item that ran short, for the node's rejection.
     short: Option<(usize, String)>,
     error: Option<String>,
 }
 
-/// Allocates every claim on `node`, all or nothing; on success the devices are taken in
-/// the allocator's state and returned per claim, in the order given.
+/// Allocates every claim on `node`, all or nothing, in at most `limit` steps (the steps
+/// taken are added to `steps`); on success the devices are taken in the allocator's state
+/// and returned per claim, in the order given.
 pub fn allocate(
     alloc: &mut Allocator<'_>,
     node: NodeIdx,
     claims: &[ClaimToAllocate<'_>],
+    limit: u32,
+    steps: &mut u32,
 ) -> Result<Vec<Vec<AllocatedDevice>>, Failure> {
     let mark = alloc.state.mark();
     let mut items = Vec::new();
@@ -177,10 +199,13 @@ pub fn allocate(
         tainted,
         chosen: claims.iter().map(|_| Vec::new()).collect(),
         steps: 0,
+        limit,
         short: None,
         error: None,
     };
-    if search.solve(0) {
+    let solved = search.solve(0);
+    *steps += search.steps;
+    if solved {
         let chosen = std::mem::take(&mut search.chosen);
         return Ok(chosen
             .into_iter()
@@ -198,13 +223,13 @@ pub fn allocate(
             })
             .collect());
     }
-    let (error, short, steps) = (search.error.take(), search.short.take(), search.steps);
+    let (error, short, taken) = (search.error.take(), search.short.take(), search.steps);
     alloc.state.rollback(mark);
     if let Some(error) = error {
         return Err(Failure::Pod(error));
     }
-    if steps >= MAX_STEPS {
-        return Err(Failure::Node(format!("gave up the device search after {MAX_STEPS} steps")));
+    if taken >= limit {
+        return Err(Failure::GaveUp);
     }
     Err(Failure::Node(short.map(|(_, why)| why).unwrap_or_else(|| "had no devices for the pod's claims".into())))
 }
@@ -227,7 +252,7 @@ impl Search<'_, '_> {
         let (c, r) = self.items[item];
         let alternatives = self.claims[c].spec.spec.requests[r].alternatives.len();
         for a in 0..alternatives {
-            if self.error.is_some() || self.steps >= MAX_STEPS {
+            if self.error.is_some() || self.steps >= self.limit {
                 return false;
             }
             let Some(candidates) = self.candidates_of(c, r, a) else { return false };
@@ -416,7 +441,7 @@ impl Search<'_, '_> {
         }
         for (i, &d) in candidates.iter().enumerate().skip(start) {
             self.steps += 1;
-            if self.steps >= MAX_STEPS || self.error.is_some() {
+            if self.steps >= self.limit || self.error.is_some() {
                 return false;
             }
             if candidates.len() - i < need && !self.alloc.dra.devices[d as usize].allow_multiple_allocations {

@@ -18,15 +18,27 @@ pub type SelectorId = u32;
 pub struct SelectorCache {
     ids: HashMap<String, SelectorId>,
     compiled: Vec<Result<Selector, Arc<str>>>,
+    /// Per expression: when a cycle last asked for it (the snapshot's clock, seconds).
+    last_used: Vec<i64>,
+    now: i64,
     results: HashMap<(SelectorId, u64), Result<bool, Arc<str>>>,
     /// Evaluations run (not answered from the cache), for benchmarks and tests.
     pub evaluations: u64,
+    /// Device searches skipped because the same search gave up before.
+    pub searches_skipped: u64,
     /// Per list of selectors applied in order (a request alternative's class and own
     /// selectors): the devices of the snapshot where one fails at run time. Kept for the
     /// device set `scanned_for`, dropped whole when it changes.
     failures: HashMap<Vec<SelectorId>, Failures>,
     scanned_for: u64,
+    /// Device searches that reached their step limit on a node, by what they searched for
+    /// and the node's devices as they were: the same search is not run again until one of
+    /// them changes.
+    gave_up: HashSet<u64>,
 }
+
+/// The most searches remembered as given up; then the memory starts afresh.
+const MAX_GAVE_UP: usize = 4096;
 
 /// Devices where a list of selectors fails: (device, position of the failing selector in
 /// the list, the error), by device.
@@ -36,12 +48,55 @@ impl SelectorCache {
     /// The id of `expression`, compiling it the first time it is seen.
     pub fn id(&mut self, expression: &str) -> SelectorId {
         if let Some(&id) = self.ids.get(expression) {
+            self.last_used[id as usize] = self.now;
             return id;
         }
         let id = self.compiled.len() as SelectorId;
         self.compiled.push(Selector::compile(expression).map_err(Arc::from));
+        self.last_used.push(self.now);
         self.ids.insert(expression.to_string(), id);
         id
+    }
+
+    /// Sets the clock that stamps the expressions asked for (the snapshot's `now`).
+    pub fn at(&mut self, now: i64) {
+        self.now = now;
+    }
+
+    /// How many expressions are compiled.
+    pub fn len(&self) -> usize {
+        self.compiled.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.compiled.is_empty()
+    }
+
+    /// Drops the expressions no cycle asked for since `oldest`, with their results, once
+    /// they are more than a quarter of the cache (plus 64), so tenants who write ever new
+    /// selectors cannot make it grow without bound. Ids change: call between cycles.
+    fn drop_idle(&mut self, oldest: i64) {
+        let idle = self.last_used.iter().filter(|&&t| t < oldest).count();
+        if idle <= 64 + self.compiled.len() / 4 {
+            return;
+        }
+        let mut remap: Vec<Option<SelectorId>> = vec![None; self.compiled.len()];
+        let mut compiled = Vec::with_capacity(self.compiled.len() - idle);
+        let mut last_used = Vec::with_capacity(compiled.capacity());
+        for (old, (selector, used)) in std::mem::take(&mut self.compiled).into_iter().zip(&self.last_used).enumerate() {
+            if *used >= oldest {
+                remap[old] = Some(compiled.len() as SelectorId);
+                compiled.push(selector);
+                last_used.push(*used);
+            }
+        }
+        (self.compiled, self.last_used) = (compiled, last_used);
+        self.ids.retain(|_, id| remap[*id as usize].map(|new| *id = new).is_some());
+        self.results = std::mem::take(&mut self.results)
+            .into_iter()
+            .filter_map(|((id, revision), result)| remap[id as usize].map(|new| ((new, revision), result)))
+            .collect();
+        self.failures.clear();
     }
 
     /// Why the expression does not compile, if it does not.
@@ -103,9 +158,31 @@ impl SelectorCache {
         found
     }
 
-    /// Drops the results of devices no longer in `dra`, once there are many more results
-    /// than its devices could have.
-    pub fn trim(&mut self, dra: &DraSnapshot) {
+    /// Whether the search `key` names gave up before (counted as skipped when it did).
+    pub fn gave_up(&mut self, key: u64) -> bool {
+        let skipped = self.gave_up.contains(&key);
+        self.searches_skipped += skipped as u64;
+        skipped
+    }
+
+    /// Whether any search is remembered as given up (when none is, none is looked up).
+    pub fn any_gave_up(&self) -> bool {
+        !self.gave_up.is_empty()
+    }
+
+    pub fn remember_gave_up(&mut self, key: u64) {
+        if self.gave_up.len() >= MAX_GAVE_UP {
+            self.gave_up.clear();
+        }
+        self.gave_up.insert(key);
+    }
+
+    /// Between cycles: drops expressions idle for more than `idle_seconds` before `now`,
+    /// and the results of devices no longer in `dra` once there are many more results than
+    /// its devices could have.
+    pub fn trim(&mut self, dra: &DraSnapshot, now: i64, idle_seconds: i64) {
+        self.now = now;
+        self.drop_idle(now.saturating_sub(idle_seconds));
         let bound = (dra.devices.len() + 64) * (self.compiled.len() + 1) * 2;
         if self.results.len() <= bound {
             return;

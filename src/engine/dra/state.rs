@@ -155,6 +155,18 @@ impl DeviceState {
         }
     }
 
+    /// Feeds what holds `device` now (allocations, shares, consumed capacity, its pool's
+    /// counters) into `h`: equal digests, equal answers from the allocator.
+    pub fn digest(&self, dra: &DraSnapshot, device: DeviceIdx, h: &mut impl std::hash::Hasher) {
+        use std::hash::Hash;
+        let i = device as usize;
+        (dra.devices[i].revision, self.exclusive[i], self.shares[i], self.consumed.get(&device)).hash(h);
+        let pool_index = dra.device_pools[i];
+        for (set, counter, _) in &dra.devices[i].consumes {
+            self.counters.get(&(pool_index, set.clone(), counter.clone())).hash(h);
+        }
+    }
+
     /// Whether nothing holds the device (shares of a shared device hold it too).
     pub fn is_free(&self, device: DeviceIdx) -> bool {
         !self.exclusive[device as usize] && self.shares[device as usize] == 0

@@ -77,6 +77,7 @@ impl<'s> Workspace<'s> {
         scoring: Scoring,
         domain_choice: DomainChoice,
         selectors: &'s mut SelectorCache,
+        limits: crate::engine::dra::allocate::SearchLimits,
     ) -> Workspace<'s> {
         let free: Vec<Capacity> = snapshot.nodes.iter().map(|n| n.free(&snapshot.resources)).collect();
         let sum = |level: &crate::engine::topology::Level, of: &dyn Fn(usize) -> Capacity| -> Vec<Capacity> {
@@ -112,7 +113,7 @@ impl<'s> Workspace<'s> {
             shapes: Vec::new(),
             shape_ids: HashMap::new(),
             accelerators,
-            claims: ClaimWork::new(&snapshot.dra, selectors),
+            claims: ClaimWork::new(&snapshot.dra, selectors, limits),
             journal: None,
         }
     }

@@ -40,6 +40,7 @@ impl Workspace<'_> {
                 match self.claims.fit(devices, pod, node, node_ref) {
                     Ok(_) => {}
                     Err(Failure::Node(why) | Failure::Pod(why)) => found.push((node, why)),
+                    Err(Failure::GaveUp) => {}
                 }
                 self.claims.rollback(mark);
             }

@@ -198,7 +198,7 @@ impl Workspace<'_> {
                     fit.pods.push((*next.next().expect("counted"), node));
                     placed += 1;
                 }
-                Err(Failure::Node(_)) => break,
+                Err(Failure::Node(_) | Failure::GaveUp) => break,
                 Err(Failure::Pod(why)) => return Err((pod.key.clone(), why)),
             }
         }

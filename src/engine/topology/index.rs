@@ -35,8 +35,8 @@ pub struct DomainIndex {
 impl DomainIndex {
     /// The level a PodGroup names: a configured level's name, or a node label key (anything
     /// with a `/` or a `.`), which is the configured level with that label or else an ad-hoc
-    /// level of its own, added here.
-    pub fn resolve(&mut self, name: &str, nodes: &[Node]) -> Result<usize, String> {
+    /// level of its own, added here while there are fewer than `max_ad_hoc`.
+    pub fn resolve(&mut self, name: &str, nodes: &[Node], max_ad_hoc: usize) -> Result<usize, String> {
         if let Some(i) = self.levels[..self.configured].iter().position(|l| l.name == name) {
             return Ok(i);
         }
@@ -49,6 +49,12 @@ impl DomainIndex {
         }
         if let Some(i) = self.levels.iter().position(|l| l.label == name) {
             return Ok(i);
+        }
+        if self.levels.len() - self.configured >= max_ad_hoc {
+            return Err(format!(
+                "topology level {name:?} is a node label key beyond the {max_ad_hoc} that PodGroups may name in one cycle \
+                 (limits.adHocTopologyLevels); name a configured level"
+            ));
         }
         self.levels.push(ad_hoc(name, nodes));
         Ok(self.levels.len() - 1)

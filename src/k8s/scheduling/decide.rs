@@ -111,6 +111,7 @@ pub fn now_running(members: &HashMap<GangKey, Vec<&Pod>>, awaiting: &mut HashMap
 /// engine's cycle finds every result cached. Results are kept per device revision, so a
 /// cycle evaluates only devices and selectors it has not seen.
 pub fn warm_selectors(snapshot: &Snapshot, selectors: &mut SelectorCache) {
+    selectors.at(snapshot.now);
     if snapshot.dra.devices.is_empty() {
         return;
     }

@@ -110,7 +110,7 @@ impl Scheduler {
         Scheduler {
             cycle_config: config.cycle(),
             backoff: Backoff::new(&config.backoff),
-            memo: Memo::new(&config.topology),
+            memo: Memo::new(&config),
             config,
             cache,
             metrics,
