@@ -346,8 +346,7 @@ pub fn assemble_view(objects: &ClusterView<'_>, scheduler_name: &str, now: i64, 
         {
             continue;
         }
-        let devices =
-            convert_dra::pod_devices(pod, &claim_index, &out.snapshot.dra, &mut memo.names, &mut memo.devices.specs);
+        // Its demand first: a pod asking for what nobody offers costs no more than that.
         let (demand, constraints) = match memo.pod(pod, served) {
             Ok(converted) => converted,
             Err(e) => {
@@ -355,6 +354,8 @@ pub fn assemble_view(objects: &ClusterView<'_>, scheduler_name: &str, now: i64, 
                 continue;
             }
         };
+        let devices =
+            convert_dra::pod_devices(pod, &claim_index, &out.snapshot.dra, &mut memo.names, &mut memo.devices.specs);
         let priority = spec
             .and_then(|s| s.priority.or_else(|| class_priority(s.priority_class_name.as_ref())))
             .unwrap_or(default_priority);
