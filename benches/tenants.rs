@@ -64,10 +64,7 @@ fn claim(name: &str, version: u64, spec: serde_json::Value) -> ResourceClaim {
 }
 
 fn fleet(cache: &mut Cache) {
-    apply_event(
-        cache,
-        Event::Apply(versioned::<DeviceClass>(json!({"metadata": {"name": "gpu"}, "spec": {}}), 1)),
-    );
+    apply_event(cache, Event::Apply(versioned::<DeviceClass>(json!({"metadata": {"name": "gpu"}, "spec": {}}), 1)));
     for n in 0..NODES {
         let mut node = gpu_node(&format!("node-{n}"), &format!("rack-{}", n / 20), 8);
         node.metadata.resource_version = Some("1".into());
@@ -142,7 +139,8 @@ fn main() {
     report(&format!("+ a pod of 70,000 resource names ({:.1} MB of JSON, 50 cycles)", size as f64 / 1e6), first, ms);
 
     // Nine requests for devices on nine distinct NUMA nodes, where a node has eight.
-    let requests: Vec<_> = (0..9).map(|r| json!({"name": format!("r{r}"), "exactly": {"deviceClassName": "gpu"}})).collect();
+    let requests: Vec<_> =
+        (0..9).map(|r| json!({"name": format!("r{r}"), "exactly": {"deviceClassName": "gpu"}})).collect();
     let worst = json!({"requests": requests, "constraints": [{"distinctAttribute": format!("{DRIVER}/numa")}]});
     apply_event(&mut s.cache, Event::Apply(claim("worst", 1, worst)));
     apply_event(&mut s.cache, Event::Apply(tenant_pod("worst", 1, json!({}), Some("worst"))));

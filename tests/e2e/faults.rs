@@ -293,27 +293,3 @@ async fn a_replica_that_may_not_list_resourceslices_never_takes_the_lease() {
     let why = denied_health.check_ready().unwrap_err();
     assert!(why.starts_with("caches not filled: the first list of resourceslices failed"), "{why}");
 }
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_pod_asking_for_thousands_of_resources_nobody_offers_waits_saying_why_while_others_schedule() {
-    let cluster = TestCluster::new("names").await;
-    cluster.create_gpu_nodes(1, "r1").await;
-    let api = cluster.api::<Pod>();
-    let mut greedy = crate::support::builders::pod("greedy", &cluster.scheduler_name, 0, &[]);
-    let limits = (0..5_000)
-        .map(|i| (format!("example.com/r{i:04}"), k8s_openapi::apimachinery::pkg::api::resource::Quantity("1".into())))
-        .collect();
-    greedy.spec.as_mut().unwrap().containers[0].resources.get_or_insert_default().limits = Some(limits);
-    cluster.create(&api, &greedy).await;
-    cluster.create(&api, &crate::support::builders::pod("modest", &cluster.scheduler_name, 1, &[])).await;
-    let _kubelet = KubeletEmulator::start(api.clone());
-    let _muster = scheduler::start(&cluster, scheduler::config(&cluster), None);
-
-    wait_for_pods(&cluster, 60, "modest bound while greedy waits", |p| {
-        p.iter().any(|p| p.metadata.name.as_deref() == Some("modest") && node_of(p).is_some())
-            && p.iter().any(|p| p.metadata.name.as_deref() == Some("greedy") && node_of(p).is_none())
-    })
-    .await;
-    let events = wait_for_events(&cluster, "greedy", "FailedScheduling").await;
-    assert!(events.iter().any(|e| e.contains("no node offers example.com/r0")), "{events:?}");
-}

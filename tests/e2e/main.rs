@@ -17,6 +17,7 @@
 //!   ├── leader           leader election between two replicas
 //!   ├── outage           the API server down for 20 s in the middle of binding 50 gangs
 //!   ├── soak             90 s of gangs with claims under random bind and pod failures
+//!   ├── tenants          a 35,000-name pod and a worst-case claim cost only their own pod
 //!   ├── topology         rack and block constraints
 //!   └── support          control plane, TestCluster, builders, kubelet emulator, waits
 //! ```
@@ -45,4 +46,5 @@ mod outage;
 mod queues;
 mod soak;
 mod support;
+mod tenants;
 mod topology;
