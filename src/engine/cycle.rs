@@ -111,12 +111,19 @@ pub fn schedule_with(snapshot: &Snapshot, config: &CycleConfig, selectors: &mut 
     let mut later: Vec<usize> = Vec::new();
     let mut put_off = vec![false; tree.queues.len()];
     let mut second = 0;
+    // Running gangs with only optional pods (beyond minMember) pending: a third pass.
+    let mut optional: Vec<usize> = Vec::new();
+    let mut third = 0;
     loop {
         let (index, late) = match picker.next(tree, &queues) {
             Some(index) => (index, false),
             None if second < later.len() => {
                 second += 1;
                 (later[second - 1], true)
+            }
+            None if third < optional.len() => {
+                third += 1;
+                (optional[third - 1], true)
             }
             None => break,
         };
@@ -166,6 +173,18 @@ pub fn schedule_with(snapshot: &Snapshot, config: &CycleConfig, selectors: &mut 
         };
         if let (Queueing::StrictFifo, Some(earlier)) = (queueing, heads[leaf]) {
             outcome.waiting.push(wait(WaitReason::BehindEarlierGang(earlier.clone())));
+            continue;
+        }
+        // A running gang's optional pods (beyond its minMember) that would borrow go after
+        // every gang that still needs its minimum: placed first, they would take capacity
+        // another queue's gang is owed, and be reclaimed for it in the next cycle. Within
+        // quota they keep their turn.
+        if !late
+            && tree.is_configured()
+            && gang.still_needed() == 0
+            && queues.beyond_quota(tree, leaf, picker.need_now(index))
+        {
+            optional.push(index);
             continue;
         }
         if !late

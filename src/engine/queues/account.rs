@@ -243,6 +243,15 @@ impl QueueState {
         })
     }
 
+    /// Whether taking `need` would take `leaf` or an ancestor past its quota (borrowing).
+    pub fn beyond_quota(&self, tree: &QueueTree, leaf: usize, need: &[i64]) -> bool {
+        tree.path(leaf).any(|q| {
+            need.iter().enumerate().any(|(k, &n)| {
+                n > 0 && tree.queues[q].rules[k].quota.is_some_and(|quota| self.allocated[q][k] + n > quota)
+            })
+        })
+    }
+
     /// Takes back what evicted pods held from their queue and every ancestor.
     pub fn discharge(&mut self, tree: &QueueTree, leaf: usize, need: &[i64], non_preemptible: bool) {
         let negative: Vec<i64> = need.iter().map(|a| -a).collect();

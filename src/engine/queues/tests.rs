@@ -224,3 +224,29 @@ fn gang_counts_add_up_through_the_tree() {
     };
     assert_eq!((counts("org"), counts("team"), counts("default")), ((1, 1), (1, 1), (0, 0)));
 }
+
+#[test]
+fn a_running_gangs_optional_pods_that_would_borrow_go_after_gangs_that_need_their_minimum() {
+    // a runs 2 GPUs of its quota of 2, and its elastic gang has one more pod pending; b
+    // (quota 0) has a 6-GPU job. Placed first, a's optional pod (within a's fair share of 4,
+    // beyond its quota) would leave 4 GPUs that b's job cannot use: 4 idle. After it, b's
+    // job takes the 6 and the optional pod waits.
+    let snapshot = SnapshotBuilder::new()
+        .gpu_node("n1", 64, 512, 8, &[])
+        .queue("a", "", &[(G, 2, 1, None, None)], |_| {})
+        .queue("b", "", &[(G, 0, 1, None, None)], |_| {})
+        .running("elastic", "a", "n1", 1, &[(G, 2)], 0)
+        .gang("elastic", 1, 2, &[(G, 2)])
+        .in_queue("a")
+        .with_last_gang(|g| {
+            g.bound = 1;
+            g.pods.truncate(1);
+        })
+        .gang("b-job", 1, 1, &[(G, 6)])
+        .in_queue("b")
+        .with_last_gang(|g| g.created = 20)
+        .build();
+    let lines = run(&snapshot);
+    assert_eq!(lines[0], "b-job -> n1", "{lines:?}");
+    assert!(lines[1].starts_with("elastic waits"), "{lines:?}");
+}
