@@ -70,6 +70,11 @@ impl<K: ResourceExt + Clone> Store<K> {
         }
     }
 
+    /// The stored object with the same namespace and name as `object`.
+    pub fn find(&self, object: &K) -> Option<&K> {
+        self.objects.get(&id(object))
+    }
+
     pub fn get(&self, namespace: &str, name: &str) -> Option<&K> {
         self.objects.get(&(namespace.to_string(), name.to_string()))
     }

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 ///
 /// Pods join with the label `muster.dev/pod-group: <name>`.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(derive = "PartialEq")]
 #[kube(
     group = "muster.dev",
     version = "v1alpha1",

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 /// scheduler-plugins' PodGroup (`scheduling.x-k8s.io/v1alpha1`), as Kubeflow and JobSet
 /// set-ups create it. Pods join with the label `scheduling.x-k8s.io/pod-group`.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(derive = "PartialEq")]
 #[kube(group = "scheduling.x-k8s.io", version = "v1alpha1", kind = "PodGroup", plural = "podgroups", namespaced)]
 #[kube(crates(kube_core = "kube::core"))]
 #[serde(rename_all = "camelCase")]

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 /// KAI's queue, as far as Muster reads it.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[kube(derive = "PartialEq")]
 #[kube(group = "scheduling.run.ai", version = "v2", kind = "Queue", plural = "queues", schema = "disabled")]
 #[serde(rename_all = "camelCase")]
 pub struct KaiQueueSpec {
@@ -54,6 +55,7 @@ pub struct KaiResource {
 /// imports KAI. Pods join it with the annotation `pod-group-name`, which KAI's pod grouper
 /// writes. Muster never writes it.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[kube(derive = "PartialEq")]
 #[kube(
     group = "scheduling.run.ai",
     version = "v2alpha2",

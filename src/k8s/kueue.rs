@@ -119,6 +119,7 @@ pub struct LocalQueueFields {
 
 /// Kueue v1beta2 `ClusterQueue`.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[kube(derive = "PartialEq")]
 #[kube(
     group = "kueue.x-k8s.io",
     version = "v1beta2",
@@ -133,6 +134,7 @@ pub struct ClusterQueueSpec {
 
 /// Kueue v1beta1 `ClusterQueue`, read into [`ClusterQueue`].
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[kube(derive = "PartialEq")]
 #[kube(
     group = "kueue.x-k8s.io",
     version = "v1beta1",
@@ -148,6 +150,7 @@ pub struct ClusterQueueV1beta1Spec {
 
 /// Kueue v1beta2 `Cohort`.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[kube(derive = "PartialEq")]
 #[kube(group = "kueue.x-k8s.io", version = "v1beta2", kind = "Cohort", plural = "cohorts", schema = "disabled")]
 pub struct CohortSpec {
     #[serde(flatten)]
@@ -156,6 +159,7 @@ pub struct CohortSpec {
 
 /// Kueue v1beta1 `Cohort`, read into [`Cohort`].
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[kube(derive = "PartialEq")]
 #[kube(
     group = "kueue.x-k8s.io",
     version = "v1beta1",
@@ -171,6 +175,7 @@ pub struct CohortV1beta1Spec {
 
 /// Kueue v1beta2 `LocalQueue` (namespaced).
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[kube(derive = "PartialEq")]
 #[kube(
     group = "kueue.x-k8s.io",
     version = "v1beta2",
@@ -186,6 +191,7 @@ pub struct LocalQueueSpec {
 
 /// Kueue v1beta1 `LocalQueue`, read into [`LocalQueue`].
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[kube(derive = "PartialEq")]
 #[kube(
     group = "kueue.x-k8s.io",
     version = "v1beta1",

@@ -31,6 +31,7 @@ pub mod quantity;
 pub mod queue_crd;
 pub mod queue_status;
 pub mod refusals;
+pub mod relevance;
 pub mod request;
 pub mod safety;
 pub mod scheduler;

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 /// A queue: gangs in a leaf queue are admitted within its budget, and capacity is divided
 /// among sibling queues by quota, priority and weight.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(derive = "PartialEq")]
 #[kube(
     group = "muster.dev",
     version = "v1alpha1",

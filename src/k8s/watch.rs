@@ -26,8 +26,13 @@ use super::kueue::{ClusterQueue, ClusterQueueV1beta1, Cohort, CohortV1beta1, Loc
 use super::queue_crd::Queue as MusterQueue;
 
 /// How a kind of object is kept in the cache.
-pub trait Cached: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static {
+pub trait Cached: Resource + Clone + Debug + PartialEq + DeserializeOwned + Send + Sync + 'static {
     fn store(cache: &mut Cache) -> &mut Store<Self>;
+
+    /// Blanks what no scheduling decision reads, to compare two versions of an object.
+    fn blank_unread(&mut self) {
+        super::relevance::blank_version(self);
+    }
 
     fn apply(cache: &mut Cache, object: Self) {
         Self::store(cache).apply(object);
@@ -53,6 +58,9 @@ const UNREAD_ANNOTATIONS: [&str; 1] = ["kubectl.kubernetes.io/last-applied-confi
 impl Cached for Pod {
     fn store(cache: &mut Cache) -> &mut Store<Self> {
         &mut cache.pods
+    }
+    fn blank_unread(&mut self) {
+        super::relevance::blank_pod(self);
     }
     fn apply(cache: &mut Cache, object: Self) {
         cache.apply_pod(object);
@@ -116,7 +124,15 @@ impl Cached for ResourceClaim {
     }
 }
 
-cached!(Node, nodes);
+impl Cached for Node {
+    fn store(cache: &mut Cache) -> &mut Store<Self> {
+        &mut cache.nodes
+    }
+    fn blank_unread(&mut self) {
+        super::relevance::blank_node(self);
+    }
+}
+
 cached!(ResourceSlice, resource_slices);
 cached!(DeviceClass, device_classes);
 cached!(DeviceTaintRule, device_taint_rules);
@@ -146,7 +162,10 @@ fn converted<A, K: From<A>>(event: Event<A>) -> Event<K> {
 /// Applies one watch event; pure apart from the cache it changes. Objects are kept without
 /// their `managedFields`, which nothing here reads and which are often the largest part of
 /// an object.
-pub fn apply_event<K: Cached>(cache: &mut Cache, event: Event<K>) {
+/// Applies a watch event to the cache; returns whether it changes anything a scheduling
+/// decision reads (a new, changed or deleted object, the end of a relist), so whether the
+/// loop should wake.
+pub fn apply_event<K: Cached>(cache: &mut Cache, event: Event<K>) -> bool {
     fn trimmed<K: Cached>(mut object: K) -> K {
         let meta = object.meta_mut();
         meta.managed_fields = None;
@@ -158,11 +177,33 @@ pub fn apply_event<K: Cached>(cache: &mut Cache, event: Event<K>) {
         object.slim()
     }
     match event {
-        Event::Apply(object) => K::apply(cache, trimmed(object)),
-        Event::Delete(object) => K::delete(cache, &object),
-        Event::Init => K::store(cache).relist_start(),
-        Event::InitApply(object) => K::store(cache).relisted(trimmed(object)),
-        Event::InitDone => K::relist_done(cache),
+        Event::Apply(object) => {
+            let object = trimmed(object);
+            let changed = K::store(cache).find(&object).is_none_or(|old| {
+                let (mut old, mut new) = (old.clone(), object.clone());
+                old.blank_unread();
+                new.blank_unread();
+                old != new
+            });
+            K::apply(cache, object);
+            changed
+        }
+        Event::Delete(object) => {
+            K::delete(cache, &object);
+            true
+        }
+        Event::Init => {
+            K::store(cache).relist_start();
+            false
+        }
+        Event::InitApply(object) => {
+            K::store(cache).relisted(trimmed(object));
+            false
+        }
+        Event::InitDone => {
+            K::relist_done(cache);
+            true
+        }
     }
 }
 
@@ -189,7 +230,8 @@ impl Wake {
     }
 }
 
-/// Watches every object of `api` into the cache, waking the scheduling loop on each change.
+/// Watches every object of `api` into the cache, waking the scheduling loop on each change
+/// a decision reads.
 /// `synced` fires after the first complete list; until then, a failing list is reported to
 /// health, so readiness says what keeps the caches empty.
 /// Objects of kind `A` are kept as `K` (an older version read as the one the cache keeps).
@@ -206,11 +248,13 @@ where
         match event {
             Ok(event) => {
                 let done = matches!(event, Event::InitDone);
-                apply_event::<K>(&mut cache.lock().unwrap_or_else(|e| e.into_inner()), converted(event));
+                let changed = apply_event::<K>(&mut cache.lock().unwrap_or_else(|e| e.into_inner()), converted(event));
                 if done && let Some(tx) = synced.take() {
                     let _ = tx.send(());
                 }
-                wake.wake();
+                if changed {
+                    wake.wake();
+                }
             }
             Err(e) => {
                 if synced.is_some() {

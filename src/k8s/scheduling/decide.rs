@@ -10,8 +10,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use crate::engine::dra::model::ClaimNeed;
 use crate::engine::dra::selectors::SelectorCache;
 use crate::engine::model::{GangKey, GangKind, Snapshot};
+use crate::engine::preempt::Room;
 use crate::engine::queues::QueueState;
 use crate::engine::queues::report::{QueueReport, report as queue_report};
+use crate::engine::reason::{WaitReason, Waiting};
 use crate::k8s::assemble::ClusterView;
 use crate::k8s::cache::Store;
 use crate::k8s::groups::GroupSpec;
@@ -19,6 +21,20 @@ use crate::k8s::queue_crd::{Queue, QueueGangCounts};
 use crate::k8s::queue_status::queue_status;
 use crate::k8s::status::{GroupFacts, initially_scheduled, podgroup_status};
 use crate::k8s::writer::Write;
+
+/// When a waiting gang should be looked at again without any event (unix seconds): when it
+/// becomes old enough for a backfill reservation (waiting for room, under Backfill), or when
+/// its preemption delay or its victims' minimum runtime ends.
+pub fn looks_again_at(waiting: &Waiting, created: i64, reserve_after: Option<i64>, unix: i64) -> Option<i64> {
+    let due = match &waiting.reason {
+        WaitReason::DoesNotFit { .. } => created.saturating_add(reserve_after?),
+        WaitReason::Room {
+            room: Room::InPreemptionDelay { until } | Room::ProtectedByMinRuntime { until }, ..
+        } => *until,
+        _ => return None,
+    };
+    (due > unix).then_some(due)
+}
 
 pub fn k8s_time(seconds: i64) -> Time {
     Time(k8s_openapi::jiff::Timestamp::from_second(seconds).unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH))
@@ -190,5 +206,29 @@ pub fn log_device_key_problems(state: &QueueState, said: &mut HashSet<String>) {
         if said.insert(format!("device key: {problem}")) {
             tracing::warn!("a quota key on devices counts none of them: {problem}");
         }
+    }
+}
+
+#[cfg(test)]
+mod wake_tests {
+    use super::*;
+
+    #[test]
+    fn a_gang_waiting_on_a_clock_is_looked_at_again_when_it_runs_out() {
+        let gang = GangKey { kind: GangKind::Muster, namespace: "ml".into(), name: "train".into() };
+        let waiting = |reason| Waiting { gang: gang.clone(), reason };
+        let delay = waiting(WaitReason::Room {
+            shortfall: Box::new(WaitReason::Blocked("full".into())),
+            room: Room::InPreemptionDelay { until: 1_300 },
+        });
+        assert_eq!(looks_again_at(&delay, 1_000, None, 1_200), Some(1_300));
+        assert_eq!(looks_again_at(&delay, 1_000, None, 1_300), None, "already over");
+        let protected = waiting(WaitReason::Room {
+            shortfall: Box::new(WaitReason::Blocked("full".into())),
+            room: Room::ProtectedByMinRuntime { until: 1_900 },
+        });
+        assert_eq!(looks_again_at(&protected, 1_000, Some(60), 1_200), Some(1_900));
+        let blocked = waiting(WaitReason::Blocked("its PodGroup does not exist".into()));
+        assert_eq!(looks_again_at(&blocked, 1_000, Some(60), 1_010), None, "only an event helps it");
     }
 }

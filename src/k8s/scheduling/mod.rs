@@ -398,14 +398,10 @@ impl Scheduler {
                     writes
                         .push(Write::Unschedulable { pod: Self::pod_ref(&cache, &pod.key), message: message.clone() });
                 }
-                if matches!(waiting.reason, WaitReason::DoesNotFit { .. })
-                    && self.config.queueing == QueueingStrategy::Backfill
-                {
-                    let due = gang.created + self.cycle_config.reserve_after_seconds;
-                    if due > unix {
-                        let at = now + Duration::from_secs((due - unix) as u64);
-                        self.next_wake = Some(self.next_wake.map_or(at, |w| w.min(at)));
-                    }
+                let reserve_after = (self.config.queueing == QueueingStrategy::Backfill)
+                    .then_some(self.cycle_config.reserve_after_seconds);
+                if let Some(due) = decide::looks_again_at(waiting, gang.created, reserve_after, unix) {
+                    self.wake_at(now + Duration::from_secs((due - unix) as u64));
                 }
             }
             report.waiting.push((waiting.gang.clone(), message.clone()));
