@@ -395,4 +395,52 @@ mod tests {
         assert_eq!((status.phase.as_deref(), status.container_statuses.is_none()), (Some("Succeeded"), true));
         assert!(serde_json::to_string(ended).unwrap().len() < 1_000);
     }
+
+    fn node(version: &str, heartbeat: &str, unschedulable: bool) -> Node {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "n1", "resourceVersion": version},
+            "spec": {"unschedulable": unschedulable},
+            "status": {"allocatable": {"nvidia.com/gpu": "8"},
+                       "conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": heartbeat}]},
+        }))
+        .unwrap()
+    }
+
+    fn pod(version: &str, restarts: i32, phase: &str) -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "namespace": "ml", "resourceVersion": version},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "i"}]},
+            "status": {"phase": phase, "podIP": format!("10.0.0.{restarts}"),
+                       "containerStatuses": [{"name": "c", "image": "i", "imageID": "", "ready": true,
+                                              "restartCount": restarts}]},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn heartbeats_and_container_restarts_wake_nothing_taints_and_phases_do() {
+        let mut cache = Cache::default();
+        assert!(apply_event(&mut cache, Event::Apply(node("1", "2026-12-04T10:00:00Z", false))), "a new node");
+        assert!(!apply_event(&mut cache, Event::Apply(node("2", "2026-12-04T10:00:10Z", false))), "a heartbeat");
+        assert!(apply_event(&mut cache, Event::Apply(node("3", "2026-12-04T10:00:20Z", true))), "cordoned");
+        assert_eq!(cache.nodes.get("", "n1").unwrap().metadata.resource_version.as_deref(), Some("3"));
+
+        assert!(apply_event(&mut cache, Event::Apply(pod("1", 0, "Running"))));
+        assert!(!apply_event(&mut cache, Event::Apply(pod("2", 1, "Running"))), "a container restarted");
+        assert_eq!(
+            cache.pods.get("ml", "p").unwrap().metadata.resource_version.as_deref(),
+            Some("2"),
+            "the cache still holds the newest object"
+        );
+        assert!(apply_event(&mut cache, Event::Apply(pod("3", 1, "Failed"))), "the pod ended");
+        assert!(apply_event(&mut cache, Event::Delete(pod("3", 1, "Failed"))));
+    }
+
+    #[test]
+    fn a_relist_wakes_once_at_its_end() {
+        let mut cache = Cache::default();
+        assert!(!apply_event(&mut cache, Event::<Node>::Init));
+        assert!(!apply_event(&mut cache, Event::InitApply(node("1", "2026-12-04T10:00:00Z", false))));
+        assert!(apply_event(&mut cache, Event::<Node>::InitDone));
+    }
 }
