@@ -252,6 +252,7 @@ pub fn assemble_view(objects: &ClusterView<'_>, scheduler_name: &str, now: i64, 
     let served_names: HashSet<String> = out.snapshot.dra.extended_classes.keys().cloned().collect();
     let served = &|resource: &str| served_names.contains(resource);
     let claim_index = convert_dra::ClaimIndex::new(&objects.resource_claims);
+    memo.devices.specs.start();
     let claims_by_name = &claim_index.by_name;
 
     // Queues: the tree, and (only when some Queue exists) what Muster's running gangs hold.

@@ -182,7 +182,7 @@ pub fn pod_devices(
     claims: &ClaimIndex<'_>,
     dra: &DraSnapshot,
     names: &mut ResourceNames,
-    specs: &mut SpecInterner,
+    specs: &mut super::ClaimSpecs,
 ) -> Result<Option<PodDevices>, String> {
     claims_of_pod(pod, claims, dra, names, specs).map_err(|e| e.to_string())
 }
@@ -192,7 +192,7 @@ fn claims_of_pod(
     index: &ClaimIndex<'_>,
     dra: &DraSnapshot,
     names: &mut ResourceNames,
-    specs: &mut SpecInterner,
+    specs: &mut super::ClaimSpecs,
 ) -> Result<Option<PodDevices>> {
     let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
     let pod_name = pod.metadata.name.as_deref().unwrap_or("");
@@ -265,13 +265,7 @@ fn claims_of_pod(
                     reserved_for_gang: group.is_some() && reserved_for_pod,
                 }))
             }
-            None => {
-                let spec = match &claim.spec {
-                    Some(spec) => claim_spec(&format!("ResourceClaim {key}"), spec)?,
-                    None => ClaimSpec::default(),
-                };
-                ClaimNeed::Allocate(specs.intern(spec))
-            }
+            None => ClaimNeed::Allocate(specs.of(claim, &key)?),
         };
         devices.claims.push(PodClaim { name: entry.name.clone(), claim: key, private, group, need });
     }

@@ -9,6 +9,7 @@ mod claims;
 mod held;
 mod slices;
 mod snapshot;
+mod spec_memo;
 
 use k8s_openapi::api::core::v1::NodeSelector as KubeNodeSelector;
 use k8s_openapi::api::resource::v1::{DeviceTaint as KubeDeviceTaint, DeviceToleration as KubeDeviceToleration};
@@ -20,6 +21,7 @@ use crate::quantity;
 pub use claims::{ClaimIndex, SpecInterner, claim_spec, pod_devices};
 pub use held::HeldDevices;
 pub use snapshot::{DeviceMemo, DraView, classes, snapshot};
+pub use spec_memo::ClaimSpecs;
 
 /// The annotation the resourceclaim controller puts on a claim made from a template.
 pub const POD_CLAIM_NAME_ANNOTATION: &str = "resource.kubernetes.io/pod-claim-name";

@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use k8s_openapi::api::resource::v1::{DeviceClass as KubeDeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice};
 
-use super::claims::SpecInterner;
 use super::slices::slice_devices;
 use super::{Error, IMPLICIT_EXTENDED_PREFIX};
 use crate::engine::dra::model::{Device, DeviceClass, DeviceIdx, DeviceNodes, DeviceUse, DraSnapshot, Pool};
@@ -52,7 +51,7 @@ pub struct DeviceMemo {
     /// By slice name.
     slices: HashMap<String, ConvertedSlice>,
     next_revision: u64,
-    pub specs: SpecInterner,
+    pub specs: super::ClaimSpecs,
 }
 
 /// The DRA objects a snapshot is made from.
