@@ -11,11 +11,14 @@ use super::Result;
 use super::claims::{SpecInterner, claim_spec};
 use crate::engine::dra::model::{ClaimKey, ClaimSpec};
 
+/// A claim's spec as last converted: (resourceVersion, spec, the snapshot that last used it).
+type Kept = (String, Arc<ClaimSpec>, u64);
+
 #[derive(Default)]
 pub struct ClaimSpecs {
     interner: SpecInterner,
-    /// By namespace, then name: (resourceVersion, spec, the snapshot that last used it).
-    by_claim: HashMap<String, HashMap<String, (String, Arc<ClaimSpec>, u64)>>,
+    /// By namespace, then name.
+    by_claim: HashMap<String, HashMap<String, Kept>>,
     entries: usize,
     /// The snapshot being assembled, and how many entries it used.
     generation: u64,
