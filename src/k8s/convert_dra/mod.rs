@@ -9,6 +9,7 @@ mod claims;
 mod held;
 mod slices;
 mod snapshot;
+mod spec;
 mod spec_memo;
 
 use k8s_openapi::api::core::v1::NodeSelector as KubeNodeSelector;
@@ -18,10 +19,11 @@ use thiserror::Error;
 use crate::engine::dra::allocate::MAX_RESULTS;
 use crate::engine::dra::model::{ClaimKey, DeviceTaint, DeviceTaintEffect, DeviceToleration, NodeSelector};
 use crate::quantity;
-pub use claims::{ClaimIndex, SpecInterner, claim_spec, pod_devices};
+pub use claims::{ClaimIndex, pod_devices};
 pub use held::HeldDevices;
 pub use snapshot::{DeviceMemo, DraView, classes, snapshot};
-pub use spec_memo::ClaimSpecs;
+pub use spec::claim_spec;
+pub use spec_memo::{ClaimSpecs, SpecInterner};
 
 /// The annotation the resourceclaim controller puts on a claim made from a template.
 pub const POD_CLAIM_NAME_ANNOTATION: &str = "resource.kubernetes.io/pod-claim-name";

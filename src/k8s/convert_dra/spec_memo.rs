@@ -8,8 +8,12 @@ use std::sync::Arc;
 use k8s_openapi::api::resource::v1::ResourceClaim;
 
 use super::Result;
-use super::claims::{SpecInterner, claim_spec};
+use super::spec::claim_spec;
 use crate::engine::dra::model::{ClaimKey, ClaimSpec};
+
+/// Interns equal claim specs so that pods made from one template share one value (and one
+/// shape in the engine).
+pub type SpecInterner = crate::k8s::interner::Interner<ClaimSpec>;
 
 /// A claim's spec as last converted: (resourceVersion, spec, the snapshot that last used it).
 type Kept = (String, Arc<ClaimSpec>, u64);
