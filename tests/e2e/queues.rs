@@ -196,17 +196,20 @@ async fn reclaim(source: Source, test: &str) {
     }
     let events = wait_for_events(&cluster, "b-0", "Reclaiming").await;
     assert!(events[0].contains(&format!("evicting 2 pod(s) of gang {}/a2", cluster.namespace)), "{events:?}");
-    // The Job recreated a2's pods; they wait, and say why.
+    // The Job recreated a2's pods; they wait, and say why. (The Job creates them one at a
+    // time: until the second exists, the first says its gang lacks a pod.)
+    let team_a = &team_a.shown;
+    let fair_share = format!("queue {team_a} has reached its fair share of 8 nvidia.com/gpu");
     let all = wait_for_pods(&cluster, 30, "a2's new pods waiting with a reason", |p| {
         let new: Vec<&Pod> =
             in_group(p, "a2").into_iter().filter(|p| !first.contains(p.metadata.name.as_ref().unwrap())).collect();
-        new.len() == 2 && new.iter().all(|p| node_of(p).is_none() && unschedulable_message(p).is_some())
+        new.len() == 2
+            && new
+                .iter()
+                .all(|p| node_of(p).is_none() && unschedulable_message(p).is_some_and(|m| m.contains(&fair_share)))
     })
     .await;
-    let waiting = in_group(&all, "a2").into_iter().find(|p| node_of(p).is_none()).unwrap();
-    let message = unschedulable_message(waiting).unwrap();
-    let team_a = &team_a.shown;
-    assert!(message.contains(&format!("queue {team_a} has reached its fair share of 8 nvidia.com/gpu")), "{message}");
+    assert!(in_group(&all, "a2").iter().all(|p| node_of(p).is_none()));
     // And the PodGroup of a2 says it was evicted, and why.
     let groups = cluster.api::<PodGroup>();
     let status = groups.get("a2").await.unwrap().status.unwrap_or_default();
