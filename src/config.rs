@@ -127,11 +127,13 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
+        // The engine's defaults for its device search, stated once.
+        let search = crate::engine::dra::allocate::SearchLimits::default();
         Limits {
-            device_search_steps_per_node: 20_000,
-            device_search_steps_per_pod: 200_000,
+            device_search_steps_per_node: search.steps_per_node,
+            device_search_steps_per_pod: search.steps_per_pod,
             ad_hoc_topology_levels: 16,
-            selector_idle_seconds: 600,
+            selector_idle_seconds: search.selector_idle_seconds.unsigned_abs(),
         }
     }
 }
