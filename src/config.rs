@@ -162,6 +162,9 @@ pub struct Preemption {
     pub reservation_timeout: String,
     /// The most gangs evicted in one cycle; 0 is no cap.
     pub max_evicted_gangs_per_cycle: u64,
+    /// For this long after its last eviction a gang takes only what its queue is owed
+    /// (its fair share), not borrowed capacity it would be reclaimed from again.
+    pub borrow_after_eviction: String,
 }
 
 impl Default for Preemption {
@@ -174,6 +177,7 @@ impl Default for Preemption {
             default_preemption_delay: "0s".into(),
             reservation_timeout: "auto".into(),
             max_evicted_gangs_per_cycle: 0,
+            borrow_after_eviction: format!("{}s", PreemptionConfig::default().borrow_after_eviction),
         }
     }
 }
@@ -357,6 +361,7 @@ impl Config {
             ("defaultReclaimMinRuntime", &p.default_reclaim_min_runtime),
             ("defaultPreemptMinRuntime", &p.default_preempt_min_runtime),
             ("defaultPreemptionDelay", &p.default_preemption_delay),
+            ("borrowAfterEviction", &p.borrow_after_eviction),
         ] {
             parse_duration(value).map_err(|e| format!("preemption.{field}: {e}"))?;
         }
@@ -421,6 +426,7 @@ impl Config {
             preemption_delay: seconds(&p.default_preemption_delay),
             reservation_timeout: (p.reservation_timeout != "auto").then(|| seconds(&p.reservation_timeout)),
             max_evicted_gangs: usize::try_from(p.max_evicted_gangs_per_cycle).unwrap_or(usize::MAX),
+            borrow_after_eviction: seconds(&p.borrow_after_eviction),
         }
     }
 }

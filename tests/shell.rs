@@ -430,3 +430,19 @@ fn cached_objects_are_kept_without_their_managed_fields() {
     apply_event(&mut cache, Event::Apply(node));
     assert!(cache.view().nodes.iter().all(|n| n.metadata.managed_fields.is_none()));
 }
+
+#[test]
+fn every_eviction_moves_the_evicted_conditions_time_even_for_the_same_reason() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use muster::k8s::status::{GroupFacts, podgroup_status};
+    let at = |s: i64| Time(jiff::Timestamp::from_second(s).unwrap());
+    let mut group = pod_group("train", 2, 0);
+    let first = GroupFacts { waiting: None, evicted: Some(("Reclaimed", "evicted whole for ml/a", 100)) };
+    group.status = Some(podgroup_status(&group, &[], &first, &at(100)));
+    // Reclaimed again, later: the preemption delay and the return after an eviction count
+    // from this one, not the first.
+    let second = GroupFacts { waiting: None, evicted: Some(("Reclaimed", "evicted whole for ml/b", 500)) };
+    let status = podgroup_status(&group, &[], &second, &at(510));
+    let evicted = status.conditions.iter().find(|c| c.type_ == "Evicted").expect("Evicted");
+    assert_eq!((evicted.last_transition_time.clone(), evicted.message.as_str()), (at(500), "evicted whole for ml/b"));
+}

@@ -9,7 +9,7 @@ use super::preempt::{Eviction, Evictor, PreemptionConfig, Room};
 use super::queues::admit::{admit, resolve};
 use super::queues::devices::DeviceCharges;
 use super::queues::order::Picker;
-use super::queues::{GangNeeds, QueueState, QueueingStrategy};
+use super::queues::{GangNeeds, QueueState, QueueingStrategy, Refusal, WithinQueue};
 use super::reason::{WaitReason, Waiting};
 use super::topology::DomainChoice;
 
@@ -106,10 +106,12 @@ pub fn schedule_with(snapshot: &Snapshot, config: &CycleConfig, selectors: &mut 
     let mut heads: Vec<Option<&GangKey>> = vec![None; tree.queues.len()];
     // Gangs that would take their queue beyond what it deserves go after every gang that
     // stays within its own (a second pass, in the order they were put off): capacity goes
-    // first where it will not be reclaimed. Per leaf, whether one was put off (StrictFIFO
-    // keeps the rest of that leaf behind it).
+    // first where it will not be reclaimed. StrictFIFO keeps the rest of the leaf behind a
+    // gang put off, and a leaf that preempts by priority its lower-priority gangs: taking
+    // the leaf's share first, they would be the victims of its next cycle.
     let mut later: Vec<usize> = Vec::new();
-    let mut put_off = vec![false; tree.queues.len()];
+    // Per leaf, the highest priority of a gang put off.
+    let mut put_off: Vec<Option<i32>> = vec![None; tree.queues.len()];
     let mut second = 0;
     // Running gangs with only optional pods (beyond minMember) pending: a third pass.
     let mut optional: Vec<usize> = Vec::new();
@@ -189,10 +191,12 @@ pub fn schedule_with(snapshot: &Snapshot, config: &CycleConfig, selectors: &mut 
         }
         if !late
             && tree.is_configured()
-            && ((queueing == Queueing::StrictFifo && put_off[leaf])
+            && ((queueing == Queueing::StrictFifo && put_off[leaf].is_some())
+                || (tree.queues[leaf].spec.preemption.within != WithinQueue::Never
+                    && put_off[leaf].is_some_and(|p| p > gang.priority))
                 || queues.beyond_deserved(tree, leaf, picker.need_now(index)))
         {
-            put_off[leaf] = true;
+            put_off[leaf] = Some(put_off[leaf].map_or(gang.priority, |p| p.max(gang.priority)));
             later.push(index);
             continue;
         }
@@ -212,7 +216,24 @@ pub fn schedule_with(snapshot: &Snapshot, config: &CycleConfig, selectors: &mut 
         } else {
             gang
         };
-        match workspace.place(admitted_gang) {
+        // Back after an eviction: for a while, only what its queue is owed. Where it would
+        // borrow, its placement is tried and undone, so that the reason it waits is this
+        // rule only when the rule is what holds it.
+        let back =
+            gang.last_evicted.map(|at| at.saturating_add(config.preemption.borrow_after_eviction)).filter(|&until| {
+                late && snapshot.now < until && queues.beyond_deserved(tree, leaf, picker.need_now(index))
+            });
+        let mark = back.map(|_| workspace.trial());
+        let placed_now = workspace.place(admitted_gang);
+        if let (Some(until), Some(mark)) = (back, mark) {
+            workspace.undo_trial(mark);
+            if placed_now.is_ok() {
+                let queue = tree.queues[leaf].spec.name.clone();
+                outcome.waiting.push(wait(WaitReason::Queue(Refusal::RecentlyEvicted { queue, until })));
+                continue;
+            }
+        }
+        match placed_now {
             Ok(fit) => {
                 evictor.placed(&gang.key);
                 outcome.placements.push(placed(&mut queues, snapshot, leaf, admitted_gang, fit));

@@ -5,6 +5,7 @@
 
 pub mod build;
 pub mod claims;
+pub mod clock;
 pub mod cycle;
 pub mod dra;
 pub mod filter;

@@ -133,7 +133,7 @@ pub fn explain_queue(objects: &ClusterObjects, config: &Config, name: &str, now:
             gang.key,
             gang.pods.len(),
             gang.priority,
-            crate::engine::preempt::at(gang.first_started())
+            crate::engine::clock::at(gang.first_started())
         )
         .ok();
     }

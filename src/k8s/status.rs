@@ -30,13 +30,18 @@ pub fn unschedulable_condition(message: &str) -> Value {
     }]}})
 }
 
+/// A time in seconds since the epoch, as Kubernetes writes it.
+pub fn k8s_time(seconds: i64) -> Time {
+    Time(k8s_openapi::jiff::Timestamp::from_second(seconds).unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH))
+}
+
 /// What the scheduler knows of a Muster PodGroup beyond its pods.
 #[derive(Clone, Debug, Default)]
 pub struct GroupFacts<'a> {
     /// Why it waits, from this cycle.
     pub waiting: Option<&'a str>,
-    /// Its last eviction: reason and message.
-    pub evicted: Option<(&'a str, &'a str)>,
+    /// Its last eviction: reason, message, and when (seconds since the epoch).
+    pub evicted: Option<(&'a str, &'a str, i64)>,
 }
 
 pub(crate) fn condition(
@@ -140,8 +145,12 @@ pub fn podgroup_status(group: &MusterPodGroup, pods: &[&Pod], facts: &GroupFacts
             now,
         ));
     }
-    if let Some((reason, message)) = facts.evicted {
-        conditions.push(condition("Evicted", true, reason, message, previous, now));
+    if let Some((reason, message, at)) = facts.evicted {
+        // Every eviction is a transition: the time is the last one's, which the preemption
+        // delay and the return after an eviction count from.
+        let mut evicted = condition("Evicted", true, reason, message, previous, now);
+        evicted.last_transition_time = k8s_time(at);
+        conditions.push(evicted);
     } else if let Some(old) = previous.iter().find(|c| c.type_ == "Evicted") {
         conditions.push(old.clone());
     }

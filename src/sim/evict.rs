@@ -1,15 +1,18 @@
 //! Evictions in the simulator, as the cluster would carry them out: the API server deletes
 //! the pods, the resourceclaim controller deletes the claims made for them (so their
-//! devices are free), and the pods' controller recreates them under the same names,
-//! pending, for the next cycle.
+//! devices are free), the pods' controller recreates them under the same names, pending,
+//! for the next cycle, and the victim's PodGroup records the eviction as the scheduler
+//! writes it.
 
 use std::collections::HashSet;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
 use serde::Serialize;
 
+use crate::engine::model::GangKind;
 use crate::engine::preempt::Eviction;
 use crate::k8s::assemble::ClusterObjects;
+use crate::k8s::status::k8s_time;
 
 /// One evicted pod, for the JSON output.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -30,17 +33,44 @@ fn is(meta: &ObjectMeta, namespace: &str, name: &str) -> bool {
     meta.namespace.as_deref().unwrap_or("default") == namespace && meta.name.as_deref() == Some(name)
 }
 
-/// Carries out a cycle's evictions; returns one result per pod evicted.
+/// The victim's Muster PodGroup gets the `Evicted` condition at `now`, as the scheduler's
+/// status writer gives it: the preemption delay and the return after an eviction count
+/// from it.
+fn record(objects: &mut ClusterObjects, eviction: &Eviction, now: i64, version: &mut u64) {
+    let gang = &eviction.gang;
+    if gang.kind != GangKind::Muster {
+        return;
+    }
+    let Some(group) = objects.muster_groups.iter_mut().find(|g| is(&g.metadata, &gang.namespace, &gang.name)) else {
+        return;
+    };
+    let status = group.status.get_or_insert_with(Default::default);
+    status.conditions.retain(|c| c.type_ != "Evicted");
+    status.conditions.push(Condition {
+        type_: "Evicted".into(),
+        status: "True".into(),
+        reason: eviction.reason.as_str().into(),
+        message: format!("evicted ({}) to make room for {}", eviction.reason.as_str(), eviction.preemptor),
+        last_transition_time: k8s_time(now),
+        observed_generation: None,
+    });
+    *version += 1;
+    group.metadata.resource_version = Some(format!("sim-evicted-{version}"));
+}
+
+/// Carries out a cycle's evictions, decided at `now`; returns one result per pod evicted.
 pub fn evict(
     objects: &mut ClusterObjects,
     evictions: &[Eviction],
     cycle: usize,
+    now: i64,
     version: &mut u64,
 ) -> Vec<EvictionResult> {
     let mut results = Vec::new();
     let mut uids: HashSet<String> = HashSet::new();
     let mut own_claims: HashSet<(String, String)> = HashSet::new();
     for eviction in evictions {
+        record(objects, eviction, now, version);
         for key in &eviction.pods {
             let Some(pod) = objects.pods.iter_mut().find(|p| is(&p.metadata, &key.namespace, &key.name)) else {
                 continue;

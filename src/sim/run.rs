@@ -277,7 +277,7 @@ pub fn run_with(objects: &mut ClusterObjects, config: &Config, options: &Options
         last = schedule_with(&assembled.snapshot, &cycle, &mut selectors);
         reservations = last.reservations.clone();
         let placed = apply(objects, &assembled.snapshot, &last);
-        evictions.extend(evict(objects, &last.evictions, number, &mut version));
+        evictions.extend(evict(objects, &last.evictions, number, now, &mut version));
         if placed == 0 && last.evictions.is_empty() {
             break;
         }

@@ -79,8 +79,9 @@ pub(super) fn saturation(state: &QueueState, q: usize, need: &[i64]) -> f64 {
 }
 
 /// Where a bundle goes: surplus before whole gangs, then most saturated side, lowest
-/// priority, most recently started, and snapshot order.
-type Order = (bool, f64, i32, i64, usize);
+/// priority, most recently started, most recently created (of gangs started in the same
+/// second, the one that came last is what took its queue over), and snapshot order.
+type Order = (bool, f64, i32, i64, i64, usize);
 
 /// The bundles gang `gang` (in `leaf`, needing `need` per key) may take, ordered.
 #[allow(clippy::too_many_arguments)]
@@ -150,7 +151,7 @@ pub(super) fn candidates(
             Kind::Reclaim | Kind::Borrow => saturation(state, side, need),
             Kind::Preempt => 0.0,
         };
-        let order = |whole: bool| (whole, -saturation, victim.priority, -victim.last_started(), r);
+        let order = |whole: bool| (whole, -saturation, victim.priority, -victim.last_started(), -victim.created, r);
         // Surplus pods, newest first: started, then name.
         let mut surplus = alive.clone();
         surplus.sort_by(|&a, &b| {
@@ -169,7 +170,12 @@ pub(super) fn candidates(
         keyed.push((order(true), Bundle { running: r, pods: alive, side, own_side }));
     }
     keyed.sort_by(|(a, _), (b, _)| {
-        a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)).then(a.2.cmp(&b.2)).then(a.3.cmp(&b.3)).then(a.4.cmp(&b.4))
+        a.0.cmp(&b.0)
+            .then(a.1.total_cmp(&b.1))
+            .then(a.2.cmp(&b.2))
+            .then(a.3.cmp(&b.3))
+            .then(a.4.cmp(&b.4))
+            .then(a.5.cmp(&b.5))
     });
     found.bundles = keyed.into_iter().map(|(_, b)| b).collect();
     found

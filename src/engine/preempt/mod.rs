@@ -14,6 +14,7 @@ use std::fmt;
 
 pub use plan::{Evictor, Plan};
 
+use super::clock::at;
 use super::model::{GangKey, PodKey};
 
 /// Why a gang's pods are evicted.
@@ -63,6 +64,10 @@ pub struct PreemptionConfig {
     pub reservation_timeout: Option<i64>,
     /// The most gangs evicted in one cycle; 0 is no cap.
     pub max_evicted_gangs: usize,
+    /// For this long after it was evicted, a gang takes only capacity its queue is owed:
+    /// capacity it would borrow is what a queue owed its share reclaims, and the gang
+    /// would be evicted a second time.
+    pub borrow_after_eviction: i64,
 }
 
 impl Default for PreemptionConfig {
@@ -75,13 +80,9 @@ impl Default for PreemptionConfig {
             preemption_delay: 0,
             reservation_timeout: None,
             max_evicted_gangs: 0,
+            borrow_after_eviction: 600,
         }
     }
-}
-
-/// A time in seconds, as RFC 3339.
-pub fn at(seconds: i64) -> String {
-    jiff::Timestamp::from_second(seconds).map_or_else(|_| format!("{seconds}s"), |t| t.to_string())
 }
 
 /// Where a gang that does not fit in free capacity stands with evictions.

@@ -248,6 +248,28 @@ impl<'a> Evictor<'a> {
         })
     }
 
+    /// Whether the queue, with the pods of `chosen` gone and the gang placed, holds no more
+    /// than its fair share, or than it holds now, of every resource the gang asks for.
+    fn within_share(
+        &self,
+        state: &QueueState,
+        leaf: usize,
+        need: &[i64],
+        bundles: &[Bundle],
+        chosen: &[usize],
+    ) -> bool {
+        let mut freed = vec![0; need.len()];
+        for (r, p) in self.pods_of(bundles, chosen) {
+            for (k, t) in self.amounts(r, std::iter::once(p)).into_iter().enumerate() {
+                freed[k] += t;
+            }
+        }
+        need.iter().enumerate().all(|(k, &n)| {
+            let held = state.allocated[leaf][k];
+            n <= 0 || held - freed[k] + n <= state.fair_share[leaf][k]
+        })
+    }
+
     /// Pods of the chosen bundles, each once, as (running gang, pod).
     fn pods_of(&self, bundles: &[Bundle], chosen: &[usize]) -> Vec<(usize, usize)> {
         let mut pods: Vec<(usize, usize)> =
@@ -355,13 +377,21 @@ impl<'a> Evictor<'a> {
         if !fits {
             return None;
         }
+        // Preemption inside a queue swaps what the queue holds; it never evicts so that the
+        // queue can borrow beyond its fair share (what it borrows could be reclaimed at
+        // once, and the victims would have been evicted for nothing).
+        let swap = |chosen: &[usize]| kind != Kind::Preempt || self.within_share(state, leaf, need, bundles, chosen);
+        if !swap(&chosen) {
+            return None;
+        }
         // The fewest: drop, newest choice first, every bundle the gang fits without.
         let mut i = chosen.len();
         while i > 0 {
             i -= 1;
             let mut without = chosen.clone();
             without.remove(i);
-            if !without.is_empty() && self.trial(workspace, gang, bundles, &without, false).is_some() {
+            if !without.is_empty() && swap(&without) && self.trial(workspace, gang, bundles, &without, false).is_some()
+            {
                 chosen = without;
             }
         }

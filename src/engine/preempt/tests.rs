@@ -425,3 +425,70 @@ fn a_gang_within_its_queues_share_goes_before_one_that_would_pass_its_own() {
     assert_eq!(outcome.placements.len(), 1, "{lines:?}");
     assert!(lines.iter().any(|l| l.starts_with("b-mid waits: ")), "{lines:?}");
 }
+
+/// n1 holds `a-low` (one 4-GPU pod of queue a, priority 0) and 4 free GPUs; b runs 8 GPUs
+/// on n2 and wants 8 more. With quotas 4 and 8 the fair shares are 6 and 10.
+fn a_wants_more_than_its_share(a_quota: i64) -> Snapshot {
+    SnapshotBuilder::new()
+        .gpu_node("n1", 64, 512, 8, &[])
+        .gpu_node("n2", 64, 512, 8, &[])
+        .queue("a", "", &[(G, a_quota, 1, None, None)], |_| {})
+        .queue("b", "", &[(G, 8, 1, None, None)], |_| {})
+        .at(10_000)
+        .running("a-low", "a", "n1", 1, &[(G, 4)], 100)
+        .running("b-run", "b", "n2", 2, &[(G, 4)], 100)
+        .gang("a-urgent", 2, 2, &[(G, 4)])
+        .in_queue("a")
+        .with_last_gang(|g| g.priority = 50)
+        .gang("b-more", 2, 2, &[(G, 4)])
+        .in_queue("b")
+        .build()
+}
+
+#[test]
+fn preemption_inside_a_queue_swaps_what_it_holds_and_never_evicts_so_that_it_can_borrow() {
+    // a-urgent would take a from 4 to 8 over its share of 6: evicting a-low for it would
+    // make a borrower of it, reclaimable at once; it waits for free capacity instead.
+    let (lines, outcome) = run(&a_wants_more_than_its_share(4));
+    assert!(outcome.evictions.is_empty(), "{lines:?}");
+    assert!(
+        lines.iter().any(|l| l.starts_with("a-urgent waits")
+            && l.ends_with("queue a has reached its fair share of 6 nvidia.com/gpu (4 allocated, the gang needs 8); it waits for free capacity")),
+        "{lines:?}"
+    );
+    // With a quota of 8 the swap stays within a's share: a-low goes.
+    let (lines, _) = run(&a_wants_more_than_its_share(8));
+    assert_eq!(lines[0], "evict a-low whole [a-low-0] (Preempted for a-urgent)");
+}
+
+#[test]
+fn a_gang_evicted_recently_takes_only_what_its_queue_is_owed() {
+    // n1 is free. a-back (a's share is 6, it needs 8) was evicted a minute ago: borrowing
+    // now, it would be the first gang reclaimed again. b's gang borrows n1 instead.
+    let snapshot = |evicted: i64| {
+        SnapshotBuilder::new()
+            .gpu_node("n1", 64, 512, 8, &[])
+            .gpu_node("n2", 64, 512, 8, &[])
+            .queue("a", "", &[(G, 4, 1, None, None)], |_| {})
+            .queue("b", "", &[(G, 8, 1, None, None)], |_| {})
+            .at(10_000)
+            .running("b-run", "b", "n2", 2, &[(G, 4)], 100)
+            .gang("a-back", 2, 2, &[(G, 4)])
+            .in_queue("a")
+            .with_last_gang(|g| g.last_evicted = Some(evicted))
+            .gang("b-more", 2, 2, &[(G, 4)])
+            .in_queue("b")
+            .build()
+    };
+    let (lines, _) = run(&snapshot(9_940));
+    assert_eq!(lines[0], "b-more -> n1 n1");
+    assert_eq!(
+        lines[1],
+        "a-back waits: it was evicted recently: until 1970-01-01T02:55:40Z it takes only what queue a is owed \
+         (its fair share), not borrowed capacity it would be evicted from again"
+    );
+    // Ten minutes on (preemption.borrowAfterEviction), it borrows like any gang, first in
+    // queue order.
+    let (lines, _) = run(&snapshot(9_000));
+    assert_eq!(lines[0], "a-back -> n1 n1", "{lines:?}");
+}

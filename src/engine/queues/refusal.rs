@@ -38,6 +38,11 @@ pub enum Refusal {
         resource: String,
         kept: Vec<(String, String)>,
     },
+    /// Evicted not long ago: until `until` it takes only what its queue is owed.
+    RecentlyEvicted {
+        queue: String,
+        until: i64,
+    },
 }
 
 impl fmt::Display for Refusal {
@@ -63,6 +68,12 @@ impl fmt::Display for Refusal {
                 let kept: Vec<String> = kept.iter().map(|(q, a)| format!("{q} keeps {a} {resource}")).collect();
                 write!(f, "the free {resource} is quota its owners do not lend ({})", kept.join(", "))
             }
+            Refusal::RecentlyEvicted { queue, until } => write!(
+                f,
+                "it was evicted recently: until {} it takes only what queue {queue} is owed (its fair share), \
+                 not borrowed capacity it would be evicted from again",
+                crate::engine::clock::at(*until)
+            ),
         }
     }
 }

@@ -5,7 +5,6 @@
 use std::collections::{HashMap, HashSet};
 
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::engine::dra::model::ClaimNeed;
 use crate::engine::dra::selectors::SelectorCache;
@@ -19,7 +18,7 @@ use crate::k8s::cache::Store;
 use crate::k8s::groups::GroupSpec;
 use crate::k8s::queue_crd::{Queue, QueueGangCounts};
 use crate::k8s::queue_status::queue_status;
-use crate::k8s::status::{GroupFacts, initially_scheduled, podgroup_status};
+use crate::k8s::status::{GroupFacts, initially_scheduled, k8s_time, podgroup_status};
 use crate::k8s::writer::Write;
 
 /// When a waiting gang should be looked at again without any event (unix seconds): when it
@@ -36,10 +35,6 @@ pub fn looks_again_at(waiting: &Waiting, created: i64, reserve_after: Option<i64
     (due > unix).then_some(due)
 }
 
-pub fn k8s_time(seconds: i64) -> Time {
-    Time(k8s_openapi::jiff::Timestamp::from_second(seconds).unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH))
-}
-
 /// PodGroup statuses to write: Muster's PodGroups get phase, counts and conditions;
 /// Kubernetes' PodGroups get PodGroupInitiallyScheduled once placed. Only changed ones.
 pub fn group_statuses(
@@ -47,7 +42,7 @@ pub fn group_statuses(
     specs: &HashMap<GangKey, GroupSpec>,
     members: &HashMap<GangKey, Vec<&Pod>>,
     waiting: &HashMap<&GangKey, String>,
-    last_eviction: &HashMap<GangKey, (&'static str, String)>,
+    last_eviction: &HashMap<GangKey, (&'static str, String, i64)>,
     now: i64,
 ) -> Vec<Write> {
     let time = k8s_time(now);
@@ -75,7 +70,7 @@ pub fn group_statuses(
         let pods = members.get(&gang).map(Vec::as_slice).unwrap_or_default();
         let facts = GroupFacts {
             waiting: waiting.get(&gang).map(String::as_str),
-            evicted: last_eviction.get(&gang).map(|(r, m)| (*r, m.as_str())),
+            evicted: last_eviction.get(&gang).map(|(r, m, at)| (*r, m.as_str(), *at)),
         };
         let status = podgroup_status(group, pods, &facts, &time);
         if group.status.as_ref() != Some(&status) {

@@ -37,8 +37,6 @@ use crate::engine::reason::WaitReason;
 use crate::engine::schedule_with;
 use crate::metrics::Metrics;
 
-pub use decide::k8s_time;
-
 /// Changes arriving within this long of each other share one cycle.
 const DEBOUNCE: Duration = Duration::from_millis(20);
 
@@ -74,7 +72,7 @@ pub struct Scheduler {
     releases: ReleaseTracker,
     /// Gangs whose eviction was sent, and when: left alone until the watch shows it.
     evicting: HashMap<GangKey, (Instant, Vec<PodKey>)>,
-    last_eviction: HashMap<GangKey, (&'static str, String)>,
+    last_eviction: HashMap<GangKey, (&'static str, String, i64)>,
     memo: Memo,
     selectors: SelectorCache,
     /// Gangs bound whose pods are not all Running yet: (created, minMember).
@@ -425,7 +423,8 @@ impl Scheduler {
             self.in_flight.iter().chain(placed.iter()).chain(self.evicting.keys()).cloned().collect();
         let evictions = self.safety.check(&view, &assembled.specs, &members, &self.config, &busy, unix);
         for eviction in &evictions {
-            self.last_eviction.insert(eviction.gang.clone(), (eviction.reason.as_str(), eviction.message.clone()));
+            self.last_eviction
+                .insert(eviction.gang.clone(), (eviction.reason.as_str(), eviction.message.clone(), unix));
             self.metrics.evictions.with_label_values(&[eviction.reason.as_str()]).inc();
             self.awaiting_running.remove(&eviction.gang);
             tracing::warn!(gang = %eviction.gang, reason = eviction.reason.as_str(), pods = eviction.pods.len(), "{}", eviction.message);
@@ -539,7 +538,7 @@ impl Scheduler {
             let message = format!("{what} ({reason}) to make room for {}, {why}", eviction.preemptor);
             tracing::info!(gang = %eviction.gang, preemptor = %eviction.preemptor, reason, pods = eviction.pods.len(), "{message}");
             self.metrics.evictions.with_label_values(&[reason]).inc();
-            self.last_eviction.insert(eviction.gang.clone(), (reason, message.clone()));
+            self.last_eviction.insert(eviction.gang.clone(), (reason, message.clone(), snapshot.now));
             for pod in &eviction.pods {
                 let pod = Self::pod_ref(cache, pod);
                 writes.push(Write::Evict { pod: pod.clone(), gang: eviction.gang.to_string() });
