@@ -108,6 +108,26 @@ impl Default for Eviction {
     }
 }
 
+/// What Muster asks of the API server at most, as kube-scheduler's `clientConnection`:
+/// every request (reads, binds, claim writes, evictions, status, events) takes a token from
+/// a bucket of `burst` refilled at `qps` a second, and at most `maxInFlight` are in flight.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct ClientConnection {
+    /// Requests a second once the burst is spent; 0 is no limit.
+    pub qps: f64,
+    /// Requests at once before `qps` applies.
+    pub burst: u32,
+    /// Requests in flight at once, watches' first answers included.
+    pub max_in_flight: u32,
+}
+
+impl Default for ClientConnection {
+    fn default() -> Self {
+        ClientConnection { qps: 0.0, burst: 0, max_in_flight: 256 }
+    }
+}
+
 /// Limits that keep what tenants write from costing the scheduler without bound. A pod that
 /// meets one waits, and its events say which.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -264,6 +284,7 @@ pub struct Config {
     pub queues: Queues,
     pub eviction: Eviction,
     pub limits: Limits,
+    pub client_connection: ClientConnection,
 }
 
 impl Default for Config {
@@ -290,6 +311,7 @@ impl Default for Config {
             queues: Queues::default(),
             eviction: Eviction::default(),
             limits: Limits::default(),
+            client_connection: ClientConnection::default(),
         }
     }
 }
@@ -376,6 +398,12 @@ impl Config {
         if l.device_search_steps_per_node == 0 || l.device_search_steps_per_pod < l.device_search_steps_per_node {
             return Err("limits needs 0 < deviceSearchStepsPerNode <= deviceSearchStepsPerPod".into());
         }
+        let c = &self.client_connection;
+        if !(c.qps >= 0.0 && c.qps.is_finite()) || (c.qps > 0.0 && c.burst == 0) || c.max_in_flight == 0 {
+            return Err(
+                "clientConnection needs qps >= 0 (0: no limit), burst >= 1 with a qps, and maxInFlight >= 1".into()
+            );
+        }
         if self.metrics_address.parse::<std::net::SocketAddr>().is_err() {
             return Err(format!("metricsAddress {:?} is not an address and port", self.metrics_address));
         }
@@ -453,6 +481,7 @@ struct PartialConfig {
     queues: Option<Queues>,
     eviction: Option<Eviction>,
     limits: Option<Limits>,
+    client_connection: Option<ClientConnection>,
 }
 
 #[derive(Deserialize, Default)]
@@ -503,6 +532,7 @@ impl PartialConfig {
             queues: self.queues.unwrap_or(d.queues),
             eviction: self.eviction.unwrap_or(d.eviction),
             limits: self.limits.unwrap_or(d.limits),
+            client_connection: self.client_connection.unwrap_or(d.client_connection),
         }
     }
 }

@@ -115,7 +115,10 @@ fn load_config(path: Option<PathBuf>) -> Result<Config, String> {
     }
 }
 
-async fn client(kubeconfig: Option<PathBuf>) -> Result<kube::Client, String> {
+async fn client(
+    kubeconfig: Option<PathBuf>,
+    connection: &muster::config::ClientConnection,
+) -> Result<kube::Client, String> {
     let config = match kubeconfig {
         Some(path) => {
             let file = kube::config::Kubeconfig::read_from(&path)
@@ -126,7 +129,7 @@ async fn client(kubeconfig: Option<PathBuf>) -> Result<kube::Client, String> {
         }
         None => kube::Config::infer().await.map_err(|e| format!("no kubeconfig or in-cluster configuration: {e}"))?,
     };
-    muster::k8s::request::client(config).map_err(|e| format!("failed to build a Kubernetes client: {e}"))
+    muster::k8s::request::client(config, connection).map_err(|e| format!("failed to build a Kubernetes client: {e}"))
 }
 
 fn init_logging(json: bool) {
@@ -168,7 +171,7 @@ fn run(command: Command) -> Result<(), String> {
             init_logging(log_json);
             let runtime = tokio::runtime::Runtime::new().map_err(|e| format!("failed to start the runtime: {e}"))?;
             runtime.block_on(async {
-                let client = client(kubeconfig).await?;
+                let client = client(kubeconfig, &config.client_connection).await?;
                 muster::k8s::scheduler::run_process(client, config).await
             })
         }
@@ -177,7 +180,7 @@ fn run(command: Command) -> Result<(), String> {
             let target = muster::k8s::explain::target(&resource, &namespace, &name).map_err(|e| e.to_string())?;
             let runtime = tokio::runtime::Runtime::new().map_err(|e| format!("failed to start the runtime: {e}"))?;
             runtime.block_on(async {
-                let client = client(kubeconfig).await?;
+                let client = client(kubeconfig, &config.client_connection).await?;
                 let text = muster::k8s::explain::explain(&client, &config, &target).await.map_err(|e| e.to_string())?;
                 print!("{text}");
                 Ok(())
@@ -191,7 +194,7 @@ fn run(command: Command) -> Result<(), String> {
             init_logging(options.log_json);
             let runtime = tokio::runtime::Runtime::new().map_err(|e| format!("failed to start the runtime: {e}"))?;
             runtime.block_on(async {
-                let client = client(options.kubeconfig.clone()).await?;
+                let client = client(options.kubeconfig.clone(), &Default::default()).await?;
                 muster::agent::serve(client, options).await.map_err(|e| e.to_string())
             })
         }

@@ -26,3 +26,14 @@ fn bad_files_are_clear_errors_naming_the_file_and_the_problem() {
     let missing = Config::load(std::path::Path::new("/nonexistent/muster.yaml")).unwrap_err().to_string();
     assert!(missing.starts_with("failed to read configuration /nonexistent/muster.yaml"), "{missing}");
 }
+
+#[test]
+fn client_connection_limits_read_as_kube_scheduler_writes_them_and_bad_ones_are_refused() {
+    let config = Config::parse("clientConnection: {qps: 50, burst: 100}\n", "test.yaml").unwrap();
+    assert_eq!((config.client_connection.qps, config.client_connection.burst), (50.0, 100));
+    assert_eq!(config.client_connection.max_in_flight, 256, "left out, it keeps its default");
+    for bad in ["{qps: -1}", "{qps: 10, burst: 0}", "{maxInFlight: 0}"] {
+        let error = Config::parse(&format!("clientConnection: {bad}\n"), "bad.yaml").unwrap_err().to_string();
+        assert!(error.starts_with("invalid configuration bad.yaml: clientConnection needs"), "{bad}: {error}");
+    }
+}

@@ -37,6 +37,7 @@ pub mod safety;
 pub mod scheduler;
 pub mod scheduling;
 pub mod status;
+pub mod throttle;
 pub mod view;
 pub mod watch;
 pub mod writer;

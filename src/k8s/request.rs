@@ -76,9 +76,19 @@ impl RequestError {
 /// client library's own retry of 429, 503 and 504 (up to 15 times, with a backoff of up to
 /// minutes) is off: it would turn a PodDisruptionBudget's refusal of an eviction, or an
 /// overloaded server's answer, into a request that never ends before its deadline.
-pub fn client(mut config: kube::Config) -> std::result::Result<kube::Client, kube::Error> {
+/// Every request also waits for its turn under `connection`'s rate and bound on requests in
+/// flight (`throttle.rs`); that wait counts against its deadline.
+pub fn client(
+    mut config: kube::Config,
+    connection: &crate::config::ClientConnection,
+) -> std::result::Result<kube::Client, kube::Error> {
     config.default_retry = false;
-    kube::Client::try_from(config)
+    let rate = super::throttle::Rate { qps: connection.qps, burst: connection.burst };
+    let in_flight = usize::try_from(connection.max_in_flight.max(1)).unwrap_or(usize::MAX);
+    Ok(kube::client::ClientBuilder::try_from(config)?
+        .with_layer(&super::throttle::ThrottleLayer::new(rate))
+        .with_layer(&tower::limit::ConcurrencyLimitLayer::new(in_flight))
+        .build())
 }
 
 /// Runs one request under `deadline`.

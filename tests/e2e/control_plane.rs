@@ -235,3 +235,18 @@ async fn the_podgroup_crd_installs_and_the_api_server_enforces_its_schema() {
     let err = groups.create(&PostParams::default(), &empty).await.expect_err("minMember 0 must be rejected");
     assert!(err.to_string().contains("minMember"), "the rejection should name the field: {err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_connection_rate_holds_requests_to_qps_after_the_burst() {
+    let cluster = TestCluster::new("client-rate").await;
+    let connection = muster::config::ClientConnection { qps: 10.0, burst: 2, max_in_flight: 4 };
+    let client = cluster.control_plane.client_with(&connection).await;
+    let started = std::time::Instant::now();
+    let calls = (0..12).map(|_| client.apiserver_version());
+    for answer in futures::future::join_all(calls).await {
+        answer.expect("the API server answers every throttled request");
+    }
+    // Two at once, then ten at 10 a second: at least a second, however fast the server.
+    let elapsed = started.elapsed();
+    assert!(elapsed >= std::time::Duration::from_millis(950), "12 requests took {elapsed:?}");
+}

@@ -235,7 +235,12 @@ impl ControlPlane {
 
     /// A kube client for this control plane, bound to the calling test's runtime.
     pub async fn client(&self) -> kube::Client {
-        muster::k8s::request::client(self.kube_config().await).expect("failed to build a kube client")
+        self.client_with(&Default::default()).await
+    }
+
+    /// The same, under the configuration's `clientConnection` limits.
+    pub async fn client_with(&self, connection: &muster::config::ClientConnection) -> kube::Client {
+        muster::k8s::request::client(self.kube_config().await, connection).expect("failed to build a kube client")
     }
 
     async fn kube_config(&self) -> kube::Config {
@@ -250,7 +255,7 @@ impl ControlPlane {
     pub async fn client_via(&self, url: &str) -> kube::Client {
         let mut config = self.kube_config().await;
         config.cluster_url = url.parse().expect("a URL");
-        muster::k8s::request::client(config).expect("failed to build a kube client")
+        muster::k8s::request::client(config, &Default::default()).expect("failed to build a kube client")
     }
 
     /// A client that acts as `user` alone (impersonated by the admin identity), so its
@@ -259,7 +264,7 @@ impl ControlPlane {
         let mut config = self.kube_config().await;
         config.auth_info.impersonate = Some(user.into());
         config.auth_info.impersonate_groups = Some(vec!["system:authenticated".into()]);
-        muster::k8s::request::client(config).expect("failed to build a kube client")
+        muster::k8s::request::client(config, &Default::default()).expect("failed to build a kube client")
     }
 
     /// Starts kube-controller-manager with [`CONTROLLERS`] (once per test binary).
