@@ -1,4 +1,5 @@
-//! Binds a placed gang as one transaction: every pod through pods/binding, concurrently,
+//! Binds a placed gang as one transaction: its claims written first (concurrently, at most
+//! as many at once as its binds), then every pod through pods/binding, concurrently,
 //! each retrying transient errors; if fewer than the gang's minimum end up bound, the bound
 //! ones are evicted (Eviction API) so that no gang sits on part of its GPUs.
 //!
@@ -136,26 +137,33 @@ impl Binder {
 
     pub async fn bind_gang(&self, binding: &GangBinding) -> BindOutcome {
         let gang = &binding.gang;
-        // Every claim first: a gang whose claims cannot be written binds no pod.
-        let mut written: Vec<ClaimDone> = Vec::with_capacity(binding.claims.len());
+        // Every claim first, concurrently (bounded as the binds are): a gang whose claims
+        // cannot all be written binds no pod, and what was written is undone.
         let claims_started = std::time::Instant::now();
-        for write in &binding.claims {
+        let writes = (0..binding.claims.len()).map(|i| async move {
+            let write = &binding.claims[i];
             let hooked = match self.hook.as_ref().map(|h| h.before_claim(gang, &write.claim)) {
                 _ if self.fenced().is_err() => Err(RequestError::Fenced.to_string()),
                 Some(HookAction::Fail(message)) => Err(message),
                 Some(HookAction::LoseAnswer) => claim_bind::write(&self.client, self.retry, write, true).await,
                 _ => claim_bind::write(&self.client, self.retry, write, false).await,
             };
-            match hooked {
+            (write, hooked)
+        });
+        let answers: Vec<_> = futures::stream::iter(writes).buffered(self.concurrency).collect().await;
+        let mut written: Vec<ClaimDone> = Vec::with_capacity(binding.claims.len());
+        let mut failed = None;
+        for (write, answer) in answers {
+            match answer {
                 Ok(done) => written.push(done),
-                Err(error) => {
-                    for done in written.iter().rev() {
-                        claim_bind::undo(&self.client, self.retry, done, &Default::default()).await;
-                    }
-                    let error = BindError::Claim(error);
-                    return BindOutcome::RolledBack { evicted: Vec::new(), errors: vec![(write.pod.clone(), error)] };
-                }
+                Err(error) => failed = failed.or(Some((write.pod.clone(), BindError::Claim(error)))),
             }
+        }
+        if let Some(failed) = failed {
+            for done in written.iter().rev() {
+                claim_bind::undo(&self.client, self.retry, done, &Default::default()).await;
+            }
+            return BindOutcome::RolledBack { evicted: Vec::new(), errors: vec![failed] };
         }
         if let Some(metrics) = self.metrics.as_ref().filter(|_| !binding.claims.is_empty()) {
             metrics.device_allocation_duration.observe(claims_started.elapsed().as_secs_f64());
