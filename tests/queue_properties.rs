@@ -14,7 +14,7 @@ use muster::engine::model::{Gang, GangKey, RunningGang, RunningPod, Snapshot};
 use muster::engine::{CycleConfig, CycleOutcome, schedule};
 
 /// Random clusters per run (about 6 seconds). Further seeds still find rare chains (7
-/// between 100,000 and 1,000,000), which docs/queues.md lists under "Not yet built";
+/// between 100,000 and 1,000,000), which docs/queues.md lists under "Known limit";
 /// `SEED_RANGE=a..b` runs other seeds, and `TRACE=1` prints each cycle.
 const SEEDS: u64 = 100_000;
 
