@@ -131,8 +131,7 @@ mod tests {
         for _ in 0..n {
             service.ready().await.unwrap().call(()).await.unwrap();
         }
-        let seen = seen.lock().unwrap().clone();
-        seen
+        seen.lock().unwrap().clone()
     }
 
     #[tokio::test(start_paused = true)]
