@@ -1,10 +1,10 @@
 //! Nothing held by a job that cannot run: devices a stopped leader allocated for a gang it
 //! never bound are given back, a claim write whose answer is lost is not mistaken for
 //! someone else's, and a PodDisruptionBudget that refuses every eviction of a half-bound
-//! gang does not keep it on its GPUs.
+//! gang does not keep it on its GPUs. And a gang's claim writes go out together.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -21,6 +21,7 @@ use serde_json::json;
 
 use crate::dra::{allocated, claims, create_class, create_node, create_slice, devices_of, gpu, typed};
 use crate::support::cluster::within;
+use crate::support::proxy::Proxy;
 use crate::support::wait::{node_of, phase, pods, wait_for_events, wait_for_pods};
 use crate::support::{KubeletEmulator, TestCluster, builders, muster as scheduler};
 
@@ -189,4 +190,48 @@ async fn a_disruption_budget_refusing_every_eviction_of_a_half_bound_gang_ends_w
         notes.iter().any(|n| n.contains("refused 2 time(s)") && n.contains("disruption budget") && n.contains("pair")),
         "{notes:?}"
     );
+}
+
+/// Freezes the scheduler's connection at the gang's first claim write, and counts the claim
+/// writes begun.
+struct FreezeAtFirstClaim {
+    proxy: Arc<Proxy>,
+    begun: AtomicUsize,
+}
+
+impl BindHook for FreezeAtFirstClaim {
+    fn before_bind(&self, _: &GangKey, _: usize, _: &PodKey) -> HookAction {
+        HookAction::Proceed
+    }
+
+    fn before_claim(&self, _: &GangKey, _: &ClaimKey) -> HookAction {
+        if self.begun.fetch_add(1, Ordering::SeqCst) == 0 {
+            self.proxy.freeze();
+        }
+        HookAction::Proceed
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gangs_claim_writes_go_out_together_not_one_after_another() {
+    let cluster = TestCluster::new("claims-together").await;
+    pair_with_claims(&cluster).await;
+    let _kubelet = KubeletEmulator::start(cluster.api::<Pod>());
+    let proxy = Arc::new(Proxy::start(cluster.control_plane.server.trim_start_matches("https://").to_string()).await);
+    let through_proxy = cluster.control_plane.client_via(&format!("https://127.0.0.1:{}", proxy.port)).await;
+    let hook = Arc::new(FreezeAtFirstClaim { proxy: proxy.clone(), begun: AtomicUsize::new(0) });
+    let options = Options { hook: Some(hook.clone()), ..Default::default() };
+    let _muster = scheduler::start_client(through_proxy, scheduler::config(&cluster), options);
+
+    within(60, "the first claim write", async {
+        while hook.begun.load(Ordering::SeqCst) == 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    // No write can answer now; one after another, the second would wait for the first.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(hook.begun.load(Ordering::SeqCst), 2, "both claims' writes began before either answered");
+    proxy.thaw();
+    wait_for_pods(&cluster, 60, "the pair bound", |p| p.iter().filter(|p| node_of(p).is_some()).count() == 2).await;
 }
