@@ -11,7 +11,7 @@ use super::objects::{START, gpu_node, pod_group, training_pod};
 use super::run::apply;
 use crate::config::{Config, QueueingStrategy, ScoringStrategy};
 use crate::engine::schedule;
-use crate::k8s::assemble::{ClusterObjects, assemble};
+use crate::k8s::assemble::{ClusterObjects, Memo, assemble_view};
 use crate::k8s::crd::PodGroupTopology;
 
 /// Who places the pods.
@@ -37,11 +37,13 @@ impl Placer {
     }
 }
 
-/// Schedules until a cycle places nothing.
-fn settle(objects: &mut ClusterObjects, config: &Config, now: i64) {
+/// Schedules until a cycle places nothing. `memo` lives as long as the scenario, so a pod
+/// is converted once, not at every simulated event (objects carry resourceVersions, and
+/// `apply` moves them).
+fn settle(objects: &mut ClusterObjects, config: &Config, now: i64, memo: &mut Memo) {
     let cycle = config.cycle();
     loop {
-        let assembled = assemble(objects, &config.scheduler_name, START + now);
+        let assembled = assemble_view(&objects.view(), &config.scheduler_name, START + now, memo);
         let outcome = schedule(&assembled.snapshot, &cycle);
         if apply(objects, &assembled.snapshot, &outcome) == 0 {
             break;
@@ -81,7 +83,9 @@ fn add_job(objects: &mut ClusterObjects, job: &Job, placer: Placer, scheduler: &
     }
     for i in 0..job.pods {
         let group = gang.then_some(job.name.as_str());
-        objects.pods.push(training_pod(&format!("{}-{i}", job.name), job.gpus_per_pod, created(i), scheduler, group));
+        let mut pod = training_pod(&format!("{}-{i}", job.name), job.gpus_per_pod, created(i), scheduler, group);
+        pod.metadata.resource_version = Some("sim-created".into());
+        objects.pods.push(pod);
     }
 }
 
@@ -129,7 +133,8 @@ pub fn two_jobs(placer: Placer, muster: &Config) -> TwoJobsOutcome {
     for (j, job) in jobs.iter().enumerate() {
         add_job(&mut objects, job, placer, &config.scheduler_name, |i| (2 * i + j) as i64);
     }
-    settle(&mut objects, &config, 16);
+    let mut memo = Memo::new(&config);
+    settle(&mut objects, &config, 16, &mut memo);
     let placed = placed_per_job(&objects);
     let running: Vec<String> =
         jobs.iter().filter(|j| placed.get(&j.name) == Some(&j.pods)).map(|j| j.name.clone()).collect();
@@ -140,7 +145,7 @@ pub fn two_jobs(placer: Placer, muster: &Config) -> TwoJobsOutcome {
         .sum();
     // The running jobs finish: their pods go away and the cluster settles again.
     objects.pods.retain(|p| !running.iter().any(|r| job_of(p.metadata.name.as_deref().unwrap_or("")) == r));
-    settle(&mut objects, &config, 3600);
+    settle(&mut objects, &config, 3600, &mut memo);
     let after = placed_per_job(&objects);
     let running_after_first_finish = jobs
         .iter()
@@ -289,6 +294,7 @@ pub fn fleet(placer: Placer, shape: &FleetShape, muster: &Config) -> FleetOutcom
         .map(|i| {
             let rack = i % racks;
             let mut node = gpu_node(&format!("node-{i:03}"), &format!("rack-{rack}"), 8);
+            node.metadata.resource_version = Some("sim-created".into());
             node.metadata
                 .labels
                 .get_or_insert_default()
@@ -297,6 +303,7 @@ pub fn fleet(placer: Placer, shape: &FleetShape, muster: &Config) -> FleetOutcom
         })
         .collect();
     let mut objects = ClusterObjects { nodes, ..Default::default() };
+    let mut memo = Memo::new(&config);
     let jobs = fleet_jobs(shape);
     let horizon = shape.horizon_hours * 3600;
     let total_gpus = (shape.nodes * 8) as f64;
@@ -333,7 +340,7 @@ pub fn fleet(placer: Placer, shape: &FleetShape, muster: &Config) -> FleetOutcom
             add_job(&mut objects, job, placer, &config.scheduler_name, |_| job.arrival);
             next_arrival += 1;
         }
-        settle(&mut objects, &config, now);
+        settle(&mut objects, &config, now, &mut memo);
         held_gpus = 0;
         for (name, placed) in placed_per_job(&objects) {
             let j = index[name.as_str()];

@@ -7,6 +7,7 @@ use super::{Scope, Workspace};
 use crate::engine::dra::allocate::Failure;
 use crate::engine::model::{Gang, NodeIdx, PendingPod, PodKey};
 use crate::engine::reason::{NodeRejection, NodeRejections};
+use crate::engine::resources::ResourceId;
 
 /// Why a gang did not fit.
 pub struct Shortfall {
@@ -68,6 +69,10 @@ impl Workspace<'_> {
             }
         };
         let mut nodes = NodeRejections { total_nodes, ..Default::default() };
+        // Counted per resource id first, and named once: a waiting gang's reasons cost no
+        // allocation per node.
+        let mut short: Vec<(ResourceId, usize)> = Vec::new();
+        let mut reserved = 0;
         // Pods an empty cluster could hold, shape by shape (each capped at its members).
         let mut capacity_when_empty = 0usize;
         let mut available = vec![false; self.snapshot.nodes.len()];
@@ -97,9 +102,12 @@ impl Workspace<'_> {
                     None => &shape.demand,
                 };
                 if self.reserved[node as usize] {
-                    nodes.add(NodeRejection::Reserved);
-                } else if let Some(short) = demand.first_shortfall(free) {
-                    nodes.add(NodeRejection::Insufficient(self.snapshot.resources.name(short).to_string()));
+                    reserved += 1;
+                } else if let Some(id) = demand.first_shortfall(free) {
+                    match short.iter_mut().find(|(r, _)| *r == id) {
+                        Some((_, count)) => *count += 1,
+                        None => short.push((id, 1)),
+                    }
                 } else if let Some(why) = device_rejections.get(&node) {
                     nodes.add(NodeRejection::Devices(why.clone()));
                 } else {
@@ -107,6 +115,13 @@ impl Workspace<'_> {
                 }
             }
             capacity_when_empty = capacity_when_empty.saturating_add(shape.capacity_when_empty.min(members.len()));
+        }
+        for (id, count) in short {
+            let name = self.snapshot.resources.name(id).to_string();
+            *nodes.counts.entry(NodeRejection::Insufficient(name)).or_default() += count;
+        }
+        if reserved > 0 {
+            *nodes.counts.entry(NodeRejection::Reserved).or_default() += reserved;
         }
         // A node rejected for several shapes is counted once per reason, as kube-scheduler
         // counts each pod's rejections; `available` counts nodes that could take any pod.
