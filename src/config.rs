@@ -255,6 +255,9 @@ pub struct Config {
     pub queueing: QueueingStrategy,
     /// Backfill: how long a gang that does not fit waits before nodes are reserved for it.
     pub reserve_after_seconds: u64,
+    /// A gang that did not fit is tried again after a change that could help it, or after
+    /// this long at the latest (the unschedulable pool's flush).
+    pub retry_unschedulable_seconds: u64,
     /// Default for PodGroups that set no podsReadyTimeoutSeconds.
     pub pods_ready_timeout_seconds: u64,
     /// How long a gang that was Ready may stay below minMember before it is evicted whole.
@@ -294,6 +297,7 @@ impl Default for Config {
             scoring: ScoringStrategy::BinPack,
             queueing: QueueingStrategy::Backfill,
             reserve_after_seconds: 600,
+            retry_unschedulable_seconds: 60,
             pods_ready_timeout_seconds: 30 * 60,
             gang_broken_grace_seconds: 60,
             backoff: Backoff { initial_seconds: 1, max_seconds: 300 },
@@ -467,6 +471,7 @@ struct PartialConfig {
     scoring: Option<ScoringStrategy>,
     queueing: Option<QueueingStrategy>,
     reserve_after_seconds: Option<u64>,
+    retry_unschedulable_seconds: Option<u64>,
     pods_ready_timeout_seconds: Option<u64>,
     gang_broken_grace_seconds: Option<u64>,
     backoff: Option<Backoff>,
@@ -515,6 +520,7 @@ impl PartialConfig {
             scoring: self.scoring.unwrap_or(d.scoring),
             queueing: self.queueing.unwrap_or(d.queueing),
             reserve_after_seconds: self.reserve_after_seconds.unwrap_or(d.reserve_after_seconds),
+            retry_unschedulable_seconds: self.retry_unschedulable_seconds.unwrap_or(d.retry_unschedulable_seconds),
             pods_ready_timeout_seconds: self.pods_ready_timeout_seconds.unwrap_or(d.pods_ready_timeout_seconds),
             gang_broken_grace_seconds: self.gang_broken_grace_seconds.unwrap_or(d.gang_broken_grace_seconds),
             backoff: self.backoff.unwrap_or(d.backoff),

@@ -1,7 +1,8 @@
 //! Data-driven tests of the pure engine: a snapshot in, placements and reasons out.
 
 use muster::engine::build::{GIB, GPU, SnapshotBuilder};
-use muster::engine::model::{Snapshot, Taint, TaintEffect, Toleration, TolerationOperator};
+use muster::engine::model::{Parked, Snapshot, Taint, TaintEffect, Toleration, TolerationOperator};
+use muster::engine::reason::WaitReason;
 use muster::engine::{CycleConfig, Queueing, Scoring, schedule};
 use std::sync::Arc;
 
@@ -194,6 +195,37 @@ fn best_effort_fifo_lets_small_pods_overtake_and_strict_fifo_places_nothing_behi
         outcome.waiting[1].to_string(),
         "waiting behind gang default/big, which does not fit yet (queueing StrictFIFO)"
     );
+}
+
+/// The big gang of `big_gang_then_small_pods`, parked by the caller's unschedulable pool.
+fn with_big_parked(parked: Parked) -> Snapshot {
+    let mut snapshot = big_gang_then_small_pods();
+    snapshot.gangs[0].parked = parked;
+    snapshot
+}
+
+#[test]
+fn a_parked_gang_is_not_searched_but_keeps_its_place_and_its_backfill_reservation() {
+    let waits = |snapshot: &Snapshot, config| {
+        schedule(snapshot, &config).waiting.iter().find(|w| w.gang.name == "big").map(|w| w.reason.clone())
+    };
+    // Backfill: the reservation is made afresh each cycle, so the oldest gang is still
+    // tried for it, and the small pods stay out of its nodes.
+    let parked = with_big_parked(Parked::DidNotFit);
+    assert_eq!(placed(&parked, default()).len(), 4);
+    assert_ne!(waits(&parked, default()), Some(WaitReason::Unchanged));
+    // StrictFIFO: it is not searched, and still holds its leaf.
+    let strict = CycleConfig { queueing: Queueing::StrictFifo, ..default() };
+    assert!(placed(&parked, strict).is_empty());
+    assert_eq!(waits(&parked, strict), Some(WaitReason::Unchanged));
+    // BestEffortFIFO: not searched; the others go.
+    let best_effort = CycleConfig { queueing: Queueing::BestEffortFifo, ..default() };
+    assert_eq!(placed(&parked, best_effort).len(), 6);
+    assert_eq!(waits(&parked, best_effort), Some(WaitReason::Unchanged));
+    // A gang that would never fit gets no reservation: not tried at all.
+    let never = with_big_parked(Parked::NeverFits);
+    assert_eq!(placed(&never, default()).len(), 6);
+    assert_eq!(waits(&never, default()), Some(WaitReason::Unchanged));
 }
 
 #[test]

@@ -114,6 +114,7 @@ impl SnapshotBuilder {
             preemption_delay: None,
             last_evicted: None,
             preemptible: true,
+            parked: Default::default(),
         });
         self
     }

@@ -3,7 +3,7 @@
 
 use super::claims::ClaimPlacement;
 use super::dra::selectors::SelectorCache;
-use super::model::{Gang, GangKey, NodeIdx, PodKey, Reservation, Snapshot};
+use super::model::{Gang, GangKey, NodeIdx, Parked, PodKey, Reservation, Snapshot};
 use super::place::{GangFit, Scoring, Shortfall, Workspace};
 use super::preempt::{Eviction, Evictor, PreemptionConfig, Room};
 use super::queues::admit::{admit, resolve};
@@ -216,6 +216,28 @@ pub fn schedule_with(snapshot: &Snapshot, config: &CycleConfig, selectors: &mut 
         } else {
             gang
         };
+        // Parked: it did not fit and nothing since could help it. It keeps its place
+        // without a search; only the backfill reservation (made afresh every cycle) is
+        // still made for it, by trying it.
+        if gang.parked != Parked::No {
+            let reservable = gang.parked == Parked::DidNotFit
+                && queueing == Queueing::Backfill
+                && !reserved
+                && starving(snapshot, config, gang, || {
+                    tree.is_configured() && queues.beyond_deserved(tree, leaf, picker.need_now(index))
+                });
+            if !reservable {
+                if gang.parked == Parked::DidNotFit
+                    && queueing == Queueing::StrictFifo
+                    && heads[leaf].is_none()
+                    && gang.still_needed() > 0
+                {
+                    heads[leaf] = Some(&gang.key);
+                }
+                outcome.waiting.push(wait(WaitReason::Unchanged));
+                continue;
+            }
+        }
         // Back after an eviction: for a while, only what its queue is owed. Where it would
         // borrow, its placement is tried and undone, so that the reason it waits is this
         // rule only when the rule is what holds it.
@@ -277,10 +299,9 @@ pub fn schedule_with(snapshot: &Snapshot, config: &CycleConfig, selectors: &mut 
                 }
                 // A gang that could never fit must not hold the cluster hostage, and one that
                 // already has its minimum bound is only waiting for optional extra pods.
-                let starving = snapshot.now.saturating_sub(gang.created) >= config.reserve_after_seconds
-                    // Capacity is not held for a gang that its queue's share would not
-                    // cover: placed there, it would be reclaimed at once.
-                    && !(tree.is_configured() && queues.beyond_deserved(tree, leaf, picker.need_now(index)));
+                let starving = starving(snapshot, config, gang, || {
+                    tree.is_configured() && queues.beyond_deserved(tree, leaf, picker.need_now(index))
+                });
                 if !never_fits && gang.still_needed() > 0 {
                     match queueing {
                         Queueing::StrictFifo if heads[leaf].is_none() => heads[leaf] = Some(&gang.key),
@@ -297,6 +318,13 @@ pub fn schedule_with(snapshot: &Snapshot, config: &CycleConfig, selectors: &mut 
     }
     outcome.queues = queues;
     outcome
+}
+
+/// Whether a gang that does not fit has waited long enough for the backfill reservation.
+/// Capacity is not held for a gang that its queue's share would not cover
+/// (`beyond_deserved`): placed there, it would be reclaimed at once.
+fn starving(snapshot: &Snapshot, config: &CycleConfig, gang: &Gang, beyond_deserved: impl FnOnce() -> bool) -> bool {
+    snapshot.now.saturating_sub(gang.created) >= config.reserve_after_seconds && !beyond_deserved()
 }
 
 /// Why a gang that did not fit waits.

@@ -166,6 +166,25 @@ pub struct Gang {
     /// Whether it may be evicted for others (reclaim, preemption); a non-preemptible gang
     /// runs only within its queue's quota.
     pub preemptible: bool,
+    /// Set by the caller when the gang did not fit before and nothing has changed since
+    /// that could help it: it is not tried again (see [`Parked`]).
+    pub parked: Parked,
+}
+
+/// A gang held in the caller's unschedulable pool: it did not fit in an earlier cycle and
+/// no change since could help it. The cycle keeps its place (StrictFIFO's head, its
+/// queue's demand) without searching for nodes again, and it waits with
+/// [`super::reason::WaitReason::Unchanged`]; only the backfill reservation, which the
+/// cycle makes afresh, is still made for it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Parked {
+    /// Tried as usual.
+    #[default]
+    No,
+    /// It did not fit in free capacity.
+    DidNotFit,
+    /// It would not fit even on an empty cluster.
+    NeverFits,
 }
 
 impl Gang {

@@ -90,6 +90,9 @@ pub enum WaitReason {
     /// It does not fit in free capacity (`shortfall`), and this is where it stands with
     /// evicting others.
     Room { shortfall: Box<WaitReason>, room: super::preempt::Room },
+    /// Parked by the caller (see [`super::model::Parked`]): not tried again; its last
+    /// reason stands.
+    Unchanged,
 }
 
 /// A gang left waiting, with its reason.
@@ -128,6 +131,9 @@ impl fmt::Display for Waiting {
                 write!(f, "waiting behind {earlier}, which does not fit yet (queueing StrictFIFO)")
             }
             WaitReason::Topology { message, .. } => write!(f, "{message}"),
+            WaitReason::Unchanged => {
+                write!(f, "{} did not fit, and nothing has changed since that could help it", self.gang)
+            }
             WaitReason::Queue(refusal) => write!(f, "{refusal}"),
             WaitReason::DeviceError { pod, error } => {
                 write!(f, "pod {pod}: {error}")?;

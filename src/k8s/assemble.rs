@@ -387,6 +387,7 @@ pub fn assemble_view(objects: &ClusterView<'_>, scheduler_name: &str, now: i64, 
                 preemption_delay: group.and_then(|g| g.preemption_delay.clone().ok().flatten()),
                 last_evicted: group.and_then(|g| g.last_evicted),
                 preemptible: true,
+                parked: Default::default(),
             }
         });
         // A delay on the pod (KAI's annotation) when its PodGroup sets none.

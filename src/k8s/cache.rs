@@ -19,6 +19,7 @@ use k8s_openapi::api::scheduling::v1beta1::PodGroup as KubernetesPodGroup;
 use kube::ResourceExt;
 
 use super::assemble::ClusterView;
+use super::changes::{Changes, Help};
 use super::convert_dra::EXTENDED_CLAIM_ANNOTATION;
 use super::crd::PodGroup as MusterPodGroup;
 use super::foreign::PodGroup as PluginPodGroup;
@@ -121,6 +122,8 @@ pub struct Cache {
     assumed_extended: HashMap<PodKey, ResourceClaim>,
     /// Only nodes with all these labels are scheduled onto (empty: every node).
     node_labels: Vec<(String, String)>,
+    /// What changed since the scheduling loop last looked, for its unschedulable pool.
+    pub changes: Changes,
 }
 
 fn claim_key(claim: &ResourceClaim) -> ClaimKey {
@@ -208,6 +211,7 @@ impl Cache {
         } else {
             self.assumed_claims.remove(claim);
         }
+        self.changes.note(Help::Every);
     }
 
     /// Counts `pod` on `node` until the watch shows it bound or `forget` is called.
@@ -218,6 +222,7 @@ impl Cache {
     /// Binding failed: the pod is pending again.
     pub fn forget(&mut self, pod: &PodKey) {
         self.assumed.remove(pod);
+        self.changes.note(Help::Every);
     }
 
     /// Drops every assumption: a new term as leader starts from what the watches show.
@@ -225,6 +230,7 @@ impl Cache {
         self.assumed.clear();
         self.assumed_claims.clear();
         self.assumed_extended.clear();
+        self.changes.note(Help::Every);
     }
 
     /// The UID of the pod the cache holds under this name.

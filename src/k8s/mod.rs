@@ -6,6 +6,7 @@ pub mod assemble;
 pub mod backoff;
 pub mod bind;
 pub mod cache;
+pub mod changes;
 pub mod claim_bind;
 pub mod claim_giveback;
 pub mod claim_release;

@@ -16,6 +16,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::{Notify, oneshot};
 
 use super::cache::{Cache, Store};
+use super::changes::{self, Help};
 use super::crd::PodGroup as MusterPodGroup;
 use super::discovery::KueueVersion;
 use super::discovery::Sources;
@@ -24,6 +25,7 @@ use super::health::Health;
 use super::kai_queue::{PodGroup as KaiPodGroup, Queue as KaiQueue};
 use super::kueue::{ClusterQueue, ClusterQueueV1beta1, Cohort, CohortV1beta1, LocalQueue, LocalQueueV1beta1};
 use super::queue_crd::Queue as MusterQueue;
+use crate::engine::model::GangKind;
 
 /// How a kind of object is kept in the cache.
 pub trait Cached: Resource + Clone + Debug + PartialEq + DeserializeOwned + Send + Sync + 'static {
@@ -49,6 +51,11 @@ pub trait Cached: Resource + Clone + Debug + PartialEq + DeserializeOwned + Send
     /// The object as the cache keeps it: only what some decision reads.
     fn slim(self) -> Self {
         self
+    }
+
+    /// What a change of this object, from `old` to `new` (`None`: absent), could help.
+    fn helps(_old: Option<&Self>, _new: Option<&Self>) -> Help {
+        Help::Every
     }
 }
 
@@ -98,6 +105,9 @@ impl Cached for Pod {
     fn relist_done(cache: &mut Cache) {
         cache.pods_relisted();
     }
+    fn helps(old: Option<&Self>, new: Option<&Self>) -> Help {
+        changes::pod(old, new)
+    }
 }
 
 macro_rules! cached {
@@ -122,6 +132,9 @@ impl Cached for ResourceClaim {
     fn relist_done(cache: &mut Cache) {
         cache.claims_relisted();
     }
+    fn helps(old: Option<&Self>, new: Option<&Self>) -> Help {
+        changes::claim(old, new)
+    }
 }
 
 impl Cached for Node {
@@ -137,12 +150,25 @@ cached!(ResourceSlice, resource_slices);
 cached!(DeviceClass, device_classes);
 cached!(DeviceTaintRule, device_taint_rules);
 cached!(PriorityClass, priority_classes);
-cached!(KubernetesPodGroup, kubernetes_groups);
-cached!(MusterPodGroup, muster_groups);
-cached!(PluginPodGroup, plugin_groups);
+/// PodGroups: a change is their own gang's.
+macro_rules! cached_group {
+    ($kind:ty, $field:ident, $gang:expr) => {
+        impl Cached for $kind {
+            fn store(cache: &mut Cache) -> &mut Store<Self> {
+                &mut cache.$field
+            }
+            fn helps(old: Option<&Self>, new: Option<&Self>) -> Help {
+                new.or(old).map_or(Help::Nobody, |group| changes::group($gang, group))
+            }
+        }
+    };
+}
+cached_group!(KubernetesPodGroup, kubernetes_groups, GangKind::Kubernetes);
+cached_group!(MusterPodGroup, muster_groups, GangKind::Muster);
+cached_group!(PluginPodGroup, plugin_groups, GangKind::SchedulerPlugins);
+cached_group!(KaiPodGroup, kai_groups, GangKind::Kai);
 cached!(MusterQueue, queues);
 cached!(KaiQueue, kai_queues);
-cached!(KaiPodGroup, kai_groups);
 cached!(ClusterQueue, cluster_queues);
 cached!(Cohort, cohorts);
 cached!(LocalQueue, local_queues);
@@ -179,17 +205,22 @@ pub fn apply_event<K: Cached>(cache: &mut Cache, event: Event<K>) -> bool {
     match event {
         Event::Apply(object) => {
             let object = trimmed(object);
-            let changed = K::store(cache).find(&object).is_none_or(|old| {
+            let old = K::store(cache).find(&object);
+            let changed = old.is_none_or(|old| {
                 let (mut old, mut new) = (old.clone(), object.clone());
                 old.blank_unread();
                 new.blank_unread();
                 old != new
             });
+            let help = if changed { K::helps(old, Some(&object)) } else { Help::Nobody };
             K::apply(cache, object);
+            cache.changes.note(help);
             changed
         }
         Event::Delete(object) => {
+            let help = K::helps(Some(K::store(cache).find(&object).unwrap_or(&object)), None);
             K::delete(cache, &object);
+            cache.changes.note(help);
             true
         }
         Event::Init => {
@@ -202,6 +233,7 @@ pub fn apply_event<K: Cached>(cache: &mut Cache, event: Event<K>) -> bool {
         }
         Event::InitDone => {
             K::relist_done(cache);
+            cache.changes.note(Help::Every);
             true
         }
     }

@@ -53,6 +53,9 @@ pub struct Metrics {
     pub gang_waiting: HistogramVec,
     pub pending_pods: IntGauge,
     pub pending_gangs: IntGauge,
+    /// Pending gangs in the unschedulable pool: not searched for again until a change
+    /// could help them.
+    pub parked_gangs: IntGauge,
     /// One gang's transaction: claim writes and every pod's binding.
     pub bind_duration: Histogram,
     pub bind_rollbacks: IntCounter,
@@ -174,6 +177,10 @@ impl Metrics {
             ),
             pending_pods: gauge("muster_pending_pods", "Muster's pods waiting for a node."),
             pending_gangs: gauge("muster_pending_gangs", "Gangs (gangs of one included) with pods waiting for a node."),
+            parked_gangs: gauge(
+                "muster_unschedulable_pool_gangs",
+                "Pending gangs that did not fit and are not tried again until a change could help them.",
+            ),
             bind_duration: histogram(
                 "muster_gang_bind_duration_seconds",
                 "Duration of one gang's binding transaction: claim writes and all of its pods' bindings.",

@@ -346,6 +346,7 @@ fn apply(snapshot: &mut Snapshot, outcome: &CycleOutcome, templates: &HashMap<Ga
                 last_evicted: Some(now),
                 quota_owner: None,
                 preemptible: running.preemptible,
+                parked: Default::default(),
             }),
         }
     }

@@ -9,6 +9,8 @@
 //! never answers holds up only its own gang, and only until its deadline.
 
 mod decide;
+mod evictions;
+mod pool;
 #[cfg(test)]
 mod tests;
 
@@ -68,6 +70,8 @@ pub struct Scheduler {
     bind_tasks: HashMap<Id, GangBinding>,
     in_flight: HashSet<GangKey>,
     backoff: Backoff,
+    /// Gangs that did not fit, not searched for again until a change could help them.
+    pool: pool::Pool,
     safety: SafetyNet,
     releases: ReleaseTracker,
     /// Gangs whose eviction was sent, and when: left alone until the watch shows it.
@@ -108,6 +112,7 @@ impl Scheduler {
         Scheduler {
             cycle_config: config.cycle(),
             backoff: Backoff::new(&config.backoff),
+            pool: pool::Pool::new(Duration::from_secs(config.retry_unschedulable_seconds)),
             memo: Memo::new(&config),
             config,
             cache,
@@ -308,9 +313,11 @@ impl Scheduler {
         let started = Instant::now();
         let mut report = CycleReport::default();
         let cache_handle = self.cache.clone();
-        let mut assembled = {
-            let cache = cache_handle.lock().unwrap_or_else(|e| e.into_inner());
-            assemble_view(&cache.view(), &self.config.scheduler_name, unix, &mut self.memo)
+        let (mut assembled, helped, touched) = {
+            let mut cache = cache_handle.lock().unwrap_or_else(|e| e.into_inner());
+            let assembled = assemble_view(&cache.view(), &self.config.scheduler_name, unix, &mut self.memo);
+            let touched = cache.changes.take_touched();
+            (assembled, cache.changes.helped(), touched)
         };
         phase("assemble", started);
         decide::log_queue_notes(&assembled.snapshot.queues, &mut self.queue_notes);
@@ -324,6 +331,8 @@ impl Scheduler {
         drop(pending);
         let (backoff, in_flight) = (&self.backoff, &self.in_flight);
         assembled.snapshot.gangs.retain(|g| !backoff.waiting(&g.key, now) && !in_flight.contains(&g.key));
+        let parked = self.pool.mark(&mut assembled.snapshot.gangs, helped, &touched, now, unix);
+        self.metrics.parked_gangs.set(parked as i64);
         // Gangs being bound or evicted are nobody's victims.
         let evicting = &self.evicting;
         assembled.snapshot.running.retain(|r| !in_flight.contains(&r.key) && !evicting.contains_key(&r.key));
@@ -384,12 +393,19 @@ impl Scheduler {
         let mut writes = Vec::new();
         let mut waiting_messages: HashMap<&GangKey, String> = HashMap::new();
         for waiting in &outcome.waiting {
-            let message = waiting.to_string();
+            // A parked gang was not tried: it keeps what it was told.
+            let parked = match waiting.reason {
+                WaitReason::Unchanged => self.pool.parked(&waiting.gang).map(|(m, due)| (m.to_string(), due)),
+                _ => None,
+            };
+            let message = parked.as_ref().map_or_else(|| waiting.to_string(), |(m, _)| m.clone());
             let result = match waiting.reason {
                 WaitReason::DeviceError { .. } | WaitReason::Blocked(_) => "error",
                 _ => "unschedulable",
             };
-            self.metrics.gang_attempts.with_label_values(&[result]).inc();
+            if parked.is_none() {
+                self.metrics.gang_attempts.with_label_values(&[result]).inc();
+            }
             tracing::debug!(gang = %waiting.gang, reason = %message, "waiting");
             if let Some(&gang) = gang_index.get(&waiting.gang) {
                 for pod in &gang.pods {
@@ -398,12 +414,22 @@ impl Scheduler {
                 }
                 let reserve_after = (self.config.queueing == QueueingStrategy::Backfill)
                     .then_some(self.cycle_config.reserve_after_seconds);
-                if let Some(due) = decide::looks_again_at(waiting, gang.created, reserve_after, unix) {
-                    self.wake_at(now + Duration::from_secs((due - unix) as u64));
+                let due = match &parked {
+                    Some((_, due)) => *due,
+                    None => decide::looks_again_at(waiting, gang.created, reserve_after, unix),
+                };
+                if let Some(due) = due {
+                    self.wake_at(now + Duration::from_secs((due - unix).max(0) as u64));
+                }
+                if parked.is_none() {
+                    self.pool.park(&waiting.gang, &waiting.reason, &message, due, helped, now);
                 }
             }
             report.waiting.push((waiting.gang.clone(), message.clone()));
             waiting_messages.insert(&waiting.gang, message);
+        }
+        if let Some(at) = self.pool.next_flush() {
+            self.wake_at(at);
         }
         for (pod, why) in &assembled.rejected_pods {
             writes.push(Write::Unschedulable { pod: Self::pod_ref(&cache, pod), message: why.clone() });
@@ -510,69 +536,6 @@ impl Scheduler {
         self.metrics.last_cycle.set(unix_now() as f64);
         self.health.cycled(started);
         report
-    }
-
-    /// Reclaim and preemption decided by the engine: every victim pod evicted through the
-    /// Eviction API with an event naming the gang it makes room for, the victim gang's
-    /// PodGroup condition `Evicted`, and an event on the gang room is made for.
-    fn queue_evictions(
-        &mut self,
-        cache: &Cache,
-        outcome: &crate::engine::CycleOutcome,
-        snapshot: &crate::engine::model::Snapshot,
-        now: Instant,
-        report: &mut CycleReport,
-    ) -> Vec<Write> {
-        let mut writes = Vec::new();
-        for eviction in &outcome.evictions {
-            let reason = eviction.reason.as_str();
-            let what = if eviction.whole {
-                format!("{} evicted whole", eviction.gang)
-            } else {
-                format!("{} pod(s) of {} above its minMember evicted", eviction.pods.len(), eviction.gang)
-            };
-            let why = match eviction.reason {
-                crate::engine::preempt::EvictionReason::Reclaimed => "whose queue is owed this capacity",
-                crate::engine::preempt::EvictionReason::Preempted => "of higher priority",
-            };
-            let message = format!("{what} ({reason}) to make room for {}, {why}", eviction.preemptor);
-            tracing::info!(gang = %eviction.gang, preemptor = %eviction.preemptor, reason, pods = eviction.pods.len(), "{message}");
-            self.metrics.evictions.with_label_values(&[reason]).inc();
-            self.last_eviction.insert(eviction.gang.clone(), (reason, message.clone(), snapshot.now));
-            for pod in &eviction.pods {
-                let pod = Self::pod_ref(cache, pod);
-                writes.push(Write::Evict { pod: pod.clone(), gang: eviction.gang.to_string() });
-                writes.push(Write::PodEvent {
-                    pod,
-                    warning: true,
-                    reason: reason.into(),
-                    note: message.clone(),
-                    action: "Evicting".into(),
-                });
-            }
-            if eviction.whole {
-                self.awaiting_running.remove(&eviction.gang);
-                self.evicting.insert(eviction.gang.clone(), (now, eviction.pods.clone()));
-                self.backoff.fail(&eviction.gang, now);
-                report.evicted.push(eviction.gang.clone());
-            }
-            if let Some(preemptor) = snapshot.gangs.iter().find(|g| g.key == eviction.preemptor) {
-                for pod in &preemptor.pods {
-                    writes.push(Write::PodEvent {
-                        pod: Self::pod_ref(cache, &pod.key),
-                        warning: false,
-                        reason: if reason == "Reclaimed" { "Reclaiming" } else { "Preempting" }.into(),
-                        note: format!(
-                            "evicting {} pod(s) of {} ({reason}) to make room",
-                            eviction.pods.len(),
-                            eviction.gang
-                        ),
-                        action: "Evicting".into(),
-                    });
-                }
-            }
-        }
-        writes
     }
 
     fn start_binding(&mut self, binding: GangBinding) {

@@ -8,6 +8,8 @@ use k8s_openapi::api::core::v1::Pod;
 
 use super::*;
 use crate::engine::model::GangKind;
+use crate::k8s::watch::apply_event;
+use kube::runtime::watcher::Event;
 use crate::k8s::writer::Record;
 use crate::sim::objects::{gpu_node, training_pod};
 
@@ -82,12 +84,19 @@ fn harness(answers: Vec<Answer>) -> Harness {
 }
 
 impl Harness {
+    /// Changes arrive as watch events do, so the unschedulable pool hears of them.
     fn add_node(&self, name: &str, gpus: u32) {
-        self.cache.lock().unwrap().nodes.apply(gpu_node(name, "r1", gpus));
+        let mut node = gpu_node(name, "r1", gpus);
+        node.metadata.resource_version = Some("1".into());
+        apply_event(&mut self.cache.lock().unwrap(), Event::Apply(node));
     }
 
     fn add_pod(&self, name: &str, gpus: u32) {
-        self.cache.lock().unwrap().apply_pod(pod(name, gpus));
+        apply_event(&mut self.cache.lock().unwrap(), Event::Apply(pod(name, gpus)));
+    }
+
+    fn attempts(&self, result: &str) -> u64 {
+        self.metrics.gang_attempts.with_label_values(&[result]).get()
     }
 
     async fn flush(&self) {
@@ -120,6 +129,41 @@ async fn ten_changes_of_a_pods_reason_between_two_flushes_make_one_write() {
     h.scheduler.cycle(Instant::now(), unix());
     h.flush().await;
     assert_eq!(h.record.conditions().len(), 1);
+}
+
+#[tokio::test]
+async fn a_gang_that_did_not_fit_is_searched_again_only_after_a_change_that_could_help_it() {
+    let mut h = harness(vec![Answer::Bind]);
+    h.add_node("n0", 8);
+    h.add_pod("big", 16);
+    let first = h.scheduler.cycle(Instant::now(), unix());
+    assert_eq!(h.attempts("unschedulable"), 1);
+    // Another pod arriving (and placed) helps nobody else: the big pod is not searched
+    // again and keeps its reason.
+    h.add_pod("small", 1);
+    let second = h.scheduler.cycle(Instant::now(), unix());
+    assert_eq!(second.placed, vec![Harness::gang("small")]);
+    assert_eq!(second.waiting, first.waiting, "it keeps what it was told");
+    assert_eq!(h.attempts("unschedulable"), 1, "not searched again");
+    assert_eq!(h.metrics.parked_gangs.get(), 1);
+    // A node added could help: it is searched again, and fits.
+    h.add_node("n1", 16);
+    let third = h.scheduler.cycle(Instant::now(), unix());
+    assert_eq!(third.placed, vec![Harness::gang("big")]);
+}
+
+#[tokio::test]
+async fn a_parked_gang_is_searched_again_after_retry_unschedulable_seconds() {
+    let mut h = harness(vec![Answer::Bind]);
+    h.add_node("n0", 8);
+    h.add_pod("big", 16);
+    let start = Instant::now();
+    h.scheduler.cycle(start, unix());
+    assert!(h.scheduler.next_wake().is_some_and(|at| at <= start + Duration::from_secs(60)));
+    h.scheduler.cycle(start + Duration::from_secs(30), unix());
+    assert_eq!(h.attempts("unschedulable"), 1);
+    h.scheduler.cycle(start + Duration::from_secs(61), unix());
+    assert_eq!(h.attempts("unschedulable"), 2);
 }
 
 #[tokio::test]

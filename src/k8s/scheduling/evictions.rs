@@ -1,0 +1,73 @@
+//! The engine's reclaim and preemption, written: evictions, events and what the loop
+//! remembers of them.
+
+use std::time::Instant;
+
+use super::{CycleReport, Scheduler};
+use crate::k8s::cache::Cache;
+use crate::k8s::writer::Write;
+
+impl Scheduler {
+    /// Reclaim and preemption decided by the engine: every victim pod evicted through the
+    /// Eviction API with an event naming the gang it makes room for, the victim gang's
+    /// PodGroup condition `Evicted`, and an event on the gang room is made for.
+    pub(super) fn queue_evictions(
+        &mut self,
+        cache: &Cache,
+        outcome: &crate::engine::CycleOutcome,
+        snapshot: &crate::engine::model::Snapshot,
+        now: Instant,
+        report: &mut CycleReport,
+    ) -> Vec<Write> {
+        let mut writes = Vec::new();
+        for eviction in &outcome.evictions {
+            let reason = eviction.reason.as_str();
+            let what = if eviction.whole {
+                format!("{} evicted whole", eviction.gang)
+            } else {
+                format!("{} pod(s) of {} above its minMember evicted", eviction.pods.len(), eviction.gang)
+            };
+            let why = match eviction.reason {
+                crate::engine::preempt::EvictionReason::Reclaimed => "whose queue is owed this capacity",
+                crate::engine::preempt::EvictionReason::Preempted => "of higher priority",
+            };
+            let message = format!("{what} ({reason}) to make room for {}, {why}", eviction.preemptor);
+            tracing::info!(gang = %eviction.gang, preemptor = %eviction.preemptor, reason, pods = eviction.pods.len(), "{message}");
+            self.metrics.evictions.with_label_values(&[reason]).inc();
+            self.last_eviction.insert(eviction.gang.clone(), (reason, message.clone(), snapshot.now));
+            for pod in &eviction.pods {
+                let pod = Self::pod_ref(cache, pod);
+                writes.push(Write::Evict { pod: pod.clone(), gang: eviction.gang.to_string() });
+                writes.push(Write::PodEvent {
+                    pod,
+                    warning: true,
+                    reason: reason.into(),
+                    note: message.clone(),
+                    action: "Evicting".into(),
+                });
+            }
+            if eviction.whole {
+                self.awaiting_running.remove(&eviction.gang);
+                self.evicting.insert(eviction.gang.clone(), (now, eviction.pods.clone()));
+                self.backoff.fail(&eviction.gang, now);
+                report.evicted.push(eviction.gang.clone());
+            }
+            if let Some(preemptor) = snapshot.gangs.iter().find(|g| g.key == eviction.preemptor) {
+                for pod in &preemptor.pods {
+                    writes.push(Write::PodEvent {
+                        pod: Self::pod_ref(cache, &pod.key),
+                        warning: false,
+                        reason: if reason == "Reclaimed" { "Reclaiming" } else { "Preempting" }.into(),
+                        note: format!(
+                            "evicting {} pod(s) of {} ({reason}) to make room",
+                            eviction.pods.len(),
+                            eviction.gang
+                        ),
+                        action: "Evicting".into(),
+                    });
+                }
+            }
+        }
+        writes
+    }
+}
