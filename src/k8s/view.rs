@@ -137,7 +137,10 @@ pub struct ClusterView<'a> {
 impl ClusterView<'_> {
     /// The pod's node: its own `spec.nodeName`, or the one it is assumed on.
     pub fn node_of<'p>(&'p self, pod: &'p Pod) -> Option<&'p String> {
-        pod.spec.as_ref().and_then(|s| s.node_name.as_ref()).or_else(|| self.assumed?.get(&pod_key(&pod.metadata)))
+        pod.spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_ref())
+            .or_else(|| self.assumed.filter(|a| !a.is_empty())?.get(&pod_key(&pod.metadata)))
     }
 }
 

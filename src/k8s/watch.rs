@@ -75,27 +75,32 @@ impl Cached for Pod {
     fn delete(cache: &mut Cache, object: &Self) {
         cache.delete_pod(object);
     }
-    /// A pod that ended is kept for what it still tells (its gang's succeeded and failed
-    /// pods, the claims it held): its containers without their commands, environment and
-    /// mounts, and no container statuses. A Job-heavy cluster holds many more of these than
-    /// of pods that run.
+    /// A pod is kept with what placement reads: of each container its name and resources
+    /// (and an init container's restart policy, which makes it a sidecar), not its image,
+    /// command, environment, probes or mounts, nor the pod's volumes. A pod that ended is
+    /// kept for what it still tells (its gang's succeeded and failed pods, the claims it
+    /// held): also without init containers and placement constraints. No pod keeps its
+    /// container statuses, which nothing reads.
+    /// A Job-heavy cluster holds many more of these than of pods that run.
     fn slim(mut self) -> Self {
+        use k8s_openapi::api::core::v1::Container;
         let ended = matches!(self.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"));
-        if !ended {
-            return self;
-        }
+        let bare = |c: Container| Container {
+            name: c.name,
+            resources: c.resources,
+            restart_policy: c.restart_policy,
+            ..Default::default()
+        };
         if let Some(spec) = self.spec.as_mut() {
-            spec.containers = std::mem::take(&mut spec.containers)
-                .into_iter()
-                .map(|c| k8s_openapi::api::core::v1::Container {
-                    name: c.name,
-                    resources: c.resources,
-                    ..Default::default()
-                })
-                .collect();
-            (spec.init_containers, spec.ephemeral_containers, spec.volumes) = (None, None, None);
-            (spec.affinity, spec.tolerations, spec.topology_spread_constraints) = (None, None, None);
+            spec.containers = std::mem::take(&mut spec.containers).into_iter().map(bare).collect();
+            spec.init_containers = spec.init_containers.take().map(|c| c.into_iter().map(bare).collect());
+            (spec.ephemeral_containers, spec.volumes) = (None, None);
+            if ended {
+                spec.init_containers = None;
+                (spec.affinity, spec.tolerations, spec.topology_spread_constraints) = (None, None, None);
+            }
         }
+        // Container statuses are read by nothing (`relevance::blank_pod`).
         if let Some(status) = self.status.as_mut() {
             (status.container_statuses, status.init_container_statuses) = (None, None);
             (status.ephemeral_container_statuses, status.message) = (None, None);
@@ -414,7 +419,10 @@ mod tests {
         apply_event(&mut cache, Event::Apply(pod("Running")));
         let running = cache.pods.get("ml", "w-0").unwrap().clone();
         assert!(running.metadata.annotations.as_ref().unwrap().is_empty(), "last-applied is never kept");
-        assert!(running.spec.as_ref().unwrap().containers[0].env.is_some(), "a running pod is kept whole");
+        let container = &running.spec.as_ref().unwrap().containers[0];
+        assert!(container.env.is_none() && container.image.is_none(), "nothing placement does not read");
+        assert!(container.resources.is_some(), "what it asks for");
+        assert!(running.status.as_ref().unwrap().container_statuses.is_none(), "read by nothing");
 
         apply_event(&mut cache, Event::Apply(pod("Succeeded")));
         let ended = cache.pods.get("ml", "w-0").unwrap();

@@ -537,7 +537,10 @@ async fn each_service_account_may_do_only_what_its_code_calls() {
         &["update", claims, "-n", ns],
         &["delete", claims, "-n", ns],
         &["update", claims, "--subresource=status", "-n", ns],
+        &["patch", claims, "-n", ns],
+        &["patch", claims, "--subresource=status", "-n", ns],
         &["update", claims, "--subresource=binding", "-n", ns],
+        &["patch", claims, "--subresource=binding", "-n", ns],
     ];
     let scheduler_may_not: &[&[&str]] = &[
         &["create", slices],
@@ -554,8 +557,6 @@ async fn each_service_account_may_do_only_what_its_code_calls() {
         &["patch", "nodes"],
         &["update", "nodes"],
         &["delete", "nodes"],
-        &["patch", claims, "-n", ns],
-        &["patch", claims, "--subresource=status", "-n", ns],
         &["create", "events", "-n", ns],
     ];
     let mut wrong = Vec::new();
