@@ -73,10 +73,19 @@ pub fn snapshot(
 ) -> DraSnapshot {
     let mut dra = DraSnapshot::default();
     (dra.classes, dra.extended_classes) = classes(view.classes);
-    let fingerprint: String = {
+    // A slice's conversion is kept until the slice or a taint rule that may select its
+    // devices changes: a rule for one driver's pool leaves every other pool's devices (and
+    // their cached selector results) alone.
+    let fingerprint = |slice: &ResourceSlice| -> String {
         let mut versions: Vec<String> = view
             .rules
             .iter()
+            .filter(|r| {
+                r.spec.device_selector.as_ref().is_some_and(|s| {
+                    s.driver.as_deref().is_none_or(|d| d == slice.spec.driver)
+                        && s.pool.as_deref().is_none_or(|p| p == slice.spec.pool.name)
+                })
+            })
             .map(|r| {
                 format!(
                     "{}@{}",
@@ -125,6 +134,7 @@ pub fn snapshot(
             let slice_name = slice.metadata.name.clone().unwrap_or_default();
             live_slices.insert(slice_name.clone());
             let version = slice.metadata.resource_version.clone();
+            let fingerprint = fingerprint(slice);
             let cached =
                 memo.slices.get(&slice_name).filter(|(v, f, _)| Some(v) == version.as_ref() && *f == fingerprint);
             let converted = match cached {
@@ -132,7 +142,7 @@ pub fn snapshot(
                 None => slice_devices(slice, view.rules, &mut memo.next_revision).map(|d| {
                     let d = Arc::new(d.into_iter().map(Arc::new).collect::<Vec<_>>());
                     if let Some(v) = version {
-                        memo.slices.insert(slice_name.clone(), (v, fingerprint.clone(), d.clone()));
+                        memo.slices.insert(slice_name.clone(), (v, fingerprint, d.clone()));
                     }
                     d
                 }),
@@ -210,4 +220,52 @@ pub fn claim_uses(index: &DeviceIndex<'_>, claim: &ResourceClaim) -> Vec<DeviceU
         uses.push(DeviceUse { device, admin_access: r.admin_access == Some(true), consumed });
     }
     uses
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn slice(pool: &str) -> ResourceSlice {
+        serde_json::from_value(json!({
+            "metadata": {"name": format!("{pool}-slice"), "resourceVersion": "1"},
+            "spec": {"driver": "gpu.example.com", "nodeName": pool,
+                     "pool": {"name": pool, "generation": 1, "resourceSliceCount": 1},
+                     "devices": [{"name": "gpu-0"}, {"name": "gpu-1"}]},
+        }))
+        .expect("slice")
+    }
+
+    fn rule(pool: &str, version: &str) -> DeviceTaintRule {
+        serde_json::from_value(json!({
+            "metadata": {"name": format!("drain-{pool}"), "resourceVersion": version},
+            "spec": {"deviceSelector": {"driver": "gpu.example.com", "pool": pool},
+                     "taint": {"key": "drain", "effect": "NoSchedule"}},
+        }))
+        .expect("rule")
+    }
+
+    /// Revisions of the devices by pool, in order.
+    fn revisions(slices: &[&ResourceSlice], rules: &[&DeviceTaintRule], memo: &mut DeviceMemo) -> Vec<(String, u64)> {
+        let view = DraView { slices, rules, ..Default::default() };
+        let dra = snapshot(view, &[], memo, &mut Vec::new());
+        dra.devices.iter().map(|d| (d.pool.to_string(), d.revision)).collect()
+    }
+
+    #[test]
+    fn a_taint_rule_converts_again_only_the_pools_it_may_select() {
+        let (a, b) = (slice("a"), slice("b"));
+        let mut memo = DeviceMemo::default();
+        let before = revisions(&[&a, &b], &[], &mut memo);
+        let drain_a = rule("a", "1");
+        let after = revisions(&[&a, &b], &[&drain_a], &mut memo);
+        let changed: Vec<&str> =
+            before.iter().zip(&after).filter(|(x, y)| x.1 != y.1).map(|(x, _)| x.0.as_str()).collect();
+        assert_eq!(changed, ["a", "a"], "pool b's devices (and their selector results) are kept");
+        // The same rule changed again: pool a only, again.
+        let again = revisions(&[&a, &b], &[&rule("a", "2")], &mut memo);
+        assert_eq!(again[2..], after[2..]);
+        assert_ne!(again[..2], after[..2]);
+    }
 }
