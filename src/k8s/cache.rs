@@ -11,6 +11,7 @@
 //!   ends (Succeeded or Failed) or is deleted.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::api::resource::v1::{DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice};
@@ -29,11 +30,13 @@ use super::queue_crd::Queue as MusterQueue;
 use crate::engine::dra::model::ClaimKey;
 use crate::engine::model::PodKey;
 
-/// One kind of object, by namespace and name, with relist support.
+/// One kind of object, by namespace and name, with relist support. Objects are kept
+/// shared, so a cycle takes what it reads under the lock by reference counts alone
+/// ([`Cache::shared`]) and reads it after the lock is released.
 #[derive(Clone, Debug)]
 pub struct Store<K> {
-    objects: BTreeMap<(String, String), K>,
-    relisting: Option<BTreeMap<(String, String), K>>,
+    objects: BTreeMap<(String, String), Arc<K>>,
+    relisting: Option<BTreeMap<(String, String), Arc<K>>>,
 }
 
 impl<K> Default for Store<K> {
@@ -48,7 +51,7 @@ fn id<K: ResourceExt>(object: &K) -> (String, String) {
 
 impl<K: ResourceExt + Clone> Store<K> {
     pub fn apply(&mut self, object: K) {
-        self.objects.insert(id(&object), object);
+        self.objects.insert(id(&object), Arc::new(object));
     }
 
     pub fn delete(&mut self, object: &K) {
@@ -62,7 +65,7 @@ impl<K: ResourceExt + Clone> Store<K> {
     }
 
     pub fn relisted(&mut self, object: K) {
-        self.relisting.get_or_insert_default().insert(id(&object), object);
+        self.relisting.get_or_insert_default().insert(id(&object), Arc::new(object));
     }
 
     pub fn relist_done(&mut self) {
@@ -73,15 +76,20 @@ impl<K: ResourceExt + Clone> Store<K> {
 
     /// The stored object with the same namespace and name as `object`.
     pub fn find(&self, object: &K) -> Option<&K> {
-        self.objects.get(&id(object))
+        self.objects.get(&id(object)).map(|o| &**o)
     }
 
     pub fn get(&self, namespace: &str, name: &str) -> Option<&K> {
-        self.objects.get(&(namespace.to_string(), name.to_string()))
+        self.objects.get(&(namespace.to_string(), name.to_string())).map(|o| &**o)
     }
 
     pub fn values(&self) -> impl Iterator<Item = &K> {
-        self.objects.values()
+        self.objects.values().map(|o| &**o)
+    }
+
+    /// The objects, shared.
+    pub fn shared(&self) -> Vec<Arc<K>> {
+        self.objects.values().cloned().collect()
     }
 
     pub fn len(&self) -> usize {
@@ -117,9 +125,9 @@ pub struct Cache {
     assumed: HashMap<PodKey, String>,
     /// Claims whose allocation is being written: they hold their devices at once, until
     /// the watch shows the allocation, or `forget_claim`.
-    assumed_claims: HashMap<ClaimKey, ResourceClaim>,
+    assumed_claims: HashMap<ClaimKey, Arc<ResourceClaim>>,
     /// Claims for pods' extended resources, being created and allocated, by pod.
-    assumed_extended: HashMap<PodKey, ResourceClaim>,
+    assumed_extended: HashMap<PodKey, Arc<ResourceClaim>>,
     /// Only nodes with all these labels are scheduled onto (empty: every node).
     node_labels: Vec<(String, String)>,
     /// What changed since the scheduling loop last looked, for its unschedulable pool.
@@ -198,9 +206,9 @@ impl Cache {
     /// `pod`'s extended resources.
     pub fn assume_claim(&mut self, pod: &PodKey, claim: ResourceClaim) {
         if claim.metadata.name.as_deref().unwrap_or("").is_empty() {
-            self.assumed_extended.insert(pod.clone(), claim);
+            self.assumed_extended.insert(pod.clone(), Arc::new(claim));
         } else {
-            self.assumed_claims.insert(claim_key(&claim), claim);
+            self.assumed_claims.insert(claim_key(&claim), Arc::new(claim));
         }
     }
 
@@ -261,8 +269,8 @@ impl Cache {
             resource_claims: self
                 .resource_claims
                 .values()
-                .map(|c| self.assumed_claims.get(&claim_key(c)).unwrap_or(c))
-                .chain(self.assumed_extended.values())
+                .map(|c| self.assumed_claims.get(&claim_key(c)).map_or(c, |a| &**a))
+                .chain(self.assumed_extended.values().map(|a| &**a))
                 .collect(),
             device_taint_rules: self.device_taint_rules.values().collect(),
             queues: self.queues.values().collect(),
@@ -273,6 +281,95 @@ impl Cache {
             local_queues: self.local_queues.values().collect(),
             kueue_imported: self.kueue_imported,
             namespaces: self.namespaces.values().collect(),
+            assumed: Some(&self.assumed),
+        }
+    }
+}
+
+/// What scheduling reads, shared: taken under the cache's lock by reference counts alone,
+/// read after the lock is released, so watch events are applied while a cycle assembles
+/// its snapshot.
+pub struct Shared {
+    nodes: Vec<Arc<Node>>,
+    pods: Vec<Arc<Pod>>,
+    kubernetes_groups: Vec<Arc<KubernetesPodGroup>>,
+    muster_groups: Vec<Arc<MusterPodGroup>>,
+    plugin_groups: Vec<Arc<PluginPodGroup>>,
+    priority_classes: Vec<Arc<PriorityClass>>,
+    resource_slices: Vec<Arc<ResourceSlice>>,
+    device_classes: Vec<Arc<DeviceClass>>,
+    resource_claims: Vec<Arc<ResourceClaim>>,
+    device_taint_rules: Vec<Arc<DeviceTaintRule>>,
+    queues: Vec<Arc<MusterQueue>>,
+    kai_queues: Vec<Arc<KaiQueue>>,
+    kai_groups: Vec<Arc<KaiPodGroup>>,
+    cluster_queues: Vec<Arc<ClusterQueue>>,
+    cohorts: Vec<Arc<Cohort>>,
+    local_queues: Vec<Arc<LocalQueue>>,
+    namespaces: Vec<Arc<Namespace>>,
+    kueue_imported: bool,
+    assumed: HashMap<PodKey, String>,
+}
+
+impl Cache {
+    /// What [`Cache::view`] shows, shared rather than borrowed.
+    pub fn shared(&self) -> Shared {
+        let claims = self
+            .resource_claims
+            .objects
+            .values()
+            .map(|c| self.assumed_claims.get(&claim_key(c)).unwrap_or(c).clone())
+            .chain(self.assumed_extended.values().cloned())
+            .collect();
+        Shared {
+            nodes: self.nodes.objects.values().filter(|n| self.managed(n)).cloned().collect(),
+            pods: self.pods.shared(),
+            kubernetes_groups: self.kubernetes_groups.shared(),
+            muster_groups: self.muster_groups.shared(),
+            plugin_groups: self.plugin_groups.shared(),
+            priority_classes: self.priority_classes.shared(),
+            resource_slices: self.resource_slices.shared(),
+            device_classes: self.device_classes.shared(),
+            resource_claims: claims,
+            device_taint_rules: self.device_taint_rules.shared(),
+            queues: self.queues.shared(),
+            kai_queues: self.kai_queues.shared(),
+            kai_groups: self.kai_groups.shared(),
+            cluster_queues: self.cluster_queues.shared(),
+            cohorts: self.cohorts.shared(),
+            local_queues: self.local_queues.shared(),
+            namespaces: self.namespaces.shared(),
+            kueue_imported: self.kueue_imported,
+            assumed: self.assumed.clone(),
+        }
+    }
+}
+
+fn borrowed<K>(objects: &[Arc<K>]) -> Vec<&K> {
+    objects.iter().map(|o| &**o).collect()
+}
+
+impl Shared {
+    pub fn view(&self) -> ClusterView<'_> {
+        ClusterView {
+            nodes: borrowed(&self.nodes),
+            pods: borrowed(&self.pods),
+            kubernetes_groups: borrowed(&self.kubernetes_groups),
+            muster_groups: borrowed(&self.muster_groups),
+            plugin_groups: borrowed(&self.plugin_groups),
+            priority_classes: borrowed(&self.priority_classes),
+            resource_slices: borrowed(&self.resource_slices),
+            device_classes: borrowed(&self.device_classes),
+            resource_claims: borrowed(&self.resource_claims),
+            device_taint_rules: borrowed(&self.device_taint_rules),
+            queues: borrowed(&self.queues),
+            kai_queues: borrowed(&self.kai_queues),
+            kai_groups: borrowed(&self.kai_groups),
+            cluster_queues: borrowed(&self.cluster_queues),
+            cohorts: borrowed(&self.cohorts),
+            local_queues: borrowed(&self.local_queues),
+            kueue_imported: self.kueue_imported,
+            namespaces: borrowed(&self.namespaces),
             assumed: Some(&self.assumed),
         }
     }

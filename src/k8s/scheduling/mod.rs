@@ -313,12 +313,15 @@ impl Scheduler {
         let started = Instant::now();
         let mut report = CycleReport::default();
         let cache_handle = self.cache.clone();
-        let (mut assembled, helped, touched) = {
+        // What the cycle reads, taken under the lock by reference counts; the snapshot is
+        // assembled with the lock released, so watch events keep being applied meanwhile.
+        let (shared, helped, touched) = {
             let mut cache = cache_handle.lock().unwrap_or_else(|e| e.into_inner());
-            let assembled = assemble_view(&cache.view(), &self.config.scheduler_name, unix, &mut self.memo);
             let touched = cache.changes.take_touched();
-            (assembled, cache.changes.helped(), touched)
+            (cache.shared(), cache.changes.helped(), touched)
         };
+        let mut assembled = assemble_view(&shared.view(), &self.config.scheduler_name, unix, &mut self.memo);
+        drop(shared);
         phase("assemble", started);
         decide::log_queue_notes(&assembled.snapshot.queues, &mut self.queue_notes);
         self.metrics.pending_gangs.set(assembled.snapshot.gangs.len() as i64);
