@@ -30,7 +30,7 @@ fn cluster() -> SnapshotBuilder {
         );
         if i % 50 == 7 {
             b = b.with_last_node(|n| {
-                n.taints.push(Taint {
+                std::sync::Arc::make_mut(&mut n.taints).push(Taint {
                     key: "maintenance".into(),
                     value: "true".into(),
                     effect: TaintEffect::NoSchedule,

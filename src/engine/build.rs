@@ -59,8 +59,8 @@ impl SnapshotBuilder {
         let allocatable = self.capacity(&amounts);
         self.snapshot.nodes.push(Node {
             name: name.to_string(),
-            labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-            taints: Vec::new(),
+            labels: std::sync::Arc::new(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()),
+            taints: Default::default(),
             unschedulable: false,
             allocatable,
             requested: Capacity::default(),

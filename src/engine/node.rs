@@ -5,6 +5,7 @@
 //! DRA model need not import the cluster model.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use super::resources::{Capacity, ResourceId, ResourceNames};
 
@@ -112,8 +113,10 @@ impl LabelRequirement {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Node {
     pub name: String,
-    pub labels: BTreeMap<String, String>,
-    pub taints: Vec<Taint>,
+    /// Shared: a snapshot's nodes are copied from the conversions kept between cycles, and
+    /// labels and taints are most of a node.
+    pub labels: Arc<BTreeMap<String, String>>,
+    pub taints: Arc<Vec<Taint>>,
     /// `spec.unschedulable` (cordoned).
     pub unschedulable: bool,
     pub allocatable: Capacity,

@@ -96,8 +96,8 @@ pub fn node(node: &Node, names: &mut ResourceNames) -> Result<EngineNode> {
         .collect::<Result<Vec<_>>>()?;
     Ok(EngineNode {
         name: node.metadata.name.clone().unwrap_or_default(),
-        labels: node.metadata.labels.clone().unwrap_or_default(),
-        taints,
+        labels: std::sync::Arc::new(node.metadata.labels.clone().unwrap_or_default()),
+        taints: std::sync::Arc::new(taints),
         unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
         allocatable,
         requested: Capacity::default(),
