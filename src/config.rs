@@ -128,6 +128,14 @@ impl Default for ClientConnection {
     }
 }
 
+impl ClientConnection {
+    /// Binds and claim writes in flight at once, over every gang: half of `maxInFlight`,
+    /// leaving the rest to status writes, events, evictions and watches.
+    pub fn bind_in_flight(&self) -> usize {
+        (self.max_in_flight as usize / 2).max(1)
+    }
+}
+
 /// Limits that keep what tenants write from costing the scheduler without bound. A pod that
 /// meets one waits, and its events say which.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

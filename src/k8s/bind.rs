@@ -96,12 +96,19 @@ pub trait Bind: Send + Sync + 'static {
     fn bind(self: Arc<Self>, binding: GangBinding) -> BoxFuture<'static, BindOutcome>;
 }
 
+/// Binds and claim writes in flight at once when nothing else is configured.
+const DEFAULT_IN_FLIGHT: usize = 128;
+
 pub struct Binder {
     client: kube::Client,
     hook: Option<Arc<dyn BindHook>>,
     metrics: Option<Arc<crate::metrics::Metrics>>,
     /// Pods of one gang bound at once.
     concurrency: usize,
+    /// Requests of every gang in flight at once (binds and claim writes). A request waits
+    /// for its permit before its deadline starts: placed gangs queue here, not inside the
+    /// client, where waiting would count against the deadline and time binds out.
+    permits: Arc<tokio::sync::Semaphore>,
     retry: Retry,
     /// Checked before every claim write, bind and eviction.
     fence: Option<Arc<super::fence::Fence>>,
@@ -116,7 +123,21 @@ impl Bind for Binder {
 impl Binder {
     /// A binder whose every request answers within `deadline` or counts as failed.
     pub fn new(client: kube::Client, hook: Option<Arc<dyn BindHook>>, deadline: Duration) -> Binder {
-        Binder { client, hook, metrics: None, concurrency: 32, retry: Retry::new(deadline), fence: None }
+        Binder {
+            client,
+            hook,
+            metrics: None,
+            concurrency: 32,
+            permits: Arc::new(tokio::sync::Semaphore::new(DEFAULT_IN_FLIGHT)),
+            retry: Retry::new(deadline),
+            fence: None,
+        }
+    }
+
+    /// At most `requests` binds and claim writes in flight, over every gang.
+    pub fn with_in_flight(mut self, requests: usize) -> Binder {
+        self.permits = Arc::new(tokio::sync::Semaphore::new(requests.max(1)));
+        self
     }
 
     /// Sends nothing that could end after this replica's Lease may have passed to another.
@@ -142,6 +163,7 @@ impl Binder {
         let claims_started = std::time::Instant::now();
         let writes = (0..binding.claims.len()).map(|i| async move {
             let write = &binding.claims[i];
+            let _permit = self.permits.acquire().await;
             let hooked = match self.hook.as_ref().map(|h| h.before_claim(gang, &write.claim)) {
                 _ if self.fenced().is_err() => Err(RequestError::Fenced.to_string()),
                 Some(HookAction::Fail(message)) => Err(message),
@@ -249,6 +271,7 @@ impl Binder {
             |e: RequestError| BindError::Bind { pod: pod.clone(), node: node.to_string(), reason: e.to_string() };
         let mut delay = self.retry.first_delay;
         for attempt in 1..=self.retry.attempts {
+            let permit = self.permits.acquire().await;
             let result = if let Err(e) = self.fenced() {
                 Err(e)
             } else if injected_transient && attempt == 1 {
@@ -269,6 +292,7 @@ impl Binder {
             {
                 return Ok(());
             }
+            drop(permit);
             if !e.is_transient(Operation::Create) || attempt == self.retry.attempts {
                 return Err(failed(e));
             }
@@ -338,5 +362,49 @@ mod tests {
         assert!(evicted.is_empty());
         let reason = errors[0].1.to_string();
         assert!(reason.contains("not sent: this replica may no longer lead"), "{reason}");
+    }
+
+    /// An API server that answers every request after 100 ms, counting how many it holds at
+    /// once, behind a client that sends four at a time (as `maxInFlight` does).
+    fn slow_server(held: Arc<std::sync::atomic::AtomicUsize>, most: Arc<std::sync::atomic::AtomicUsize>) -> kube::Client {
+        use std::sync::atomic::Ordering::SeqCst;
+        let service = tower::service_fn(move |_request: http::Request<kube::client::Body>| {
+            let (held, most) = (held.clone(), most.clone());
+            async move {
+                most.fetch_max(held.fetch_add(1, SeqCst) + 1, SeqCst);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                held.fetch_sub(1, SeqCst);
+                let body = br#"{"kind":"Status","apiVersion":"v1","status":"Success"}"#.to_vec();
+                Ok::<_, std::convert::Infallible>(http::Response::new(kube::client::Body::from(body)))
+            }
+        });
+        kube::Client::new(tower::ServiceBuilder::new().concurrency_limit(4).service(service), "default")
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn gangs_bound_together_wait_for_a_permit_not_against_their_deadline() {
+        let held = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let most = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        // A deadline of 300 ms, and 40 pods answered in 100 ms each, four at a time: sent
+        // all at once they would wait their turn inside the client against the deadline and
+        // time out; waiting for a permit first, each has its 100 ms.
+        let binder = Arc::new(
+            Binder::new(slow_server(held, most.clone()), None, Duration::from_millis(300)).with_in_flight(4),
+        );
+        let gang = |g: usize| GangBinding {
+            gang: GangKey { kind: GangKind::Muster, namespace: "ml".into(), name: format!("g{g}") },
+            needed: 8,
+            min_member: 8,
+            created: 0,
+            pods: (0..8).map(|i| (PodKey { namespace: "ml".into(), name: format!("g{g}-{i}") }, "n1".into())).collect(),
+            uids: Default::default(),
+            claims: Vec::new(),
+        };
+        let outcomes = futures::future::join_all((0..5).map(|g| binder.clone().bind(gang(g)))).await;
+        for outcome in outcomes {
+            let BindOutcome::Bound { bound, failed } = outcome else { panic!("rolled back: {outcome:?}") };
+            assert_eq!((bound.len(), failed.len()), (8, 0));
+        }
+        assert_eq!(most.load(std::sync::atomic::Ordering::SeqCst), 4, "at most four requests at once");
     }
 }

@@ -98,7 +98,7 @@ pub fn pod(old: Option<&Pod>, new: Option<&Pod>) -> Help {
 pub fn claim(old: Option<&ResourceClaim>, new: Option<&ResourceClaim>) -> Help {
     let allocated = |c: &ResourceClaim| c.status.as_ref().is_some_and(|s| s.allocation.is_some());
     match (old, new) {
-        (Some(old), Some(new)) if !(allocated(old) && !allocated(new)) => Help::Nobody,
+        (Some(old), Some(new)) if !allocated(old) || allocated(new) => Help::Nobody,
         _ => Help::Every,
     }
 }

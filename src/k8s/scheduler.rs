@@ -173,7 +173,10 @@ async fn lead(
         .with_fence(fence.clone());
     writer.set_leading(true);
     let binder = Arc::new(
-        Binder::new(client, options.hook.clone(), deadline).with_metrics(metrics.clone()).with_fence(fence.clone()),
+        Binder::new(client, options.hook.clone(), deadline)
+            .with_metrics(metrics.clone())
+            .with_fence(fence.clone())
+            .with_in_flight(config.client_connection.bind_in_flight()),
     );
     let scheduler = Scheduler::new(config.clone(), cache.clone(), metrics, health.clone(), writer.clone(), binder);
     let stop_writes = StopWrites(writer.clone());
