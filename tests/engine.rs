@@ -109,7 +109,11 @@ fn filters_say_why_each_node_was_rejected() {
         .with_last_node(|n| n.unschedulable = true)
         .gpu_node("tainted", 64, 512, 8, &[("pool", "a")])
         .with_last_node(|n| {
-            std::sync::Arc::make_mut(&mut n.taints).push(Taint { key: "gpu".into(), value: "bad".into(), effect: TaintEffect::NoSchedule })
+            std::sync::Arc::make_mut(&mut n.taints).push(Taint {
+                key: "gpu".into(),
+                value: "bad".into(),
+                effect: TaintEffect::NoSchedule,
+            })
         })
         .gpu_node("other-pool", 64, 512, 8, &[("pool", "b")])
         .gpu_node("small", 2, 4, 8, &[("pool", "a")])
@@ -135,7 +139,11 @@ fn tolerations_open_tainted_and_cordoned_nodes() {
     let snapshot = SnapshotBuilder::new()
         .gpu_node("tainted", 64, 512, 8, &[])
         .with_last_node(|n| {
-            std::sync::Arc::make_mut(&mut n.taints).push(Taint { key: "gpu".into(), value: "bad".into(), effect: TaintEffect::NoSchedule })
+            std::sync::Arc::make_mut(&mut n.taints).push(Taint {
+                key: "gpu".into(),
+                value: "bad".into(),
+                effect: TaintEffect::NoSchedule,
+            })
         })
         .gang("tolerant", 1, 1, &gpus(1))
         .with_last_gang(|g| {

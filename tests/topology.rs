@@ -124,7 +124,9 @@ fn a_level_named_by_its_node_label_or_by_any_label_key_works_like_a_configured_o
     assert_eq!(outcome(&snapshot, CycleConfig::default()).unwrap(), ["r2-n1", "r2-n2"]);
     // An ad-hoc key: the nodes' own label values are its domains.
     let snapshot = cluster([0; 8])
-        .with_last_node(|n| drop(std::sync::Arc::make_mut(&mut n.labels).insert("example.com/island".into(), "east".into())))
+        .with_last_node(|n| {
+            drop(std::sync::Arc::make_mut(&mut n.labels).insert("example.com/island".into(), "east".into()))
+        })
         .gang("island", 1, 1, &gpus(8))
         .with_topology(Some("example.com/island"), None)
         .build();

@@ -366,7 +366,10 @@ mod tests {
 
     /// An API server that answers every request after 100 ms, counting how many it holds at
     /// once, behind a client that sends four at a time (as `maxInFlight` does).
-    fn slow_server(held: Arc<std::sync::atomic::AtomicUsize>, most: Arc<std::sync::atomic::AtomicUsize>) -> kube::Client {
+    fn slow_server(
+        held: Arc<std::sync::atomic::AtomicUsize>,
+        most: Arc<std::sync::atomic::AtomicUsize>,
+    ) -> kube::Client {
         use std::sync::atomic::Ordering::SeqCst;
         let service = tower::service_fn(move |_request: http::Request<kube::client::Body>| {
             let (held, most) = (held.clone(), most.clone());
@@ -388,9 +391,8 @@ mod tests {
         // A deadline of 300 ms, and 40 pods answered in 100 ms each, four at a time: sent
         // all at once they would wait their turn inside the client against the deadline and
         // time out; waiting for a permit first, each has its 100 ms.
-        let binder = Arc::new(
-            Binder::new(slow_server(held, most.clone()), None, Duration::from_millis(300)).with_in_flight(4),
-        );
+        let binder =
+            Arc::new(Binder::new(slow_server(held, most.clone()), None, Duration::from_millis(300)).with_in_flight(4));
         let gang = |g: usize| GangBinding {
             gang: GangKey { kind: GangKind::Muster, namespace: "ml".into(), name: format!("g{g}") },
             needed: 8,

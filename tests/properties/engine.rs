@@ -157,7 +157,11 @@ fn snapshot(cluster: &Cluster) -> Snapshot {
         builder = builder.with_last_node(|node| {
             node.unschedulable = cordoned;
             if tainted {
-                std::sync::Arc::make_mut(&mut node.taints).push(Taint { key: "dedicated".into(), value: "x".into(), effect: TaintEffect::NoSchedule });
+                std::sync::Arc::make_mut(&mut node.taints).push(Taint {
+                    key: "dedicated".into(),
+                    value: "x".into(),
+                    effect: TaintEffect::NoSchedule,
+                });
             }
         });
         if n.used_gpus > 0 {

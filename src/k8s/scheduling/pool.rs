@@ -85,7 +85,15 @@ impl Pool {
     }
 
     /// After a cycle: parks a gang that did not fit, when its reason allows it.
-    pub fn park(&mut self, gang: &GangKey, reason: &WaitReason, message: &str, due: Option<i64>, helped: u64, now: Instant) {
+    pub fn park(
+        &mut self,
+        gang: &GangKey,
+        reason: &WaitReason,
+        message: &str,
+        due: Option<i64>,
+        helped: u64,
+        now: Instant,
+    ) {
         if let Some(parked) = parkable(reason) {
             let entry = Entry { helped, since: now, parked, message: message.to_string(), due };
             self.entries.insert(gang.clone(), entry);

@@ -9,9 +9,9 @@ use k8s_openapi::api::core::v1::Pod;
 use super::*;
 use crate::engine::model::GangKind;
 use crate::k8s::watch::apply_event;
-use kube::runtime::watcher::Event;
 use crate::k8s::writer::Record;
 use crate::sim::objects::{gpu_node, training_pod};
+use kube::runtime::watcher::Event;
 
 impl Record {
     fn conditions(&self) -> Vec<(String, String)> {
