@@ -90,7 +90,7 @@ fn apply(snapshot: &mut Snapshot, outcome: &CycleOutcome, templates: &HashMap<Ga
         for (key, node) in &placement.pods {
             let at = gang.pods.iter().position(|p| &p.key == key).expect("placed pod is pending");
             let pod = gang.pods.remove(at);
-            snapshot.nodes[*node as usize].requested.add(&pod.demand, 1);
+            std::sync::Arc::make_mut(&mut snapshot.nodes)[*node as usize].requested.add(&pod.demand, 1);
             started.push(RunningPod {
                 key: pod.key,
                 node: *node,
@@ -128,7 +128,7 @@ fn apply(snapshot: &mut Snapshot, outcome: &CycleOutcome, templates: &HashMap<Ga
         for key in &eviction.pods {
             let at = snapshot.running[r].pods.iter().position(|p| &p.key == key).expect("victim pod runs");
             let pod = snapshot.running[r].pods.remove(at);
-            snapshot.nodes[pod.node as usize].requested.add(&pod.demand, -1);
+            std::sync::Arc::make_mut(&mut snapshot.nodes)[pod.node as usize].requested.add(&pod.demand, -1);
             let template = &templates[&eviction.gang];
             back.push(template.pods.iter().find(|p| p.key == pod.key).expect("pod of its gang").clone());
         }

@@ -154,7 +154,7 @@ fn the_topology_tree_follows_node_changes_one_node_at_a_time() {
         for (name, rack, block) in spec {
             b = b.gpu_node(name, 8, 64, 8, &[(RACK, rack), (BLOCK, block), ("kubernetes.io/hostname", name)]);
         }
-        b.build().nodes
+        b.build().nodes.to_vec()
     };
     let mut tree = TopologyTree::new(default_levels());
     let first = nodes(&[("a", "r1", "b1"), ("b", "r1", "b1"), ("c", "r2", "b1"), ("d", "r3", "b2")]);

@@ -57,7 +57,7 @@ impl SnapshotBuilder {
             amounts.push((GPU, gpus));
         }
         let allocatable = self.capacity(&amounts);
-        self.snapshot.nodes.push(Node {
+        Arc::make_mut(&mut self.snapshot.nodes).push(Node {
             name: name.to_string(),
             labels: std::sync::Arc::new(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()),
             taints: Default::default(),
@@ -70,14 +70,14 @@ impl SnapshotBuilder {
 
     /// Changes the last node added.
     pub fn with_last_node(mut self, change: impl FnOnce(&mut Node)) -> SnapshotBuilder {
-        change(self.snapshot.nodes.last_mut().expect("no node added yet"));
+        change(Arc::make_mut(&mut self.snapshot.nodes).last_mut().expect("no node added yet"));
         self
     }
 
     /// Marks `amounts` as requested on node `name` by pods already bound there.
     pub fn used(mut self, name: &str, amounts: &[(&str, i64)]) -> SnapshotBuilder {
         let demand = Demand::new(amounts.iter().map(|&(n, a)| (self.snapshot.resources.intern(n), a)).collect());
-        let node = self.snapshot.nodes.iter_mut().find(|n| n.name == name).expect("no such node");
+        let node = Arc::make_mut(&mut self.snapshot.nodes).iter_mut().find(|n| n.name == name).expect("no such node");
         node.requested.add(&demand, 1);
         self
     }
@@ -184,7 +184,7 @@ impl SnapshotBuilder {
     ) -> SnapshotBuilder {
         let demand = self.demand(demand);
         let index = self.snapshot.nodes.iter().position(|n| n.name == node).expect("no such node");
-        self.snapshot.nodes[index].requested.add(&demand, pods as i64);
+        Arc::make_mut(&mut self.snapshot.nodes)[index].requested.add(&demand, pods as i64);
         let pods = (0..pods)
             .map(|i| RunningPod {
                 key: PodKey { namespace: "default".into(), name: format!("{name}-{i}") },

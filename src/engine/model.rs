@@ -262,7 +262,9 @@ pub struct Snapshot {
     /// compares it with creation times and never reads a clock.
     pub now: i64,
     pub resources: ResourceNames,
-    pub nodes: Vec<Node>,
+    /// Shared with what the shell keeps between cycles (`Arc::make_mut` to change them):
+    /// a snapshot after one pod changed copies no node.
+    pub nodes: Arc<Vec<Node>>,
     pub gangs: Vec<Gang>,
     /// Devices, classes and what allocated claims hold.
     pub dra: DraSnapshot,

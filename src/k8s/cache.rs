@@ -24,9 +24,11 @@ use super::changes::{Changes, Help};
 use super::convert_dra::EXTENDED_CLAIM_ANNOTATION;
 use super::crd::PodGroup as MusterPodGroup;
 use super::foreign::PodGroup as PluginPodGroup;
+use super::journal::{Journal, Mark, ObjectKey, Seen};
 use super::kai_queue::{PodGroup as KaiPodGroup, Queue as KaiQueue};
 use super::kueue::{ClusterQueue, Cohort, LocalQueue};
 use super::queue_crd::Queue as MusterQueue;
+use super::view::Versions;
 use crate::engine::dra::model::ClaimKey;
 use crate::engine::model::PodKey;
 
@@ -37,11 +39,13 @@ use crate::engine::model::PodKey;
 pub struct Store<K> {
     objects: BTreeMap<(String, String), Arc<K>>,
     relisting: Option<BTreeMap<(String, String), Arc<K>>>,
+    /// What changed, for the snapshot memo.
+    journal: Journal,
 }
 
 impl<K> Default for Store<K> {
     fn default() -> Self {
-        Store { objects: BTreeMap::new(), relisting: None }
+        Store { objects: BTreeMap::new(), relisting: None, journal: Journal::default() }
     }
 }
 
@@ -51,11 +55,20 @@ fn id<K: ResourceExt>(object: &K) -> (String, String) {
 
 impl<K: ResourceExt + Clone> Store<K> {
     pub fn apply(&mut self, object: K) {
-        self.objects.insert(id(&object), Arc::new(object));
+        let key = id(&object);
+        self.journal.record(key.clone());
+        self.objects.insert(key, Arc::new(object));
     }
 
     pub fn delete(&mut self, object: &K) {
-        self.objects.remove(&id(object));
+        let key = id(object);
+        self.objects.remove(&key);
+        self.journal.record(key);
+    }
+
+    /// What changed in this store.
+    pub fn journal(&self) -> &Journal {
+        &self.journal
     }
 
     /// A relist starts: objects arrive through `relisted`, then `relist_done` replaces
@@ -71,6 +84,7 @@ impl<K: ResourceExt + Clone> Store<K> {
     pub fn relist_done(&mut self) {
         if let Some(objects) = self.relisting.take() {
             self.objects = objects;
+            self.journal.reset();
         }
     }
 
@@ -132,10 +146,18 @@ pub struct Cache {
     node_labels: Vec<(String, String)>,
     /// What changed since the scheduling loop last looked, for its unschedulable pool.
     pub changes: Changes,
+    /// Changes to `assumed_claims` and `assumed_extended` (the pods' assumptions are
+    /// recorded in the pods' journal, as they change where a pod counts).
+    assumed_claims_journal: Journal,
 }
 
 fn claim_key(claim: &ResourceClaim) -> ClaimKey {
     ClaimKey { namespace: claim.namespace().unwrap_or_default(), name: claim.name_any() }
+}
+
+/// A pod's key in its store (the assumptions use the engine's key).
+fn object_key(pod: &PodKey) -> ObjectKey {
+    (pod.namespace.clone(), pod.name.clone())
 }
 
 fn pod_key(pod: &Pod) -> PodKey {
@@ -153,6 +175,7 @@ impl Cache {
         if pod.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some() {
             self.assumed.remove(&pod_key(&pod));
         }
+        // (The store records the pod, and with it the assumption it may have lost.)
         self.pods.apply(pod);
     }
 
@@ -168,6 +191,7 @@ impl Cache {
         self.assumed.retain(|key, _| {
             pods.get(&key.namespace, &key.name).is_some_and(|p| p.spec.as_ref().is_some_and(|s| s.node_name.is_none()))
         });
+        self.pods.journal.reset();
     }
 
     /// A claim changed. Once the watch shows it allocated, its assumption is no longer needed.
@@ -175,6 +199,7 @@ impl Cache {
         if claim.status.as_ref().is_some_and(|s| s.allocation.is_some()) {
             let key = claim_key(&claim);
             self.assumed_claims.remove(&key);
+            self.assumed_claims_journal.reset();
             if claim.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(EXTENDED_CLAIM_ANNOTATION)) {
                 for owner in claim.metadata.owner_references.iter().flatten().filter(|o| o.kind == "Pod") {
                     self.assumed_extended
@@ -187,6 +212,7 @@ impl Cache {
 
     pub fn delete_claim(&mut self, claim: &ResourceClaim) {
         self.assumed_claims.remove(&claim_key(claim));
+        self.assumed_claims_journal.reset();
         self.resource_claims.delete(claim);
     }
 
@@ -199,6 +225,7 @@ impl Cache {
                 .get(&key.namespace, &key.name)
                 .is_some_and(|c| c.status.as_ref().is_none_or(|s| s.allocation.is_none()))
         });
+        self.assumed_claims_journal.reset();
     }
 
     /// Holds the devices of `claim` (as it will be once written) until the watch shows it
@@ -210,6 +237,7 @@ impl Cache {
         } else {
             self.assumed_claims.insert(claim_key(&claim), Arc::new(claim));
         }
+        self.assumed_claims_journal.reset();
     }
 
     /// Writing the claim failed and was undone: its devices are free again.
@@ -219,17 +247,20 @@ impl Cache {
         } else {
             self.assumed_claims.remove(claim);
         }
+        self.assumed_claims_journal.reset();
         self.changes.note(Help::Every);
     }
 
     /// Counts `pod` on `node` until the watch shows it bound or `forget` is called.
     pub fn assume(&mut self, pod: PodKey, node: String) {
+        self.pods.journal.record(object_key(&pod));
         self.assumed.insert(pod, node);
     }
 
     /// Binding failed: the pod is pending again.
     pub fn forget(&mut self, pod: &PodKey) {
         self.assumed.remove(pod);
+        self.pods.journal.record(object_key(pod));
         self.changes.note(Help::Every);
     }
 
@@ -238,6 +269,8 @@ impl Cache {
         self.assumed.clear();
         self.assumed_claims.clear();
         self.assumed_extended.clear();
+        self.pods.journal.reset();
+        self.assumed_claims_journal.reset();
         self.changes.note(Help::Every);
     }
 
@@ -282,7 +315,41 @@ impl Cache {
             kueue_imported: self.kueue_imported,
             namespaces: self.namespaces.values().collect(),
             assumed: Some(&self.assumed),
+            versions: Some(Versions {
+                pods: self.pods.journal(),
+                nodes: self.nodes.journal(),
+                groups: self.group_marks(),
+                others: self.other_marks(),
+            }),
         }
+    }
+
+    fn group_marks(&self) -> Vec<Mark> {
+        [&self.kubernetes_groups.journal, &self.muster_groups.journal, &self.plugin_groups.journal]
+            .into_iter()
+            .chain([&self.kai_groups.journal])
+            .map(Journal::mark)
+            .collect()
+    }
+
+    /// Every store but pods, nodes and PodGroups, with the claims' assumptions and whether
+    /// Kueue is imported.
+    fn other_marks(&self) -> Vec<Mark> {
+        let stores = [
+            self.priority_classes.journal.mark(),
+            self.resource_slices.journal.mark(),
+            self.device_classes.journal.mark(),
+            self.resource_claims.journal.mark(),
+            self.device_taint_rules.journal.mark(),
+            self.queues.journal.mark(),
+            self.kai_queues.journal.mark(),
+            self.cluster_queues.journal.mark(),
+            self.cohorts.journal.mark(),
+            self.local_queues.journal.mark(),
+            self.namespaces.journal.mark(),
+            self.assumed_claims_journal.mark(),
+        ];
+        stores.into_iter().chain([(0, self.kueue_imported as u64)]).collect()
     }
 }
 
@@ -309,11 +376,17 @@ pub struct Shared {
     namespaces: Vec<Arc<Namespace>>,
     kueue_imported: bool,
     assumed: HashMap<PodKey, String>,
+    /// What changed in pods and nodes since the reader's mark, and the other stores' marks.
+    pods_journal: Journal,
+    nodes_journal: Journal,
+    groups: Vec<Mark>,
+    others: Vec<Mark>,
 }
 
 impl Cache {
-    /// What [`Cache::view`] shows, shared rather than borrowed.
-    pub fn shared(&self) -> Shared {
+    /// What [`Cache::view`] shows, shared rather than borrowed, with what changed since
+    /// `seen` (the reader's marks: see [`Memo::seen`](super::assemble::Memo::seen)).
+    pub fn shared(&self, seen: Seen) -> Shared {
         let claims = self
             .resource_claims
             .objects
@@ -341,6 +414,10 @@ impl Cache {
             namespaces: self.namespaces.shared(),
             kueue_imported: self.kueue_imported,
             assumed: self.assumed.clone(),
+            pods_journal: self.pods.journal.tail(seen.pods),
+            nodes_journal: self.nodes.journal.tail(seen.nodes),
+            groups: self.group_marks(),
+            others: self.other_marks(),
         }
     }
 }
@@ -371,6 +448,12 @@ impl Shared {
             kueue_imported: self.kueue_imported,
             namespaces: borrowed(&self.namespaces),
             assumed: Some(&self.assumed),
+            versions: Some(Versions {
+                pods: &self.pods_journal,
+                nodes: &self.nodes_journal,
+                groups: self.groups.clone(),
+                others: self.others.clone(),
+            }),
         }
     }
 }

@@ -25,6 +25,7 @@ pub mod gpus;
 pub mod groups;
 pub mod health;
 pub mod interner;
+pub mod journal;
 pub mod kai_queue;
 pub mod kueue;
 pub mod leader;

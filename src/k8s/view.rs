@@ -14,6 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::crd::PodGroup as MusterPodGroup;
 use super::foreign::PodGroup as PluginPodGroup;
+use super::journal::{Journal, Mark};
 use super::kai_queue::{PodGroup as KaiPodGroup, Queue as KaiQueue};
 use super::kueue::{ClusterQueue, Cohort, LocalQueue};
 use super::queue_crd::Queue as MusterQueue;
@@ -102,6 +103,7 @@ impl ClusterObjects {
             kueue_imported: self.kueue_imported,
             namespaces: self.namespaces.iter().collect(),
             assumed: None,
+            versions: None,
         }
     }
 }
@@ -132,6 +134,23 @@ pub struct ClusterView<'a> {
     pub namespaces: Vec<&'a Namespace>,
     /// Pods placed and being bound, not yet seen bound: they count on these nodes.
     pub assumed: Option<&'a HashMap<PodKey, String>>,
+    /// What changed since a snapshot was last made from the same stores; None (the
+    /// simulator's objects): every snapshot is made afresh.
+    pub versions: Option<Versions<'a>>,
+}
+
+/// What changed in the stores a view reads, for a snapshot made from the last one. Pods
+/// and nodes by object; everything else by store, as any change there is rebuilt from.
+#[derive(Clone, Debug)]
+pub struct Versions<'a> {
+    /// Pods, with the assumptions of where they are being bound. `pods` and `nodes` are
+    /// sorted by namespace and name, as the stores keep them, when versions are given.
+    pub pods: &'a Journal,
+    pub nodes: &'a Journal,
+    /// The PodGroups of every kind.
+    pub groups: Vec<Mark>,
+    /// Every other store the snapshot reads (a change there rebuilds it).
+    pub others: Vec<Mark>,
 }
 
 impl ClusterView<'_> {

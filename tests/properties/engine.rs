@@ -275,7 +275,7 @@ fn apply(snapshot: &mut Snapshot, outcome: &CycleOutcome, templates: &HashMap<Ga
         let mut started = Vec::new();
         for (key, node) in &placement.pods {
             let pod = gang.pods.remove(gang.pods.iter().position(|p| &p.key == key).expect("checked"));
-            snapshot.nodes[*node as usize].requested.add(&pod.demand, 1);
+            std::sync::Arc::make_mut(&mut snapshot.nodes)[*node as usize].requested.add(&pod.demand, 1);
             let demand = pod.demand;
             started.push(RunningPod {
                 key: pod.key,
@@ -310,7 +310,7 @@ fn apply(snapshot: &mut Snapshot, outcome: &CycleOutcome, templates: &HashMap<Ga
         for key in &eviction.pods {
             let running = &mut snapshot.running[r];
             let pod = running.pods.remove(running.pods.iter().position(|p| &p.key == key).expect("checked"));
-            snapshot.nodes[pod.node as usize].requested.sub(&pod.demand, 1);
+            std::sync::Arc::make_mut(&mut snapshot.nodes)[pod.node as usize].requested.sub(&pod.demand, 1);
             back.push(PendingPod {
                 key: pod.key,
                 demand: pod.demand,

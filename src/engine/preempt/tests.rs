@@ -335,7 +335,7 @@ fn a_reservation_keeps_the_freed_nodes_for_its_gang_in_the_next_cycle() {
     assert!(outcome.reservations.is_empty());
     // While the victims are still there, the nodes stay held and nobody else gets them.
     let mut busy = snapshot.clone();
-    busy.nodes[1].requested.add(&busy.gangs[1].pods[0].demand, 2);
+    std::sync::Arc::make_mut(&mut busy.nodes)[1].requested.add(&busy.gangs[1].pods[0].demand, 2);
     busy.gangs.swap(0, 1);
     let (lines, outcome) = run(&busy);
     assert!(

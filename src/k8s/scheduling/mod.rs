@@ -318,7 +318,7 @@ impl Scheduler {
         let (shared, helped, touched) = {
             let mut cache = cache_handle.lock().unwrap_or_else(|e| e.into_inner());
             let touched = cache.changes.take_touched();
-            (cache.shared(), cache.changes.helped(), touched)
+            (cache.shared(self.memo.seen()), cache.changes.helped(), touched)
         };
         let mut assembled = assemble_view(&shared.view(), &self.config.scheduler_name, unix, &mut self.memo);
         drop(shared);

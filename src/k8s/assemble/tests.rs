@@ -1,7 +1,9 @@
 //! What the memo keeps from one snapshot to the next stays bounded by what the cluster
 //! holds now, and bound pods cost only their demand.
 
+use super::memo::MIN_NAMES_PRUNE;
 use super::*;
+use k8s_openapi::api::core::v1::{Node, Pod};
 
 fn node(name: &str, version: usize, extra: &str) -> Node {
     serde_json::from_value(serde_json::json!({
@@ -37,7 +39,11 @@ fn names_no_node_offers_any_more_are_dropped_from_the_table() {
             ..Default::default()
         };
         let out = assemble_view(&objects.view(), "muster", 0, &mut memo);
-        assert!(memo.names.len() <= 2 * MIN_NAMES_PRUNE + 16, "snapshot {i}: {} names", memo.names.len());
+        assert!(
+            memo.conversions.names.len() <= 2 * MIN_NAMES_PRUNE + 16,
+            "snapshot {i}: {} names",
+            memo.conversions.names.len()
+        );
         // Whatever the table's age, ids mean what they say.
         let gpu = out.snapshot.resources.get("nvidia.com/gpu").unwrap();
         assert_eq!(out.snapshot.gangs[0].pods[0].demand.get(gpu), 2, "snapshot {i}");
@@ -62,5 +68,5 @@ fn a_bound_pod_costs_its_demand_and_nothing_of_where_it_may_go() {
     assert_eq!(out.snapshot.nodes[0].requested.get(gpu), 2);
     assert!(out.problems.is_empty(), "{:?}", out.problems);
     assert!(out.rejected_pods.values().any(|why| why.contains("Sideways")), "{:?}", out.rejected_pods);
-    assert!(memo.interner.is_empty(), "no constraints converted for the bound pod");
+    assert!(memo.conversions.interner.is_empty(), "no constraints converted for the bound pod");
 }
