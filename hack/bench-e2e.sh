@@ -31,6 +31,7 @@
 # BENCH_QPS/BENCH_BURST set kube-scheduler's client limits for the equal-QPS rows;
 # BENCH_KUBE_FEATURE_GATES adds feature gates (Name=true,...) to kube-scheduler's;
 # BENCH_LOG_DIR keeps each scheduler's log there; BENCH_MUSTER_LOG is Muster's RUST_LOG (warn).
+# BENCH_SCHEDULERS=muster,kube,kubedef picks the schedulers (default all three).
 #
 # Not part of the test suite: it takes minutes and wants a quiet machine.
 set -euo pipefail

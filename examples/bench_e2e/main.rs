@@ -48,6 +48,7 @@
 //! 120), `BENCH_QPS`/`BENCH_BURST` (kube-scheduler's client limits for the equal-QPS rows),
 //! `BENCH_KUBE_FEATURE_GATES` (more `Name=true` gates for kube-scheduler, comma-separated),
 //! `BENCH_RUNS` (a subset, comma-separated: singles, gangs, dra, unschedulable, idle, large),
+//! `BENCH_SCHEDULERS` (a subset of the schedulers, comma-separated: muster, kube, kubedef),
 //! `BENCH_LOG_DIR` (where to keep each scheduler's log), `BENCH_MUSTER_LOG` (Muster's
 //! `RUST_LOG`, default `warn`).
 
@@ -277,7 +278,12 @@ async fn main() {
     let mut table = Table::new();
     table.print_header();
 
-    let schedulers = [Scheduler::Muster, Scheduler::Kube { qps, burst }, Scheduler::KubeDefaults];
+    let only = std::env::var("BENCH_SCHEDULERS").unwrap_or_default();
+    let picked = |s: &Scheduler| only.is_empty() || only.split(',').any(|o| o.trim() == s.short());
+    let schedulers: Vec<Scheduler> = [Scheduler::Muster, Scheduler::Kube { qps, burst }, Scheduler::KubeDefaults]
+        .into_iter()
+        .filter(picked)
+        .collect();
     for workload in [Workload::Singles, Workload::Gangs, Workload::Dra] {
         if !wanted(workload.key()) {
             continue;
@@ -293,7 +299,7 @@ async fn main() {
         let body = |p| runs::ceiling(&b, workload, &target, p);
         let ceiling = row(&b, &mut table, run, "ceiling", &ns, body).await;
         let ceiling = ceiling.rate.filter(|r| *r > 0.0 && ceiling.note.is_empty());
-        for scheduler in schedulers {
+        for &scheduler in &schedulers {
             let ns = format!("bench-{}-{}", workload.short(), scheduler.short());
             let target = Target { nodes: &nodes, sizes: &sizes, ns: &ns };
             let body = |p| runs::throughput(&b, workload, &target, scheduler, ceiling, p);
@@ -307,7 +313,7 @@ async fn main() {
     if wanted("unschedulable")
         && let Some(nodes) = nodes_or_row(&b, &mut table, run, "u", sizes.unschedulable_nodes, false).await
     {
-        for scheduler in [Scheduler::Muster, kube] {
+        for scheduler in [Scheduler::Muster, kube].into_iter().filter(picked) {
             let ns = format!("bench-u-{}", scheduler.short());
             let body = |p| unschedulable::run(&b, &nodes, scheduler, &ns, p);
             row(&b, &mut table, run, scheduler.label(), &ns, body).await;
@@ -319,7 +325,7 @@ async fn main() {
     if (idle || large)
         && let Some(nodes) = nodes_or_row(&b, &mut table, "idle + large", "big", sizes.big_nodes, false).await
     {
-        for scheduler in [Scheduler::Muster, kube].into_iter().filter(|_| idle) {
+        for scheduler in [Scheduler::Muster, kube].into_iter().filter(|_| idle).filter(picked) {
             let ns = format!("bench-i-{}", scheduler.short());
             let body = |p| idle::run(&b, &nodes, &sizes, scheduler, &ns, p);
             row(&b, &mut table, "idle", scheduler.label(), &ns, body).await;
@@ -331,7 +337,7 @@ async fn main() {
             let body = |p| runs::ceiling(&b, Workload::Large, &target, p);
             let ceiling = row(&b, &mut table, run, "ceiling", ns, body).await;
             let ceiling = ceiling.rate.filter(|r| *r > 0.0 && ceiling.note.is_empty());
-            for scheduler in [Scheduler::Muster, kube] {
+            for scheduler in [Scheduler::Muster, kube].into_iter().filter(picked) {
                 let ns = format!("bench-l-{}", scheduler.short());
                 let target = Target { nodes: &nodes, sizes: &sizes, ns: &ns };
                 let body = |p| runs::throughput(&b, Workload::Large, &target, scheduler, ceiling, p);

@@ -41,7 +41,7 @@ pub fn group_statuses(
     view: &ClusterView<'_>,
     specs: &HashMap<GangKey, GroupSpec>,
     members: &HashMap<GangKey, Vec<&Pod>>,
-    waiting: &HashMap<&GangKey, String>,
+    waiting: &HashMap<GangKey, String>,
     last_eviction: &HashMap<GangKey, (&'static str, String, i64)>,
     now: i64,
 ) -> Vec<Write> {

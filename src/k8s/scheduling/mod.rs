@@ -10,6 +10,7 @@
 
 mod decide;
 mod evictions;
+mod housekeeping;
 mod pool;
 #[cfg(test)]
 mod tests;
@@ -30,7 +31,7 @@ use super::claim_release::ReleaseTracker;
 use super::health::Health;
 use super::safety::SafetyNet;
 use super::watch::Wake;
-use super::writer::{PodRef, Write, WriteKey, Writer};
+use super::writer::{PodRef, Write, Writer};
 use crate::config::{Config, QueueingStrategy};
 use crate::engine::CycleConfig;
 use crate::engine::dra::selectors::SelectorCache;
@@ -42,9 +43,10 @@ use crate::metrics::Metrics;
 /// Changes arriving within this long of each other share one cycle.
 const DEBOUNCE: Duration = Duration::from_millis(20);
 
-/// How long a gang whose eviction was sent is left alone by the safety net, at most, while
-/// the watch has not shown its pods going.
-const EVICTING_FOR: Duration = Duration::from_secs(30);
+/// How often a cycle also does the work over the whole cache (the safety net, claim
+/// releases, PodGroup and queue statuses, GPU figures): a burst of cycles while gangs bind
+/// does it once, and a skipped pass is made up by a wake-up when this has passed.
+const HOUSEKEEPING_EVERY: Duration = Duration::from_millis(500);
 
 /// What one cycle did, for logs and tests.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -68,6 +70,11 @@ pub struct Scheduler {
     /// Binding tasks, and the binding each runs, so a task that dies still reports.
     binds: JoinSet<(GangBinding, BindOutcome)>,
     bind_tasks: HashMap<Id, GangBinding>,
+    /// Placed gangs (assumed, in `in_flight`) whose binding has not started: at most
+    /// `bind_tasks_at_once` bindings run, so a wave of thousands of placed gangs holds their
+    /// plans, not thousands of suspended requests.
+    queued_binds: std::collections::VecDeque<GangBinding>,
+    bind_tasks_at_once: usize,
     in_flight: HashSet<GangKey>,
     backoff: Backoff,
     /// Gangs that did not fit, not searched for again until a change could help them.
@@ -88,6 +95,11 @@ pub struct Scheduler {
     next_wake: Option<Instant>,
     /// Queue notes and problems already logged, logged once each.
     queue_notes: HashSet<String>,
+    /// Why each gang waits, as cycles since the last housekeeping found it, for its
+    /// PodGroup's status.
+    unreported_waits: HashMap<GangKey, String>,
+    /// When the next cycle does the housekeeping.
+    housekeeping_due: Instant,
 }
 
 fn unix_now() -> i64 {
@@ -111,6 +123,7 @@ impl Scheduler {
     ) -> Scheduler {
         Scheduler {
             cycle_config: config.cycle(),
+            bind_tasks_at_once: config.client_connection.bind_in_flight(),
             backoff: Backoff::new(&config.backoff),
             pool: pool::Pool::new(Duration::from_secs(config.retry_unschedulable_seconds)),
             memo: Memo::new(&config),
@@ -122,6 +135,7 @@ impl Scheduler {
             binder,
             binds: JoinSet::new(),
             bind_tasks: HashMap::new(),
+            queued_binds: std::collections::VecDeque::new(),
             in_flight: HashSet::new(),
             safety: SafetyNet::default(),
             releases: ReleaseTracker::default(),
@@ -132,6 +146,8 @@ impl Scheduler {
             reservations: Vec::new(),
             next_wake: None,
             queue_notes: HashSet::new(),
+            unreported_waits: HashMap::new(),
+            housekeeping_due: Instant::now(),
         }
     }
 
@@ -188,6 +204,11 @@ impl Scheduler {
     }
 
     fn on_joined(&mut self, joined: Result<(Id, (GangBinding, BindOutcome)), JoinError>) {
+        self.take_joined(joined);
+        self.start_queued_binds();
+    }
+
+    fn take_joined(&mut self, joined: Result<(Id, (GangBinding, BindOutcome)), JoinError>) {
         match joined {
             Ok((id, (binding, outcome))) => {
                 self.bind_tasks.remove(&id);
@@ -394,7 +415,6 @@ impl Scheduler {
         // enough for a reservation.
         self.next_wake = self.backoff.next_due(now);
         let mut writes = Vec::new();
-        let mut waiting_messages: HashMap<&GangKey, String> = HashMap::new();
         for waiting in &outcome.waiting {
             // A parked gang was not tried: it keeps what it was told.
             let parked = match waiting.reason {
@@ -429,7 +449,7 @@ impl Scheduler {
                 }
             }
             report.waiting.push((waiting.gang.clone(), message.clone()));
-            waiting_messages.insert(&waiting.gang, message);
+            self.unreported_waits.insert(waiting.gang.clone(), message);
         }
         if let Some(at) = self.pool.next_flush() {
             self.wake_at(at);
@@ -438,40 +458,6 @@ impl Scheduler {
             writes.push(Write::Unschedulable { pod: Self::pod_ref(&cache, pod), message: why.clone() });
         }
 
-        // The safety net, claim releases, PodGroup statuses and GPU figures, over the cache.
-        let members = super::groups::members(&view, &self.config.scheduler_name);
-        self.evicting.retain(|gang, (since, pods)| {
-            since.elapsed() < EVICTING_FOR
-                && pods.iter().any(|p| {
-                    cache.pods.get(&p.namespace, &p.name).is_some_and(|pod| pod.metadata.deletion_timestamp.is_none())
-                })
-                && members.contains_key(gang)
-        });
-        let placed: HashSet<GangKey> = outcome.placements.iter().map(|p| p.gang.clone()).collect();
-        let busy: HashSet<GangKey> =
-            self.in_flight.iter().chain(placed.iter()).chain(self.evicting.keys()).cloned().collect();
-        let evictions = self.safety.check(&view, &assembled.specs, &members, &self.config, &busy, unix);
-        for eviction in &evictions {
-            self.last_eviction
-                .insert(eviction.gang.clone(), (eviction.reason.as_str(), eviction.message.clone(), unix));
-            self.metrics.evictions.with_label_values(&[eviction.reason.as_str()]).inc();
-            self.awaiting_running.remove(&eviction.gang);
-            tracing::warn!(gang = %eviction.gang, reason = eviction.reason.as_str(), pods = eviction.pods.len(), "{}", eviction.message);
-            for pod in &eviction.pods {
-                let pod = Self::pod_ref(&cache, pod);
-                writes.push(Write::Evict { pod: pod.clone(), gang: eviction.gang.to_string() });
-                writes.push(Write::PodEvent {
-                    pod,
-                    warning: true,
-                    reason: eviction.reason.as_str().into(),
-                    note: eviction.message.clone(),
-                    action: "Evicting".into(),
-                });
-            }
-            self.evicting.insert(eviction.gang.clone(), (now, eviction.pods.clone()));
-            self.backoff.fail(&eviction.gang, now);
-            report.evicted.push(eviction.gang.clone());
-        }
         for write in self.queue_evictions(&cache, &outcome, &assembled.snapshot, now, &mut report) {
             writes.push(write);
         }
@@ -479,41 +465,17 @@ impl Scheduler {
         if let Some(until) = self.reservations.iter().map(|r| r.until).min() {
             self.wake_at(now + Duration::from_secs((until - unix).max(0) as u64 + 1));
         }
-        for release in self.releases.check(&view, unix) {
-            writes.push(Write::ReleaseClaim(release));
-        }
-        // Devices held for pods that are not bound and whose gang is not being placed.
-        let given_back = super::claim_giveback::give_back(&view, &self.config.scheduler_name, &busy);
-        self.metrics.claims_given_back.inc_by(given_back.len() as u64);
-        writes.extend(given_back.into_iter().map(Write::ReleaseClaim));
         decide::log_device_key_problems(&outcome.queues, &mut self.queue_notes);
-        let (queue_reports, queue_writes) =
-            decide::queue_statuses(&assembled.snapshot, &outcome.queues, &cache.queues, unix);
-        super::queue_status::export(&queue_reports, &assembled.snapshot.resources, &self.metrics);
-        writes.extend(queue_writes);
-        writes.extend(decide::group_statuses(
-            &view,
-            &assembled.specs,
-            &members,
-            &waiting_messages,
-            &self.last_eviction,
-            unix,
-        ));
-        super::gpus::gpu_usage(&view, &assembled.groups, &self.config.topology).export(&self.metrics);
-        for created in decide::now_running(&members, &mut self.awaiting_running) {
-            self.metrics.gang_waiting.with_label_values(&["running"]).observe(seconds_since(created));
+        for placement in &outcome.placements {
+            self.unreported_waits.remove(&placement.gang);
         }
-        for due in [self.releases.next_due(), self.safety.next_due()].into_iter().flatten() {
-            self.wake_at(now + Duration::from_secs((due - unix).max(0) as u64 + 1));
+        if now >= self.housekeeping_due {
+            self.housekeeping_due = now + HOUSEKEEPING_EVERY;
+            let seen = housekeeping::Seen { view: &view, assembled: &assembled, outcome: &outcome };
+            writes.extend(self.housekeep(&cache, seen, now, unix, &mut report));
+        } else {
+            self.wake_at(self.housekeeping_due);
         }
-        // What was written for pods that are gone is forgotten.
-        self.writer.retain(|key| match key {
-            WriteKey::PodCondition(pod) | WriteKey::PodEvent(pod, ..) | WriteKey::Evict(pod) => {
-                cache.pods.get(&pod.namespace, &pod.name).is_some_and(|p| p.metadata.uid == pod.uid)
-            }
-            _ => true,
-        });
-        drop(members);
         drop(view);
 
         // Decisions applied: placed gangs assumed and bound, the rest written in the background.
@@ -543,6 +505,18 @@ impl Scheduler {
 
     fn start_binding(&mut self, binding: GangBinding) {
         self.in_flight.insert(binding.gang.clone());
+        self.queued_binds.push_back(binding);
+        self.start_queued_binds();
+    }
+
+    fn start_queued_binds(&mut self) {
+        while self.binds.len() < self.bind_tasks_at_once {
+            let Some(binding) = self.queued_binds.pop_front() else { return };
+            self.spawn_binding(binding);
+        }
+    }
+
+    fn spawn_binding(&mut self, binding: GangBinding) {
         let (binder, metrics) = (self.binder.clone(), self.metrics.clone());
         let span =
             tracing::info_span!("gang", gang = %binding.gang, pods = binding.pods.len(), needed = binding.needed);

@@ -1,0 +1,106 @@
+//! The part of a cycle that reads the whole cache rather than what changed: the safety net,
+//! claim releases and give-backs, PodGroup and queue statuses, GPU figures, and the
+//! writer's memory of pods that are gone. It runs at most every `HOUSEKEEPING_EVERY`, so
+//! the burst of cycles that follows a wave of bindings pays for it once; its clocks count
+//! in seconds, so a pass made up to that much later changes no outcome.
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use super::{CycleReport, Scheduler, decide, seconds_since};
+use crate::engine::CycleOutcome;
+use crate::engine::model::GangKey;
+use crate::k8s::assemble::{Assembled, ClusterView};
+use crate::k8s::cache::Cache;
+use crate::k8s::writer::{Write, WriteKey};
+
+/// How long a gang whose eviction was sent is left alone by the safety net, at most, while
+/// the watch has not shown its pods going.
+const EVICTING_FOR: Duration = Duration::from_secs(30);
+
+/// What this cycle saw, for the pass.
+pub(super) struct Seen<'a, 'v> {
+    pub view: &'a ClusterView<'v>,
+    pub assembled: &'a Assembled,
+    pub outcome: &'a CycleOutcome,
+}
+
+impl Scheduler {
+    /// One pass over the whole cache; returns what it writes.
+    pub(super) fn housekeep(
+        &mut self,
+        cache: &Cache,
+        seen: Seen<'_, '_>,
+        now: Instant,
+        unix: i64,
+        report: &mut CycleReport,
+    ) -> Vec<Write> {
+        let Seen { view, assembled, outcome } = seen;
+        let mut writes = Vec::new();
+        let members = crate::k8s::groups::members(view, &self.config.scheduler_name);
+        self.evicting.retain(|gang, (since, pods)| {
+            since.elapsed() < EVICTING_FOR
+                && pods.iter().any(|p| {
+                    cache.pods.get(&p.namespace, &p.name).is_some_and(|pod| pod.metadata.deletion_timestamp.is_none())
+                })
+                && members.contains_key(gang)
+        });
+        let busy: HashSet<GangKey> = self
+            .in_flight
+            .iter()
+            .chain(outcome.placements.iter().map(|p| &p.gang))
+            .chain(self.evicting.keys())
+            .cloned()
+            .collect();
+        let evictions = self.safety.check(view, &assembled.specs, &members, &self.config, &busy, unix);
+        for eviction in &evictions {
+            self.last_eviction
+                .insert(eviction.gang.clone(), (eviction.reason.as_str(), eviction.message.clone(), unix));
+            self.metrics.evictions.with_label_values(&[eviction.reason.as_str()]).inc();
+            self.awaiting_running.remove(&eviction.gang);
+            tracing::warn!(gang = %eviction.gang, reason = eviction.reason.as_str(), pods = eviction.pods.len(), "{}", eviction.message);
+            for pod in &eviction.pods {
+                let pod = Self::pod_ref(cache, pod);
+                writes.push(Write::Evict { pod: pod.clone(), gang: eviction.gang.to_string() });
+                writes.push(Write::PodEvent {
+                    pod,
+                    warning: true,
+                    reason: eviction.reason.as_str().into(),
+                    note: eviction.message.clone(),
+                    action: "Evicting".into(),
+                });
+            }
+            self.evicting.insert(eviction.gang.clone(), (now, eviction.pods.clone()));
+            self.backoff.fail(&eviction.gang, now);
+            report.evicted.push(eviction.gang.clone());
+        }
+        for release in self.releases.check(view, unix) {
+            writes.push(Write::ReleaseClaim(release));
+        }
+        // Devices held for pods that are not bound and whose gang is not being placed.
+        let given_back = crate::k8s::claim_giveback::give_back(view, &self.config.scheduler_name, &busy);
+        self.metrics.claims_given_back.inc_by(given_back.len() as u64);
+        writes.extend(given_back.into_iter().map(Write::ReleaseClaim));
+        let (queue_reports, queue_writes) =
+            decide::queue_statuses(&assembled.snapshot, &outcome.queues, &cache.queues, unix);
+        crate::k8s::queue_status::export(&queue_reports, &assembled.snapshot.resources, &self.metrics);
+        writes.extend(queue_writes);
+        let waits = std::mem::take(&mut self.unreported_waits);
+        writes.extend(decide::group_statuses(view, &assembled.specs, &members, &waits, &self.last_eviction, unix));
+        crate::k8s::gpus::gpu_usage(view, &assembled.groups, &self.config.topology).export(&self.metrics);
+        for created in decide::now_running(&members, &mut self.awaiting_running) {
+            self.metrics.gang_waiting.with_label_values(&["running"]).observe(seconds_since(created));
+        }
+        for due in [self.releases.next_due(), self.safety.next_due()].into_iter().flatten() {
+            self.wake_at(now + Duration::from_secs((due - unix).max(0) as u64 + 1));
+        }
+        // What was written for pods that are gone is forgotten.
+        self.writer.retain(|key| match key {
+            WriteKey::PodCondition(pod) | WriteKey::PodEvent(pod, ..) | WriteKey::Evict(pod) => {
+                cache.pods.get(&pod.namespace, &pod.name).is_some_and(|p| p.metadata.uid == pod.uid)
+            }
+            _ => true,
+        });
+        writes
+    }
+}
