@@ -256,6 +256,31 @@ fn a_ready_gang_that_lost_a_pod_says_so_in_its_status_and_a_later_scheduler_stil
 }
 
 #[test]
+fn a_cycle_has_something_to_place_only_while_some_pod_is_neither_bound_nor_assumed() {
+    let mut cache = Cache::default();
+    apply_event(&mut cache, Event::Apply(gpu_node("n1", "r1", 8)));
+    apply_event(&mut cache, Event::Apply(training_pod("p", 8, 0, "muster", None)));
+    assert!(cache.has_unplaced());
+    let key = PodKey { namespace: "default".into(), name: "p".into() };
+    cache.assume(key.clone(), "n1".into());
+    assert!(!cache.has_unplaced(), "p is being bound");
+    cache.forget(&key);
+    assert!(cache.has_unplaced(), "p's binding failed: it is pending again");
+    // A pod the store does not hold is not assumed: it would hide a pending one.
+    let ghost = PodKey { namespace: "default".into(), name: "gone".into() };
+    cache.assume(ghost.clone(), "n1".into());
+    assert!(!cache.is_assumed(&ghost));
+    assert!(cache.has_unplaced());
+    cache.assume(key.clone(), "n1".into());
+    let mut bound = training_pod("p", 8, 0, "muster", None);
+    bound.spec.as_mut().unwrap().node_name = Some("n1".into());
+    apply_event(&mut cache, Event::Apply(bound));
+    assert!(!cache.has_unplaced());
+    apply_event(&mut cache, Event::Apply(training_pod("q", 8, 1, "other-scheduler", None)));
+    assert!(cache.has_unplaced(), "any scheduler's pending pod counts: a false no is impossible");
+}
+
+#[test]
 fn a_relist_drops_assumptions_of_pods_that_went_away_while_the_watch_was_down() {
     let mut cache = Cache::default();
     apply_event(&mut cache, Event::Apply(pod("p", None)));

@@ -252,7 +252,16 @@ impl Cache {
     }
 
     /// Counts `pod` on `node` until the watch shows it bound or `forget` is called.
+    /// A pod placed on `node` counts there before the watch shows it bound. A pod the
+    /// store no longer holds unbound (deleted, or bound meanwhile) is not assumed.
     pub fn assume(&mut self, pod: PodKey, node: String) {
+        let unbound = self
+            .pods
+            .get(&pod.namespace, &pod.name)
+            .is_some_and(|p| p.spec.as_ref().is_none_or(|s| s.node_name.is_none()));
+        if !unbound {
+            return;
+        }
         self.pods.journal.record(object_key(&pod));
         self.assumed.insert(pod, node);
     }
@@ -262,6 +271,15 @@ impl Cache {
         self.assumed.remove(pod);
         self.pods.journal.record(object_key(pod));
         self.changes.note(Help::Every);
+    }
+
+    /// Whether some pod is neither bound nor assumed: of any scheduler, so a false "no" is
+    /// impossible. A cycle finds nothing to place without one. Every assumption is of a pod
+    /// in the store and unbound (`assume` takes no other; binding or deleting a pod, or a
+    /// relist, drops its assumption), so counting is enough.
+    pub fn has_unplaced(&self) -> bool {
+        let unbound = self.pods.values().filter(|p| p.spec.as_ref().is_none_or(|s| s.node_name.is_none())).count();
+        unbound > self.assumed.len()
     }
 
     /// Drops every assumption: a new term as leader starts from what the watches show.

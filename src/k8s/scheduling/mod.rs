@@ -70,11 +70,10 @@ pub struct Scheduler {
     /// Binding tasks, and the binding each runs, so a task that dies still reports.
     binds: JoinSet<(GangBinding, BindOutcome)>,
     bind_tasks: HashMap<Id, GangBinding>,
-    /// Placed gangs (assumed, in `in_flight`) whose binding has not started: at most
-    /// `bind_tasks_at_once` bindings run, so a wave of thousands of placed gangs holds their
-    /// plans, not thousands of suspended requests.
-    queued_binds: std::collections::VecDeque<GangBinding>,
-    bind_tasks_at_once: usize,
+    /// Bindings that may run at once: a binding task takes a slot before it starts its
+    /// requests, so a wave of thousands of placed gangs holds their plans, not thousands of
+    /// suspended requests, and a slot passes to the next gang the moment one ends.
+    bind_slots: Arc<tokio::sync::Semaphore>,
     in_flight: HashSet<GangKey>,
     backoff: Backoff,
     /// Gangs that did not fit, not searched for again until a change could help them.
@@ -123,7 +122,7 @@ impl Scheduler {
     ) -> Scheduler {
         Scheduler {
             cycle_config: config.cycle(),
-            bind_tasks_at_once: config.client_connection.bind_in_flight(),
+            bind_slots: Arc::new(tokio::sync::Semaphore::new(config.client_connection.bind_in_flight())),
             backoff: Backoff::new(&config.backoff),
             pool: pool::Pool::new(Duration::from_secs(config.retry_unschedulable_seconds)),
             memo: Memo::new(&config),
@@ -135,7 +134,6 @@ impl Scheduler {
             binder,
             binds: JoinSet::new(),
             bind_tasks: HashMap::new(),
-            queued_binds: std::collections::VecDeque::new(),
             in_flight: HashSet::new(),
             safety: SafetyNet::default(),
             releases: ReleaseTracker::default(),
@@ -204,11 +202,6 @@ impl Scheduler {
     }
 
     fn on_joined(&mut self, joined: Result<(Id, (GangBinding, BindOutcome)), JoinError>) {
-        self.take_joined(joined);
-        self.start_queued_binds();
-    }
-
-    fn take_joined(&mut self, joined: Result<(Id, (GangBinding, BindOutcome)), JoinError>) {
         match joined {
             Ok((id, (binding, outcome))) => {
                 self.bind_tasks.remove(&id);
@@ -334,6 +327,12 @@ impl Scheduler {
         let started = Instant::now();
         let mut report = CycleReport::default();
         let cache_handle = self.cache.clone();
+        // Every pod bound or being bound, and the housekeeping not due: nothing to do but
+        // look again when it is (the timers it sets are set again then).
+        if now < self.housekeeping_due && !cache_handle.lock().unwrap_or_else(|e| e.into_inner()).has_unplaced() {
+            self.next_wake = Some(self.housekeeping_due);
+            return report;
+        }
         // What the cycle reads, taken under the lock by reference counts; the snapshot is
         // assembled with the lock released, so watch events keep being applied meanwhile.
         let (shared, helped, touched) = {
@@ -505,24 +504,14 @@ impl Scheduler {
 
     fn start_binding(&mut self, binding: GangBinding) {
         self.in_flight.insert(binding.gang.clone());
-        self.queued_binds.push_back(binding);
-        self.start_queued_binds();
-    }
-
-    fn start_queued_binds(&mut self) {
-        while self.binds.len() < self.bind_tasks_at_once {
-            let Some(binding) = self.queued_binds.pop_front() else { return };
-            self.spawn_binding(binding);
-        }
-    }
-
-    fn spawn_binding(&mut self, binding: GangBinding) {
-        let (binder, metrics) = (self.binder.clone(), self.metrics.clone());
+        let (binder, metrics, slots) = (self.binder.clone(), self.metrics.clone(), self.bind_slots.clone());
         let span =
             tracing::info_span!("gang", gang = %binding.gang, pods = binding.pods.len(), needed = binding.needed);
         let kept = binding.clone();
         let task = self.binds.spawn(
             async move {
+                // The semaphore is never closed; without a slot the binding still runs.
+                let _slot = slots.acquire_owned().await.ok();
                 let bind_started = Instant::now();
                 let outcome = binder.bind(binding.clone()).await;
                 metrics.bind_duration.observe(bind_started.elapsed().as_secs_f64());

@@ -11,7 +11,6 @@
 //! delay, and after the configured number of refusals the writer hands the sink a delete of
 //! the pod instead (see [`super::refusals`]).
 
-use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -26,6 +25,9 @@ use super::queue_crd::QueueStatus;
 use super::refusals::{RefusalPolicy, Refused, deleted_note};
 use super::request::RequestError;
 use crate::metrics::Metrics;
+use queue::Queue;
+
+mod queue;
 
 /// The API's limit on an event's note, in bytes.
 pub const EVENT_NOTE_LIMIT: usize = 1024;
@@ -154,20 +156,6 @@ pub trait Sink: Send + Sync + 'static {
     fn write<'a>(&'a self, write: &'a Write) -> BoxFuture<'a, Result<(), RequestError>>;
 }
 
-#[derive(Default)]
-struct Queue {
-    /// The newest wanted state per key not yet taken by a worker.
-    pending: HashMap<WriteKey, Write>,
-    /// Keys in the order they were first queued.
-    order: VecDeque<WriteKey>,
-    /// Keys a worker is writing now: their next state waits in `pending`.
-    busy: HashSet<WriteKey>,
-    /// The state last written per key, so an unchanged one is not written again.
-    written: HashMap<WriteKey, Write>,
-    /// Evictions refused so far, by key; a key here is not taken before its `not_before`.
-    refused: HashMap<WriteKey, Refused>,
-}
-
 struct Shared {
     queue: Mutex<Queue>,
     ready: Notify,
@@ -231,6 +219,7 @@ impl Writer {
             let mut queue = self.queue();
             queue.pending.clear();
             queue.order.clear();
+            queue.events.clear();
             queue.refused.clear();
             // The next leader's writes are compared with the cluster afresh.
             queue.written.clear();
@@ -253,7 +242,7 @@ impl Writer {
             return;
         }
         if queue.pending.insert(key.clone(), write).is_none() {
-            queue.order.push_back(key);
+            queue.push(key);
         }
         self.shared.metrics.write_queue_depth.set(queue.pending.len() as i64);
         drop(queue);
@@ -288,15 +277,12 @@ impl Writer {
         }
         let now = tokio::time::Instant::now();
         let mut queue = self.queue();
-        let Queue { pending, order, busy, refused, .. } = &mut *queue;
         loop {
-            let waiting = |key: &WriteKey| refused.get(key).is_some_and(|r| r.not_before > now);
-            let position = order.iter().position(|key| !busy.contains(key) && !waiting(key))?;
-            let key = order.remove(position)?;
-            if let Some(write) = pending.remove(&key) {
-                busy.insert(key.clone());
-                self.shared.metrics.write_queue_depth.set(pending.len() as i64);
-                let send = match (&write, refused.get(&key)) {
+            let key = queue.next_key(now)?;
+            if let Some(write) = queue.pending.remove(&key) {
+                queue.claim(&key);
+                self.shared.metrics.write_queue_depth.set(queue.pending.len() as i64);
+                let send = match (&write, queue.refused.get(&key)) {
                     (Write::Evict { pod, gang }, Some(r)) if r.delete_next(&self.shared.refusals) => {
                         Write::DeletePod { pod: pod.clone(), note: deleted_note(gang, r) }
                     }
@@ -309,7 +295,7 @@ impl Writer {
 
     fn done(&self, key: WriteKey, write: Write, error: Option<String>) {
         let mut queue = self.queue();
-        queue.busy.remove(&key);
+        queue.release(&key);
         match error {
             None => {
                 queue.refused.remove(&key);
@@ -323,7 +309,7 @@ impl Writer {
                 queue.refused.insert(key.clone(), refused);
                 if !queue.pending.contains_key(&key) {
                     queue.pending.insert(key.clone(), write);
-                    queue.order.push_back(key);
+                    queue.push(key);
                 }
                 self.shared.metrics.write_queue_depth.set(queue.pending.len() as i64);
             }
@@ -340,7 +326,7 @@ impl Writer {
         if self.shared.fence.as_ref().is_some_and(|f| !f.allows()) {
             // Not sent, and not counted as refused: this replica may not lead any more.
             self.shared.metrics.writes.with_label_values(&[kind, "fenced"]).inc();
-            self.queue().busy.remove(&key);
+            self.queue().release(&key);
             return true;
         }
         let result = match tokio::time::timeout(self.shared.deadline, self.shared.sink.write(&write)).await {
@@ -442,6 +428,37 @@ mod tests {
         while writer.write_one().await {}
         let written = record.0.lock().unwrap().clone();
         assert_eq!(written[3..], [unschedulable("b", "now it fits nowhere")]);
+    }
+
+    fn scheduled(name: &str) -> Write {
+        Write::PodEvent {
+            pod: pod(name),
+            warning: false,
+            reason: "Scheduled".into(),
+            note: format!("Successfully assigned ml/{name} to n1"),
+            action: "Binding".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn events_give_way_to_every_other_write_and_go_at_most_two_at_a_time() {
+        let record = Arc::new(Record::default());
+        let writer = Writer::new(record.clone(), std::time::Duration::from_secs(1), Arc::new(Metrics::new()));
+        writer.set_leading(true);
+        for i in 0..3 {
+            writer.submit(scheduled(&format!("e{i}")));
+        }
+        writer.submit(unschedulable("a", "no GPU"));
+        // Two events taken and not yet done: a third waits, the condition does not.
+        let first = writer.take().expect("an event");
+        let second = writer.take().expect("an event");
+        assert!(matches!(first.1, Write::Unschedulable { .. }), "the condition queued last goes first");
+        assert_eq!(second.1, scheduled("e0"));
+        let third = writer.take().expect("a second event");
+        assert_eq!(third.1, scheduled("e1"));
+        assert!(writer.take().is_none(), "two events in flight: the third waits");
+        writer.done(second.0, second.1, None);
+        assert_eq!(writer.take().map(|t| t.1), Some(scheduled("e2")));
     }
 
     #[tokio::test]
