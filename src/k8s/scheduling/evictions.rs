@@ -4,10 +4,34 @@
 use std::time::Instant;
 
 use super::{CycleReport, Scheduler};
+use crate::engine::model::{GangKey, PodKey};
 use crate::k8s::cache::Cache;
 use crate::k8s::writer::Write;
 
 impl Scheduler {
+    /// Each pod of `gang` evicted, with a warning event whose note says why.
+    pub(super) fn eviction_writes(
+        cache: &Cache,
+        gang: &GangKey,
+        pods: &[PodKey],
+        reason: &str,
+        note: &str,
+    ) -> Vec<Write> {
+        let mut writes = Vec::with_capacity(pods.len() * 2);
+        for pod in pods {
+            let pod = Self::pod_ref(cache, pod);
+            writes.push(Write::Evict { pod: pod.clone(), gang: gang.to_string() });
+            writes.push(Write::PodEvent {
+                pod,
+                warning: true,
+                reason: reason.into(),
+                note: note.into(),
+                action: "Evicting".into(),
+            });
+        }
+        writes
+    }
+
     /// Reclaim and preemption decided by the engine: every victim pod evicted through the
     /// Eviction API with an event naming the gang it makes room for, the victim gang's
     /// PodGroup condition `Evicted`, and an event on the gang room is made for.
@@ -35,17 +59,7 @@ impl Scheduler {
             tracing::info!(gang = %eviction.gang, preemptor = %eviction.preemptor, reason, pods = eviction.pods.len(), "{message}");
             self.metrics.evictions.with_label_values(&[reason]).inc();
             self.last_eviction.insert(eviction.gang.clone(), (reason, message.clone(), snapshot.now));
-            for pod in &eviction.pods {
-                let pod = Self::pod_ref(cache, pod);
-                writes.push(Write::Evict { pod: pod.clone(), gang: eviction.gang.to_string() });
-                writes.push(Write::PodEvent {
-                    pod,
-                    warning: true,
-                    reason: reason.into(),
-                    note: message.clone(),
-                    action: "Evicting".into(),
-                });
-            }
+            writes.extend(Self::eviction_writes(cache, &eviction.gang, &eviction.pods, reason, &message));
             if eviction.whole {
                 self.awaiting_running.remove(&eviction.gang);
                 self.evicting.insert(eviction.gang.clone(), (now, eviction.pods.clone()));

@@ -59,17 +59,8 @@ impl Scheduler {
             self.metrics.evictions.with_label_values(&[eviction.reason.as_str()]).inc();
             self.awaiting_running.remove(&eviction.gang);
             tracing::warn!(gang = %eviction.gang, reason = eviction.reason.as_str(), pods = eviction.pods.len(), "{}", eviction.message);
-            for pod in &eviction.pods {
-                let pod = Self::pod_ref(cache, pod);
-                writes.push(Write::Evict { pod: pod.clone(), gang: eviction.gang.to_string() });
-                writes.push(Write::PodEvent {
-                    pod,
-                    warning: true,
-                    reason: eviction.reason.as_str().into(),
-                    note: eviction.message.clone(),
-                    action: "Evicting".into(),
-                });
-            }
+            let reason = eviction.reason.as_str();
+            writes.extend(Self::eviction_writes(cache, &eviction.gang, &eviction.pods, reason, &eviction.message));
             self.evicting.insert(eviction.gang.clone(), (now, eviction.pods.clone()));
             self.backoff.fail(&eviction.gang, now);
             report.evicted.push(eviction.gang.clone());
