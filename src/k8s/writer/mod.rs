@@ -400,15 +400,21 @@ mod tests {
         PodRef { namespace: "ml".into(), name: name.into(), uid: Some(format!("uid-{name}")) }
     }
 
+    /// A writer that leads, over a recording sink.
+    fn leading_writer() -> (Arc<Record>, Writer) {
+        let record = Arc::new(Record::default());
+        let writer = Writer::new(record.clone(), std::time::Duration::from_secs(1), Arc::new(Metrics::new()));
+        writer.set_leading(true);
+        (record, writer)
+    }
+
     fn unschedulable(name: &str, message: &str) -> Write {
         Write::Unschedulable { pod: pod(name), message: message.into() }
     }
 
     #[tokio::test]
     async fn the_newest_state_per_object_wins_and_an_unchanged_one_is_not_written() {
-        let record = Arc::new(Record::default());
-        let writer = Writer::new(record.clone(), std::time::Duration::from_secs(1), Arc::new(Metrics::new()));
-        writer.set_leading(true);
+        let (record, writer) = leading_writer();
         for i in 0..10 {
             writer.submit(unschedulable("a", &format!("reason {i}")));
         }
@@ -442,9 +448,7 @@ mod tests {
 
     #[tokio::test]
     async fn events_give_way_to_every_other_write_and_go_at_most_two_at_a_time() {
-        let record = Arc::new(Record::default());
-        let writer = Writer::new(record.clone(), std::time::Duration::from_secs(1), Arc::new(Metrics::new()));
-        writer.set_leading(true);
+        let (_record, writer) = leading_writer();
         for i in 0..3 {
             writer.submit(scheduled(&format!("e{i}")));
         }
