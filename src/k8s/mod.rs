@@ -40,6 +40,7 @@ pub mod scheduler;
 pub mod scheduling;
 pub mod status;
 pub mod throttle;
+pub mod tracker;
 pub mod view;
 pub mod watch;
 pub mod writer;

@@ -22,6 +22,7 @@ use crate::engine::{CycleOutcome, schedule_with};
 use crate::k8s::allocation;
 use crate::k8s::assemble::{ClusterObjects, Memo, assemble_view};
 use crate::k8s::convert_dra::POD_CLAIM_NAME_ANNOTATION;
+use crate::k8s::tracker::Tracker;
 use crate::sim::evict::{EvictionResult, evict};
 
 /// One device allocated to a pod's claim.
@@ -118,9 +119,13 @@ fn key_of(meta: &ObjectMeta) -> (String, String) {
     (meta.namespace.clone().unwrap_or_else(|| "default".into()), meta.name.clone().unwrap_or_default())
 }
 
-/// Marks an object changed, so conversions memoised by resourceVersion see it anew.
-fn touch(meta: &mut ObjectMeta, version: &mut u64) {
-    *version += 1;
+/// Versions stamped by `touch`: never the same twice, so no change is taken for none.
+static VERSION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// Marks an object changed, so conversions memoised by resourceVersion, and the tracker of
+/// what changed between cycles, see it anew.
+fn touch(meta: &mut ObjectMeta) {
+    let version = VERSION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     meta.resource_version = Some(format!("sim-{version}"));
 }
 
@@ -181,7 +186,6 @@ pub fn create_template_claims(objects: &mut ClusterObjects) {
 /// Binds what the cycle placed, as the binder would: the pods' nodeName, the claims'
 /// allocation and reservation, a claim for extended resources served by DRA.
 pub fn apply(objects: &mut ClusterObjects, snapshot: &Snapshot, outcome: &CycleOutcome) -> usize {
-    let mut version = objects.pods.len() as u64 + objects.resource_claims.len() as u64 + 1_000_000;
     let mut index: HashMap<(String, String), usize> = HashMap::new();
     for (i, pod) in objects.pods.iter().enumerate() {
         index.insert(key_of(&pod.metadata), i);
@@ -203,7 +207,7 @@ pub fn apply(objects: &mut ClusterObjects, snapshot: &Snapshot, outcome: &CycleO
                 let name = format!("{}-extended-resources", claim.pod.name);
                 object.metadata.name = Some(name.clone());
                 object.metadata.generate_name = None;
-                touch(&mut object.metadata, &mut version);
+                touch(&mut object.metadata);
                 object.status = Some(ResourceClaimStatus {
                     allocation: Some(allocation::allocation_result(&snapshot.dra, alloc, &claim.pod.to_string(), None)),
                     reserved_for: Some(vec![reservation]),
@@ -228,14 +232,14 @@ pub fn apply(objects: &mut ClusterObjects, snapshot: &Snapshot, outcome: &CycleO
             }
             let status = object.status.get_or_insert_default();
             status.reserved_for.get_or_insert_default().push(reservation);
-            touch(&mut object.metadata, &mut version);
+            touch(&mut object.metadata);
         }
         for (key, node) in &placement.pods {
             if let Some(&i) = index.get(&(key.namespace.clone(), key.name.clone()))
                 && let Some(spec) = objects.pods[i].spec.as_mut()
             {
                 spec.node_name = Some(snapshot.nodes[*node as usize].name.clone());
-                touch(&mut objects.pods[i].metadata, &mut version);
+                touch(&mut objects.pods[i].metadata);
                 count += 1;
             }
         }
@@ -267,12 +271,13 @@ pub fn run_with(objects: &mut ClusterObjects, config: &Config, options: &Options
     let mut last = CycleOutcome::default();
     let now = options.now.unwrap_or_else(|| latest_time(objects));
     let mut memo = Memo::new(config);
+    let mut tracker = Tracker::default();
     let mut selectors = SelectorCache::default();
     let mut reservations = Vec::new();
     let mut evictions = Vec::new();
     let mut version = 0;
     for number in 1..=options.cycles.max(1) {
-        let mut assembled = assemble_view(&objects.view(), &config.scheduler_name, now, &mut memo);
+        let mut assembled = assemble_view(&tracker.view(objects), &config.scheduler_name, now, &mut memo);
         assembled.snapshot.reservations = std::mem::take(&mut reservations);
         last = schedule_with(&assembled.snapshot, &cycle, &mut selectors);
         reservations = last.reservations.clone();

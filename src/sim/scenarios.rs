@@ -13,6 +13,7 @@ use crate::config::{Config, QueueingStrategy, ScoringStrategy};
 use crate::engine::schedule;
 use crate::k8s::assemble::{ClusterObjects, Memo, assemble_view};
 use crate::k8s::crd::PodGroupTopology;
+use crate::k8s::tracker::Tracker;
 
 /// Who places the pods.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -37,18 +38,15 @@ impl Placer {
     }
 }
 
-/// Schedules until a cycle places nothing. `memo` lives as long as the scenario, so a pod
-/// is converted once, not at every simulated event (objects carry resourceVersions, and
-/// `apply` moves them).
-fn settle(objects: &mut ClusterObjects, config: &Config, now: i64, memo: &mut Memo) {
-    let cycle = config.cycle();
-    loop {
-        let assembled = assemble_view(&objects.view(), &config.scheduler_name, START + now, memo);
-        let outcome = schedule(&assembled.snapshot, &cycle);
-        if apply(objects, &assembled.snapshot, &outcome) == 0 {
-            break;
-        }
-    }
+/// One cycle at `now`, its placements bound. A cycle places, in queue order, every gang
+/// that fits, and what did not fit cannot fit once others took capacity, so a second
+/// cycle would place nothing (the scenarios evict nothing). `memo` and `tracker` live as
+/// long as the scenario, so a cycle converts and folds again only the pods and PodGroups
+/// that changed since the last one, as the scheduler's do.
+fn settle(objects: &mut ClusterObjects, config: &Config, now: i64, memo: &mut Memo, tracker: &mut Tracker) {
+    let assembled = assemble_view(&tracker.view(objects), &config.scheduler_name, START + now, memo);
+    let outcome = schedule(&assembled.snapshot, &config.cycle());
+    apply(objects, &assembled.snapshot, &outcome);
 }
 
 /// A job: `pods` pods of `gpus_per_pod` GPUs, a gang under Muster.
@@ -134,7 +132,8 @@ pub fn two_jobs(placer: Placer, muster: &Config) -> TwoJobsOutcome {
         add_job(&mut objects, job, placer, &config.scheduler_name, |i| (2 * i + j) as i64);
     }
     let mut memo = Memo::new(&config);
-    settle(&mut objects, &config, 16, &mut memo);
+    let mut tracker = Tracker::default();
+    settle(&mut objects, &config, 16, &mut memo, &mut tracker);
     let placed = placed_per_job(&objects);
     let running: Vec<String> =
         jobs.iter().filter(|j| placed.get(&j.name) == Some(&j.pods)).map(|j| j.name.clone()).collect();
@@ -145,7 +144,7 @@ pub fn two_jobs(placer: Placer, muster: &Config) -> TwoJobsOutcome {
         .sum();
     // The running jobs finish: their pods go away and the cluster settles again.
     objects.pods.retain(|p| !running.iter().any(|r| job_of(p.metadata.name.as_deref().unwrap_or("")) == r));
-    settle(&mut objects, &config, 3600, &mut memo);
+    settle(&mut objects, &config, 3600, &mut memo, &mut tracker);
     let after = placed_per_job(&objects);
     let running_after_first_finish = jobs
         .iter()
@@ -304,6 +303,7 @@ pub fn fleet(placer: Placer, shape: &FleetShape, muster: &Config) -> FleetOutcom
         .collect();
     let mut objects = ClusterObjects { nodes, ..Default::default() };
     let mut memo = Memo::new(&config);
+    let mut tracker = Tracker::default();
     let jobs = fleet_jobs(shape);
     let horizon = shape.horizon_hours * 3600;
     let total_gpus = (shape.nodes * 8) as f64;
@@ -340,7 +340,7 @@ pub fn fleet(placer: Placer, shape: &FleetShape, muster: &Config) -> FleetOutcom
             add_job(&mut objects, job, placer, &config.scheduler_name, |_| job.arrival);
             next_arrival += 1;
         }
-        settle(&mut objects, &config, now, &mut memo);
+        settle(&mut objects, &config, now, &mut memo, &mut tracker);
         held_gpus = 0;
         for (name, placed) in placed_per_job(&objects) {
             let j = index[name.as_str()];
@@ -409,5 +409,45 @@ pub fn fleet(placer: Placer, shape: &FleetShape, muster: &Config) -> FleetOutcom
             .count(),
         fragmented_gpu_hours: fragmented / 3600.0,
         fragmented_share: if free_while_waiting > 0.0 { fragmented / free_while_waiting } else { 0.0 },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The pods each job has placed, after each of `events` (jobs arriving, then the first
+    /// job ending), with the memo and tracker kept across events or made afresh each time.
+    fn replay(keep: bool) -> (Vec<BTreeMap<String, usize>>, u64) {
+        let config = Config::default();
+        let nodes = (0..4).map(|i| gpu_node(&format!("node-{i}"), "rack-0", 8)).collect();
+        let mut objects = ClusterObjects { nodes, ..Default::default() };
+        let (mut memo, mut tracker) = (Memo::new(&config), Tracker::default());
+        let mut placed = Vec::new();
+        let mut rebuilds = 0;
+        for (i, (pods, gpus)) in [(2, 8), (4, 4), (1, 8), (8, 1)].into_iter().enumerate() {
+            let job = Job { name: format!("job-{i}"), arrival: i as i64, duration: 60, pods, gpus_per_pod: gpus };
+            add_job(&mut objects, &job, Placer::Muster, &config.scheduler_name, |_| job.arrival);
+            if !keep {
+                (memo, tracker) = (Memo::new(&config), Tracker::default());
+            }
+            settle(&mut objects, &config, i as i64, &mut memo, &mut tracker);
+            rebuilds += memo.rebuilds();
+            placed.push(placed_per_job(&objects));
+        }
+        objects.pods.retain(|p| job_of(p.metadata.name.as_deref().unwrap_or("")) != "job-0");
+        objects.muster_groups.retain(|g| g.metadata.name.as_deref() != Some("job-0"));
+        settle(&mut objects, &config, 10, &mut memo, &mut tracker);
+        placed.push(placed_per_job(&objects));
+        (placed, if keep { memo.rebuilds() } else { rebuilds })
+    }
+
+    #[test]
+    fn a_scenario_brings_its_snapshot_up_to_date_and_places_as_one_made_afresh() {
+        let (kept, rebuilds) = replay(true);
+        let (fresh, _) = replay(false);
+        assert_eq!(kept, fresh);
+        assert_eq!(kept.last().unwrap().get("job-3"), Some(&8), "the last job starts when the first ends");
+        assert_eq!(rebuilds, 1, "only the first snapshot is made from scratch");
     }
 }
