@@ -505,12 +505,15 @@ impl Scheduler {
     fn start_binding(&mut self, binding: GangBinding) {
         self.in_flight.insert(binding.gang.clone());
         let (binder, metrics, slots) = (self.binder.clone(), self.metrics.clone(), self.bind_slots.clone());
+        // Events wait while bindings are in flight (up to the writer's hold).
+        let in_flight = self.writer.binding();
         let span =
             tracing::info_span!("gang", gang = %binding.gang, pods = binding.pods.len(), needed = binding.needed);
         let kept = binding.clone();
         let task = self.binds.spawn(
             async move {
                 // The semaphore is never closed; without a slot the binding still runs.
+                let _in_flight = in_flight;
                 let _slot = slots.acquire_owned().await.ok();
                 let bind_started = Instant::now();
                 let outcome = binder.bind(binding.clone()).await;
