@@ -150,14 +150,15 @@ pub fn truncate_note(note: &str) -> String {
     format!("{}...", &note[..end])
 }
 
-/// A binding in flight, from [`Writer::binding`]; when the last ends, held events go.
+/// A binding in flight, from [`Writer::binding`]; when the last ends, held statuses and
+/// events go.
 pub struct BindingInFlight(Writer);
 
 impl Drop for BindingInFlight {
     fn drop(&mut self) {
         let mut queue = self.0.queue();
         queue.bindings -= 1;
-        let idle = queue.bindings == 0 && !queue.events.is_empty();
+        let idle = queue.bindings == 0 && queue.holds();
         drop(queue);
         if idle {
             self.0.shared.ready.notify_waiters();
@@ -235,6 +236,7 @@ impl Writer {
             let mut queue = self.queue();
             queue.pending.clear();
             queue.order.clear();
+            queue.statuses.clear();
             queue.events.clear();
             queue.refused.clear();
             // The next leader's writes are compared with the cluster afresh.
@@ -272,17 +274,17 @@ impl Writer {
         queue.refused.retain(|key, _| keep(key));
     }
 
-    /// When the next refused eviction may be tried again, or the oldest event held for
-    /// bindings may go, if one waits.
+    /// When the next refused eviction may be tried again, or the oldest status or event
+    /// held for bindings may go, if one waits.
     fn next_retry(&self) -> Option<tokio::time::Instant> {
         let queue = self.queue();
         let refused =
             queue.refused.iter().filter(|(key, _)| queue.pending.contains_key(*key)).map(|(_, r)| r.not_before).min();
-        refused.into_iter().chain(queue.events_held_until()).min()
+        refused.into_iter().chain(queue.held_until()).min()
     }
 
-    /// Marks a binding in flight until the guard is dropped: events wait meanwhile, up to
-    /// `EVENT_HOLD`, so that a burst of bindings has the API server first.
+    /// Marks a binding in flight until the guard is dropped: statuses and events wait
+    /// meanwhile, up to `HOLD`, so that a burst of bindings has the API server first.
     pub fn binding(&self) -> BindingInFlight {
         self.queue().bindings += 1;
         BindingInFlight(self.clone())

@@ -1,5 +1,6 @@
 //! The writer's queue: the newest wanted state per key, in the order keys were first
-//! queued, with events kept apart so they give way to every other write and to bindings.
+//! queued; statuses and events kept apart, so that they give way to every other write and
+//! to bindings.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Duration;
@@ -14,20 +15,25 @@ use crate::k8s::refusals::Refused;
 /// scheduler's event broadcaster sends one at a time, too).
 const EVENTS_AT_ONCE: usize = 2;
 
-/// While bindings are in flight, an event waits for them to end, at most this long: a
-/// burst of bindings has the API server to itself, and no event waits for ever.
-pub(super) const EVENT_HOLD: Duration = Duration::from_secs(5);
+/// While bindings are in flight, a status or event waits for them to end, at most this
+/// long: a burst of bindings has the API server to itself, and nothing waits for ever.
+pub(super) const HOLD: Duration = Duration::from_secs(5);
+
+/// Keys in the order they were first queued, with when.
+type Held = VecDeque<(WriteKey, Instant)>;
 
 #[derive(Default)]
 pub(super) struct Queue {
     /// The newest wanted state per key not yet taken by a worker.
     pub(super) pending: HashMap<WriteKey, Write>,
-    /// Keys in the order they were first queued, events apart.
+    /// Keys in the order they were first queued, statuses and events apart: pod
+    /// conditions (read by autoscalers), evictions, claim releases.
     pub(super) order: VecDeque<WriteKey>,
-    /// Events' keys in the order they were first queued, with when: taken after every
-    /// other write, at most `EVENTS_AT_ONCE` at a time, and while bindings are in flight
-    /// only once `EVENT_HOLD` old.
-    pub(super) events: VecDeque<(WriteKey, Instant)>,
+    /// PodGroup and Queue statuses: taken after `order`, and while bindings are in
+    /// flight only once `HOLD` old.
+    pub(super) statuses: Held,
+    /// Events: taken after statuses, at most `EVENTS_AT_ONCE` at a time, held as they are.
+    pub(super) events: Held,
     /// Bindings in flight (`Writer::binding`).
     pub(super) bindings: usize,
     /// Keys a worker is writing now: their next state waits in `pending`.
@@ -44,31 +50,47 @@ impl Queue {
     pub(super) fn push(&mut self, key: WriteKey) {
         match key {
             WriteKey::PodEvent(..) => self.events.push_back((key, Instant::now())),
+            WriteKey::MusterGroup(..) | WriteKey::KubernetesGroup(..) | WriteKey::Queue(..) => {
+                self.statuses.push_back((key, Instant::now()))
+            }
             _ => self.order.push_back(key),
         }
     }
 
-    /// The next key to take out of its order: queued, not being written by another worker,
-    /// and not a refused eviction still waiting out its delay; events after everything
-    /// else, and while bindings are in flight, only those held `EVENT_HOLD` already.
+    /// The next key to take: queued, not being written by another worker, and not a
+    /// refused eviction still waiting out its delay; statuses, then events, after
+    /// everything else, and while bindings are in flight only those held `HOLD` already.
     pub(super) fn next_key(&mut self, now: Instant) -> Option<WriteKey> {
-        let Queue { order, events, busy, refused, events_busy, bindings, .. } = self;
+        let Queue { order, statuses, events, busy, refused, events_busy, bindings, .. } = self;
         let ready = |key: &WriteKey| !busy.contains(key) && refused.get(key).is_none_or(|r| r.not_before <= now);
         if let Some(position) = order.iter().position(ready) {
             return order.remove(position);
         }
+        let held = |at: &Instant| *bindings > 0 && *at + HOLD > now;
+        // Held keys are queued oldest first: the first one still held ends the search.
+        let take = |lane: &mut Held| {
+            let position = lane.iter().take_while(|(_, at)| !held(at)).position(|(key, _)| ready(key))?;
+            lane.remove(position).map(|(key, _)| key)
+        };
+        if let Some(key) = take(statuses) {
+            return Some(key);
+        }
         if *events_busy >= EVENTS_AT_ONCE {
             return None;
         }
-        let held = |at: &Instant| *bindings > 0 && *at + EVENT_HOLD > now;
-        // Events are queued oldest first: the first one still held ends the search.
-        let position = events.iter().take_while(|(_, at)| !held(at)).position(|(key, _)| ready(key))?;
-        events.remove(position).map(|(key, _)| key)
+        take(events)
     }
 
-    /// When the oldest event held for bindings in flight may go, if one is held.
-    pub(super) fn events_held_until(&self) -> Option<Instant> {
-        self.events.front().filter(|_| self.bindings > 0).map(|(_, at)| *at + EVENT_HOLD)
+    /// When the oldest status or event held for bindings in flight may go, if one is held.
+    pub(super) fn held_until(&self) -> Option<Instant> {
+        let oldest =
+            [&self.statuses, &self.events].into_iter().filter_map(|lane| lane.front()).map(|(_, at)| *at).min();
+        oldest.filter(|_| self.bindings > 0).map(|at| at + HOLD)
+    }
+
+    /// Whether a status or event waits.
+    pub(super) fn holds(&self) -> bool {
+        !self.statuses.is_empty() || !self.events.is_empty()
     }
 
     pub(super) fn claim(&mut self, key: &WriteKey) {

@@ -199,7 +199,7 @@ async fn events_wait_while_bindings_are_in_flight_but_not_for_ever() {
     let worker = tokio::spawn(writer.clone().work());
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(*record.0.lock().unwrap(), [unschedulable("a", "no GPU")], "only the event waits for the binding");
-    tokio::time::sleep(super::queue::EVENT_HOLD).await;
+    tokio::time::sleep(super::queue::HOLD).await;
     assert_eq!(record.0.lock().unwrap().len(), 2, "held as long as it may be: written though bindings go on");
     writer.submit(scheduled("e1"));
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -208,4 +208,17 @@ async fn events_wait_while_bindings_are_in_flight_but_not_for_ever() {
     tokio::time::sleep(Duration::from_millis(1)).await;
     assert_eq!(record.0.lock().unwrap().last(), Some(&scheduled("e1")), "the last binding ended: written at once");
     worker.abort();
+}
+
+#[tokio::test]
+async fn statuses_wait_for_bindings_like_events_and_go_before_them() {
+    let (_record, writer) = leading_writer();
+    let binding = writer.binding();
+    let status = Write::MusterGroup { namespace: "ml".into(), name: "train".into(), status: Default::default() };
+    writer.submit(scheduled("e0"));
+    writer.submit(status.clone());
+    assert!(writer.take().is_none(), "a binding is in flight: the status and the event wait");
+    drop(binding);
+    assert_eq!(writer.take().map(|t| t.1), Some(status), "the status first, though queued after the event");
+    assert_eq!(writer.take().map(|t| t.1), Some(scheduled("e0")));
 }
