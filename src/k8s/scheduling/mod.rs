@@ -505,7 +505,7 @@ impl Scheduler {
     fn start_binding(&mut self, binding: GangBinding) {
         self.in_flight.insert(binding.gang.clone());
         let (binder, metrics, slots) = (self.binder.clone(), self.metrics.clone(), self.bind_slots.clone());
-        // Events wait while bindings are in flight (up to the writer's hold).
+        // Statuses and events wait while bindings are in flight (up to the writer's hold).
         let in_flight = self.writer.binding();
         let span =
             tracing::info_span!("gang", gang = %binding.gang, pods = binding.pods.len(), needed = binding.needed);

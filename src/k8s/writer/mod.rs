@@ -7,6 +7,9 @@
 //! a time, each under the request deadline, and only while this replica leads; losing the
 //! lead drops what is queued. The writes themselves are a [`Sink`], so tests use a fake one.
 //!
+//! Statuses and events only inform: while bindings are in flight ([`Writer::binding`]) they
+//! wait, up to a few seconds, so a burst of bindings has the API server first.
+//!
 //! An eviction that fails is not left to the next cycle: it is queued again after a doubling
 //! delay, and after the configured number of refusals the writer hands the sink a delete of
 //! the pod instead (see [`super::refusals`]).
