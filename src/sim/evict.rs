@@ -13,6 +13,7 @@ use crate::engine::model::GangKind;
 use crate::engine::preempt::Eviction;
 use crate::k8s::assemble::ClusterObjects;
 use crate::k8s::status::k8s_time;
+use crate::sim::objects::touch;
 
 /// One evicted pod, for the JSON output.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -36,7 +37,7 @@ fn is(meta: &ObjectMeta, namespace: &str, name: &str) -> bool {
 /// The victim's Muster PodGroup gets the `Evicted` condition at `now`, as the scheduler's
 /// status writer gives it: the preemption delay and the return after an eviction count
 /// from it.
-fn record(objects: &mut ClusterObjects, eviction: &Eviction, now: i64, version: &mut u64) {
+fn record(objects: &mut ClusterObjects, eviction: &Eviction, now: i64) {
     let gang = &eviction.gang;
     if gang.kind != GangKind::Muster {
         return;
@@ -54,23 +55,16 @@ fn record(objects: &mut ClusterObjects, eviction: &Eviction, now: i64, version: 
         last_transition_time: k8s_time(now),
         observed_generation: None,
     });
-    *version += 1;
-    group.metadata.resource_version = Some(format!("sim-evicted-{version}"));
+    touch(&mut group.metadata);
 }
 
 /// Carries out a cycle's evictions, decided at `now`; returns one result per pod evicted.
-pub fn evict(
-    objects: &mut ClusterObjects,
-    evictions: &[Eviction],
-    cycle: usize,
-    now: i64,
-    version: &mut u64,
-) -> Vec<EvictionResult> {
+pub fn evict(objects: &mut ClusterObjects, evictions: &[Eviction], cycle: usize, now: i64) -> Vec<EvictionResult> {
     let mut results = Vec::new();
     let mut uids: HashSet<String> = HashSet::new();
     let mut own_claims: HashSet<(String, String)> = HashSet::new();
     for eviction in evictions {
-        record(objects, eviction, now, version);
+        record(objects, eviction, now);
         for key in &eviction.pods {
             let Some(pod) = objects.pods.iter_mut().find(|p| is(&p.metadata, &key.namespace, &key.name)) else {
                 continue;
@@ -89,8 +83,7 @@ pub fn evict(
                     }
                 }
             }
-            *version += 1;
-            pod.metadata.resource_version = Some(format!("sim-evicted-{version}"));
+            touch(&mut pod.metadata);
             uids.extend(pod.metadata.uid.clone());
             results.push(EvictionResult {
                 namespace: key.namespace.clone(),
@@ -131,8 +124,7 @@ pub fn evict(
             status.allocation = None;
             claim.metadata.finalizers = None;
         }
-        *version += 1;
-        claim.metadata.resource_version = Some(format!("sim-evicted-{version}"));
+        touch(&mut claim.metadata);
     }
     results
 }

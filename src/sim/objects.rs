@@ -1,6 +1,9 @@
 //! Kubernetes objects for the built-in scenarios, written as a user would write them.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::json;
 
 use crate::k8s::assemble::MUSTER_GROUP_LABEL;
@@ -8,6 +11,16 @@ use crate::k8s::crd::{PodGroup, PodGroupSpec};
 
 /// Seconds since the Unix epoch at which scenarios start (2026-01-01T00:00:00Z).
 pub const START: i64 = 1_767_225_600;
+
+/// Versions stamped by `touch`: never the same twice, so no change is taken for none.
+static VERSION: AtomicU64 = AtomicU64::new(1);
+
+/// Marks an object the simulator changed, as the API server would, so conversions memoised
+/// by resourceVersion, and the tracker of what changed between cycles, see it anew.
+pub fn touch(meta: &mut ObjectMeta) {
+    let version = VERSION.fetch_add(1, Ordering::Relaxed);
+    meta.resource_version = Some(format!("sim-{version}"));
+}
 
 fn timestamp(seconds: i64) -> String {
     k8s_openapi::jiff::Timestamp::from_second(START + seconds).expect("valid time").to_string()

@@ -24,6 +24,7 @@ use crate::k8s::assemble::{ClusterObjects, Memo, assemble_view};
 use crate::k8s::convert_dra::POD_CLAIM_NAME_ANNOTATION;
 use crate::k8s::tracker::Tracker;
 use crate::sim::evict::{EvictionResult, evict};
+use crate::sim::objects::touch;
 
 /// One device allocated to a pod's claim.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -117,16 +118,6 @@ impl Default for Options {
 
 fn key_of(meta: &ObjectMeta) -> (String, String) {
     (meta.namespace.clone().unwrap_or_else(|| "default".into()), meta.name.clone().unwrap_or_default())
-}
-
-/// Versions stamped by `touch`: never the same twice, so no change is taken for none.
-static VERSION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-
-/// Marks an object changed, so conversions memoised by resourceVersion, and the tracker of
-/// what changed between cycles, see it anew.
-fn touch(meta: &mut ObjectMeta) {
-    let version = VERSION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    meta.resource_version = Some(format!("sim-{version}"));
 }
 
 /// What the resourceclaim controller does: a claim for each template a pod names (named
@@ -275,14 +266,13 @@ pub fn run_with(objects: &mut ClusterObjects, config: &Config, options: &Options
     let mut selectors = SelectorCache::default();
     let mut reservations = Vec::new();
     let mut evictions = Vec::new();
-    let mut version = 0;
     for number in 1..=options.cycles.max(1) {
         let mut assembled = assemble_view(&tracker.view(objects), &config.scheduler_name, now, &mut memo);
         assembled.snapshot.reservations = std::mem::take(&mut reservations);
         last = schedule_with(&assembled.snapshot, &cycle, &mut selectors);
         reservations = last.reservations.clone();
         let placed = apply(objects, &assembled.snapshot, &last);
-        evictions.extend(evict(objects, &last.evictions, number, now, &mut version));
+        evictions.extend(evict(objects, &last.evictions, number, now));
         if placed == 0 && last.evictions.is_empty() {
             break;
         }
