@@ -7,15 +7,16 @@
 #   - single-GPU pods, gangs of 8, DRA template claims: pods created before the scheduler
 #     starts; time until the API server shows all bound, pods/s, gangs split, CPU, peak
 #     memory (VmHWM). Rows: the ceiling (the same pods bound from a tight client loop, 64 in
-#     flight; for DRA a claim allocation plus a binding per pod), Muster, kube-scheduler with
-#     qps 5000/burst 10000, kube-scheduler with its defaults; pods/s ÷ that run's ceiling.
+#     flight; for DRA a claim allocation plus a binding per pod), then Muster, kube-scheduler
+#     with qps 5000/burst 10000 and kube-scheduler with its defaults, each followed by the
+#     ceiling again; pods/s ÷ the mean of the ceilings just before and just after it.
 #   - unschedulable gang: once the scheduler has bound a warm-up pod, a gang of 8 pods of 32
 #     GPUs each (nodes have 16); seconds from its creation until all 8 are PodScheduled=False.
 #   - idle: 5,000 nodes, 20,000 pods created bound and Running, nothing to schedule; CPU
 #     seconds of each scheduler over 60 s while an emulator rewrites each pod's status every
 #     100 s (200/s) and each node's heartbeat every 60 s (83/s).
-#   - large: the same 5,000 nodes, 20,000 pods in gangs of 8: ceiling, Muster, kube-scheduler:
-#     all bound? gangs split? pods/s, ÷ ceiling, CPU, peak memory.
+#   - large: the same 5,000 nodes, 20,000 pods in gangs of 8: Muster and kube-scheduler, each
+#     between ceilings as above: all bound? gangs split? pods/s, ÷ ceiling, CPU, peak memory.
 # kube-scheduler's gangs use its own gang scheduling (feature gate GenericWorkload, the
 # scheduling.k8s.io/v1beta1 Workload and PodGroup, spec.schedulingGroup on the pods); Muster's
 # are podgroups.muster.dev. Sizes are for BENCH_SCALE=1 and scale with it (with minimums).

@@ -294,3 +294,38 @@ fn without_queue_objects_the_json_has_no_queues() {
     let (report, _) = simulate_json(&["--cluster", path.to_str().unwrap()]);
     assert!(report.get("queues").is_none());
 }
+
+#[test]
+fn an_object_without_a_creation_time_is_as_old_as_its_place_among_the_documents() {
+    // Two pods stamped by a cluster, then a PodGroup written without a time, then its
+    // pods: applied in this order, the PodGroup is younger than both pods before it, so
+    // they start first and the gang of 3 waits for the 2 GPUs left.
+    let pod = |name: &str, at: &str, group: Option<&str>| {
+        let labels = group.map(|g| format!(", labels: {{muster.dev/pod-group: {g}}}")).unwrap_or_default();
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, creationTimestamp: '{at}'{labels}}}\n\
+             spec: {{schedulerName: muster, containers: [{{name: c, image: i, resources: {{limits: {{nvidia.com/gpu: '1'}}}}}}]}}"
+        )
+    };
+    let docs = [
+        "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n\
+         status: {allocatable: {cpu: '64', memory: 512Gi, pods: '110', nvidia.com/gpu: '4'}}"
+            .to_string(),
+        pod("batch-a", "2026-12-01T00:00:00Z", None),
+        pod("batch-b", "2026-12-01T00:00:01Z", None),
+        "apiVersion: muster.dev/v1alpha1\nkind: PodGroup\nmetadata: {name: train}\nspec: {minMember: 3}".to_string(),
+        pod("train-0", "2026-12-01T00:00:02Z", Some("train")),
+        pod("train-1", "2026-12-01T00:00:03Z", Some("train")),
+        pod("train-2", "2026-12-01T00:00:04Z", Some("train")),
+    ];
+    let path = temp_yaml("document-order.yaml", &docs.join("\n---\n"));
+    let (report, _) = simulate_json(&["--cluster", path.to_str().unwrap()]);
+    let bound: Vec<&str> = report["pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["node"].is_string())
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(bound, ["batch-a", "batch-b"], "{report}");
+}

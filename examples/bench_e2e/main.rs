@@ -9,10 +9,13 @@
 //!   pods, 500 gangs of 8, 1,000 pods with a claim from a ResourceClaimTemplate): the pods
 //!   exist before the scheduler starts; the clock runs from starting its process until the
 //!   API server shows every pod bound. Three schedulers: Muster, kube-scheduler with client
-//!   qps 5000/burst 10000, kube-scheduler with its defaults (qps 50, burst 100). Before them,
-//!   the **ceiling** of the same workload: the same pods bound from a tight client loop
-//!   (64 in flight, no scheduling), and for DRA a claim allocation plus a binding per pod
-//!   from that loop. Each scheduler's pods/s is also shown divided by that ceiling.
+//!   qps 5000/burst 10000, kube-scheduler with its defaults (qps 50, burst 100). Before the
+//!   first and after each of them, the **ceiling** of the same workload: the same pods bound
+//!   from a tight client loop (64 in flight, no scheduling), and for DRA a claim allocation
+//!   plus a binding per pod from that loop. Each scheduler's pods/s is also shown divided by
+//!   the mean of the ceilings just before and just after it: the API server's pace on 2
+//!   cores drifts by up to a fifth from one minute to the next, and the mean is the pace
+//!   the scheduler met.
 //! - **unschedulable gang** (500 nodes): the scheduler is started and has bound a warm-up
 //!   pod (so it has synced); then a gang of 8 pods, minMember 8, each asking 32 GPUs of
 //!   nodes that have 16, is created; the time is from its creation until all 8 pods carry
@@ -23,8 +26,9 @@
 //!   while a kubelet emulator rewrites each pod's Ready condition (`lastProbeTime`) once every
 //!   100 s and each node's Ready heartbeat (`lastHeartbeatTime`) once every 60 s: 200 pod
 //!   status writes/s and 83 node writes/s at scale 1.
-//! - **large** (the same 5,000 nodes, 20,000 pods in 2,500 gangs of 8): its ceiling, then
-//!   Muster and kube-scheduler (qps 5000/burst 10000): every pod bound? gangs split?
+//! - **large** (the same 5,000 nodes, 20,000 pods in 2,500 gangs of 8): Muster and
+//!   kube-scheduler (qps 5000/burst 10000), each between two ceilings as above: every pod
+//!   bound? gangs split?
 //!
 //! Gangs: Muster's are `podgroups.muster.dev` (`minMember: 8`) with the pods labelled
 //! `muster.dev/pod-group`; kube-scheduler's are its own, through the Workload API: one
@@ -153,6 +157,18 @@ where
     B: FnOnce(Progress) -> F,
     F: Future<Output = Result<Row, String>>,
 {
+    let row = measure(b, run, scheduler, ns, body).await;
+    table.push(row.clone());
+    row
+}
+
+/// One row measured (within the budget, its scheduler stopped and its namespace cleaned
+/// after it), not yet printed.
+async fn measure<F, B>(b: &Bench, run: &str, scheduler: &str, ns: &str, body: B) -> Row
+where
+    B: FnOnce(Progress) -> F,
+    F: Future<Output = Result<Row, String>>,
+{
     let progress = Progress::default();
     let outcome = tokio::time::timeout(b.budget + Duration::from_secs(60), body(progress.clone())).await;
     let state = progress.snapshot();
@@ -169,9 +185,42 @@ where
             &format!("over budget ({} s), stuck while {}", b.budget.as_secs(), state.phase),
         ),
     };
-    table.push(row.clone());
     objects::clean_namespace(b, ns).await;
     row
+}
+
+/// A workload's throughput rows: the ceiling, then each scheduler followed by the ceiling
+/// again, each scheduler's pods/s divided by the mean of the ceilings just before and just
+/// after it (the API server's pace drifts by a fifth from one minute to the next on 2
+/// cores; the mean of the two is the pace the scheduler met). The scheduler's row is
+/// printed once the ceiling after it is in.
+async fn bracketed(b: &Bench, table: &mut Table, workload: Workload, t: &Target<'_>, schedulers: &[Scheduler]) {
+    let run = workload.name();
+    let ceiling = |i: usize| {
+        let ns = format!("bench-{}-ceiling{i}", workload.short());
+        async move {
+            let target = Target { ns: &ns, ..*t };
+            measure(b, run, "ceiling", &ns, |p| runs::ceiling(b, workload, &target, p)).await
+        }
+    };
+    let mut before = ceiling(0).await;
+    table.push(before.clone());
+    for (i, &scheduler) in schedulers.iter().enumerate() {
+        let ns = format!("bench-{}-{}", workload.short(), scheduler.short());
+        let target = Target { ns: &ns, ..*t };
+        let mut row =
+            measure(b, run, scheduler.label(), &ns, |p| runs::throughput(b, workload, &target, scheduler, p)).await;
+        let after = ceiling(i + 1).await;
+        let paces: Vec<f64> =
+            [&before, &after].into_iter().filter(|c| c.note.is_empty()).filter_map(|c| c.rate).collect();
+        if let Some(rate) = row.rate.filter(|_| !paces.is_empty()) {
+            let mean = paces.iter().sum::<f64>() / paces.len() as f64;
+            row.ratio = Some(rate / mean);
+        }
+        table.push(row);
+        table.push(after.clone());
+        before = after;
+    }
 }
 
 async fn nodes_or_row(b: &Bench, table: &mut Table, run: &str, name: &str, count: usize, dra: bool) -> Option<NodeSet> {
@@ -254,7 +303,7 @@ async fn main() {
     );
     println!("Runs:");
     println!(
-        "- single-GPU pods, gangs of 8, DRA template claims: {} nodes; {} pods; {} gangs of 8 one-GPU pods; {} pods each with a claim from a ResourceClaimTemplate (one 80 GB GPU by CEL). Pods exist before the scheduler starts; time = from starting the scheduler to every pod bound. ceiling = the same pods bound from a tight client loop (64 in flight; DRA: a claim allocation and a binding per pod); ÷ ceiling = pods/s over that run's ceiling.",
+        "- single-GPU pods, gangs of 8, DRA template claims: {} nodes; {} pods; {} gangs of 8 one-GPU pods; {} pods each with a claim from a ResourceClaimTemplate (one 80 GB GPU by CEL). Pods exist before the scheduler starts; time = from starting the scheduler to every pod bound. ceiling = the same pods bound from a tight client loop (64 in flight; DRA: a claim allocation and a binding per pod), measured before the first scheduler and after each; ÷ ceiling = pods/s over the mean of the ceilings just before and just after that scheduler.",
         sizes.nodes, sizes.singles, sizes.gangs, sizes.dra
     );
     println!(
@@ -266,7 +315,7 @@ async fn main() {
         sizes.big_nodes, sizes.idle_pods
     );
     println!(
-        "- large: the same {} nodes, {} pods in {} gangs of 8 one-GPU pods; ceiling, Muster, kube-scheduler (qps {qps}).",
+        "- large: the same {} nodes, {} pods in {} gangs of 8 one-GPU pods; ceiling, Muster, ceiling, kube-scheduler (qps {qps}), ceiling.",
         sizes.big_nodes,
         sizes.large_gangs * 8,
         sizes.large_gangs
@@ -294,17 +343,8 @@ async fn main() {
         else {
             continue;
         };
-        let ns = format!("bench-{}-ceiling", workload.short());
-        let target = Target { nodes: &nodes, sizes: &sizes, ns: &ns };
-        let body = |p| runs::ceiling(&b, workload, &target, p);
-        let ceiling = row(&b, &mut table, run, "ceiling", &ns, body).await;
-        let ceiling = ceiling.rate.filter(|r| *r > 0.0 && ceiling.note.is_empty());
-        for &scheduler in &schedulers {
-            let ns = format!("bench-{}-{}", workload.short(), scheduler.short());
-            let target = Target { nodes: &nodes, sizes: &sizes, ns: &ns };
-            let body = |p| runs::throughput(&b, workload, &target, scheduler, ceiling, p);
-            row(&b, &mut table, run, scheduler.label(), &ns, body).await;
-        }
+        let target = Target { nodes: &nodes, sizes: &sizes, ns: "" };
+        bracketed(&b, &mut table, workload, &target, &schedulers).await;
         nodes.delete(&b).await;
     }
 
@@ -331,18 +371,9 @@ async fn main() {
             row(&b, &mut table, "idle", scheduler.label(), &ns, body).await;
         }
         if large {
-            let run = Workload::Large.name();
-            let ns = "bench-l-ceiling";
-            let target = Target { nodes: &nodes, sizes: &sizes, ns };
-            let body = |p| runs::ceiling(&b, Workload::Large, &target, p);
-            let ceiling = row(&b, &mut table, run, "ceiling", ns, body).await;
-            let ceiling = ceiling.rate.filter(|r| *r > 0.0 && ceiling.note.is_empty());
-            for scheduler in [Scheduler::Muster, kube].into_iter().filter(picked) {
-                let ns = format!("bench-l-{}", scheduler.short());
-                let target = Target { nodes: &nodes, sizes: &sizes, ns: &ns };
-                let body = |p| runs::throughput(&b, Workload::Large, &target, scheduler, ceiling, p);
-                row(&b, &mut table, run, scheduler.label(), &ns, body).await;
-            }
+            let target = Target { nodes: &nodes, sizes: &sizes, ns: "" };
+            let schedulers: Vec<Scheduler> = [Scheduler::Muster, kube].into_iter().filter(picked).collect();
+            bracketed(&b, &mut table, Workload::Large, &target, &schedulers).await;
         }
         nodes.delete(&b).await;
     }

@@ -98,6 +98,7 @@ impl Workload {
 }
 
 /// Where a row runs: its nodes, the sizes, its namespace.
+#[derive(Clone, Copy)]
 pub struct Target<'a> {
     pub nodes: &'a NodeSet,
     pub sizes: &'a Sizes,
@@ -284,7 +285,6 @@ pub async fn throughput(
     workload: Workload,
     t: &Target<'_>,
     scheduler: Scheduler,
-    ceiling: Option<f64>,
     progress: Progress,
 ) -> Result<Row, String> {
     let label = format!("{} / {}", workload.name(), scheduler.label());
@@ -348,7 +348,6 @@ pub async fn throughput(
     row.time = Some(seconds);
     let rate = bound as f64 / seconds;
     row.rate = Some(rate);
-    row.ratio = ceiling.map(|c| rate / c);
     let deleted = tracker.deleted();
     let mut short = 0;
     if matches!(workload, Workload::Gangs | Workload::Large) {

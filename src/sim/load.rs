@@ -44,8 +44,7 @@ pub struct LoadedCluster {
     pub notes: Vec<String>,
 }
 
-/// Creation times the loader gives objects that have none, one second apart in file
-/// order, as an API server stamps objects created one after another.
+/// Where the creation times the loader gives objects that have none start (see `stamp`).
 const EPOCH_SECONDS: i64 = 1_767_225_600; // 2026-01-01T00:00:00Z
 
 fn yaml_files(path: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
@@ -69,7 +68,8 @@ fn yaml_files(path: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
 struct Loader {
     cluster: LoadedCluster,
     seen: HashMap<(String, String, String, String), String>,
-    sequence: i64,
+    /// Unix seconds of the last creation time read or given, in document order.
+    clock: i64,
     /// The file each pod came from, for errors found after loading.
     pod_files: Vec<String>,
 }
@@ -80,8 +80,12 @@ pub fn load(paths: &[PathBuf]) -> Result<LoadedCluster> {
     for path in paths {
         yaml_files(path, &mut files)?;
     }
-    let mut loader =
-        Loader { cluster: LoadedCluster::default(), seen: HashMap::new(), sequence: 0, pod_files: Vec::new() };
+    let mut loader = Loader {
+        cluster: LoadedCluster::default(),
+        seen: HashMap::new(),
+        clock: EPOCH_SECONDS - 1,
+        pod_files: Vec::new(),
+    };
     for file in &files {
         let shown = file.display().to_string();
         let text = std::fs::read_to_string(file).map_err(|source| Error::Read { path: shown.clone(), source })?;
@@ -93,8 +97,12 @@ pub fn load(paths: &[PathBuf]) -> Result<LoadedCluster> {
 
 /// Reads one YAML stream, as if it were a file named `path`.
 pub fn load_str(text: &str, path: &str) -> Result<LoadedCluster> {
-    let mut loader =
-        Loader { cluster: LoadedCluster::default(), seen: HashMap::new(), sequence: 0, pod_files: Vec::new() };
+    let mut loader = Loader {
+        cluster: LoadedCluster::default(),
+        seen: HashMap::new(),
+        clock: EPOCH_SECONDS - 1,
+        pod_files: Vec::new(),
+    };
     loader.load_text(text, path)?;
     loader.check_priority_classes()?;
     Ok(loader.cluster)
@@ -196,10 +204,10 @@ impl Loader {
         }
         let c = &mut self.cluster;
         match (api_version.as_str(), kind.as_str()) {
-            ("v1", "Node") => c.objects.nodes.push(self_stamp(typed(value, path, &object)?, &mut self.sequence)),
+            ("v1", "Node") => c.objects.nodes.push(self_stamp(typed(value, path, &object)?, &mut self.clock)),
             ("v1", "Pod") => {
                 let mut pod: Pod = typed(value, path, &object)?;
-                pod.metadata = stamp(pod.metadata, &mut self.sequence);
+                pod.metadata = stamp(pod.metadata, &mut self.clock);
                 if pod.spec.is_none() {
                     return Err(Error::Invalid { path: path.into(), object, problem: "has no spec".into() });
                 }
@@ -209,28 +217,28 @@ impl Loader {
             ("v1", "Namespace") => c.objects.namespaces.push(typed(value, path, &object)?),
             ("muster.dev/v1alpha1", "Queue") => {
                 let mut q: MusterQueue = typed(value, path, &object)?;
-                q.metadata = stamp(q.metadata, &mut self.sequence);
+                q.metadata = stamp(q.metadata, &mut self.clock);
                 c.objects.queues.push(q);
             }
             ("scheduling.run.ai/v2", "Queue") => {
                 let mut q: KaiQueue = typed(value, path, &object)?;
-                q.metadata = stamp(q.metadata, &mut self.sequence);
+                q.metadata = stamp(q.metadata, &mut self.clock);
                 c.objects.kai_queues.push(q);
             }
             (_, "ClusterQueue") => {
                 let mut q: ClusterQueue = typed(value, path, &object)?;
-                q.metadata = stamp(q.metadata, &mut self.sequence);
+                q.metadata = stamp(q.metadata, &mut self.clock);
                 c.objects.cluster_queues.push(q);
             }
             (_, "Cohort") => {
                 let mut q: Cohort = typed(value, path, &object)?;
-                q.metadata = stamp(q.metadata, &mut self.sequence);
+                q.metadata = stamp(q.metadata, &mut self.clock);
                 c.objects.cohorts.push(q);
             }
             (_, "LocalQueue") => c.objects.local_queues.push(typed(value, path, &object)?),
             ("scheduling.k8s.io/v1beta1", _) => {
                 let mut g: KubernetesPodGroup = typed(value, path, &object)?;
-                g.metadata = stamp(g.metadata, &mut self.sequence);
+                g.metadata = stamp(g.metadata, &mut self.clock);
                 c.objects.kubernetes_groups.push(g);
             }
             ("muster.dev/v1alpha1", _) => {
@@ -242,17 +250,17 @@ impl Loader {
                         problem: "spec.minMember must be at least 1".into(),
                     });
                 }
-                g.metadata = stamp(g.metadata, &mut self.sequence);
+                g.metadata = stamp(g.metadata, &mut self.clock);
                 c.objects.muster_groups.push(g);
             }
             ("scheduling.x-k8s.io/v1alpha1", _) => {
                 let mut g: PluginPodGroup = typed(value, path, &object)?;
-                g.metadata = stamp(g.metadata, &mut self.sequence);
+                g.metadata = stamp(g.metadata, &mut self.clock);
                 c.objects.plugin_groups.push(g);
             }
             ("scheduling.run.ai/v2alpha2", _) => {
                 let mut g: KaiPodGroup = typed(value, path, &object)?;
-                g.metadata = stamp(g.metadata, &mut self.sequence);
+                g.metadata = stamp(g.metadata, &mut self.clock);
                 c.objects.kai_groups.push(g);
             }
             ("scheduling.k8s.io/v1", _) => c.objects.priority_classes.push(typed(value, path, &object)?),
@@ -372,16 +380,22 @@ fn check_slice(slice: &ResourceSlice) -> std::result::Result<(), String> {
     Ok(())
 }
 
-fn stamp(mut meta: ObjectMeta, sequence: &mut i64) -> ObjectMeta {
-    if meta.creation_timestamp.is_none() {
-        let at = k8s_openapi::jiff::Timestamp::from_second(EPOCH_SECONDS + *sequence).expect("valid time");
-        meta.creation_timestamp = Some(Time(at));
+/// An object's creation time: its own, or one second after the object read before it (in
+/// document order, across files), as an API server stamps objects applied one after
+/// another into a cluster holding those that carry their own.
+fn stamp(mut meta: ObjectMeta, clock: &mut i64) -> ObjectMeta {
+    match &meta.creation_timestamp {
+        Some(at) => *clock = (*clock).max(at.0.as_second()),
+        None => {
+            *clock += 1;
+            let at = k8s_openapi::jiff::Timestamp::from_second(*clock).expect("valid time");
+            meta.creation_timestamp = Some(Time(at));
+        }
     }
-    *sequence += 1;
     meta
 }
 
-fn self_stamp(mut node: Node, sequence: &mut i64) -> Node {
-    node.metadata = stamp(node.metadata, sequence);
+fn self_stamp(mut node: Node, clock: &mut i64) -> Node {
+    node.metadata = stamp(node.metadata, clock);
     node
 }

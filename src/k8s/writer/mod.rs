@@ -8,7 +8,8 @@
 //! lead drops what is queued. The writes themselves are a [`Sink`], so tests use a fake one.
 //!
 //! Statuses and events only inform: while bindings are in flight ([`Writer::binding`]) they
-//! wait, up to a few seconds, so a burst of bindings has the API server first.
+//! wait, up to a few seconds, and then go one at a time, so a burst of bindings has the API
+//! server first. At most a few thousand events wait; past that the oldest are dropped.
 //!
 //! An eviction that fails is not left to the next cycle: it is queued again after a doubling
 //! delay, and after the configured number of refusals the writer hands the sink a delete of
@@ -114,6 +115,15 @@ impl Write {
             }
             Write::Queue { name, .. } => WriteKey::Queue(name.clone()),
         }
+    }
+
+    /// Whether the same write may be wanted again while its object lasts, so that what was
+    /// written is remembered and not written twice: every state, and warnings (a gang's
+    /// failure is told each time it is decided). A normal event marks a step a pod takes
+    /// once (`Scheduled`) and is not remembered: 20,000 bindings leave no 20,000 notes
+    /// behind.
+    pub fn repeats(&self) -> bool {
+        !matches!(self, Write::PodEvent { warning: false, .. })
     }
 
     /// The metric label of this kind of write.
@@ -262,8 +272,12 @@ impl Writer {
             self.shared.metrics.write_queue_depth.set(queue.pending.len() as i64);
             return;
         }
+        let kind = write.kind();
         if queue.pending.insert(key.clone(), write).is_none() {
-            queue.push(key);
+            let dropped = queue.push(key);
+            if dropped > 0 {
+                self.shared.metrics.writes.with_label_values(&[kind, "dropped"]).inc_by(dropped as u64);
+            }
         }
         self.shared.metrics.write_queue_depth.set(queue.pending.len() as i64);
         drop(queue);
@@ -330,7 +344,9 @@ impl Writer {
         match error {
             None => {
                 queue.refused.remove(&key);
-                queue.written.insert(key, write);
+                if write.repeats() {
+                    queue.written.insert(key, write);
+                }
             }
             // A refused eviction waits and goes again by itself, unless a newer state for
             // its pod is queued meanwhile (which then waits the same delay).

@@ -15,9 +15,19 @@ use crate::k8s::refusals::Refused;
 /// scheduler's event broadcaster sends one at a time, too).
 const EVENTS_AT_ONCE: usize = 2;
 
+/// Events waiting at most; past it, the oldest waiting is dropped (counted as a `dropped`
+/// write). Events only inform, and a burst of 20,000 bindings must not hold 20,000 of them:
+/// client-go's event broadcaster drops past 1,000 queued the same way.
+pub(super) const EVENTS_QUEUED: usize = 4096;
+
 /// While bindings are in flight, a status or event waits for them to end, at most this
 /// long: a burst of bindings has the API server to itself, and nothing waits for ever.
+/// Past it, statuses and events go one at a time while bindings last (`INFORMING_IN_BURST`).
 pub(super) const HOLD: Duration = Duration::from_secs(5);
+
+/// Statuses and events written at once while bindings are in flight: a trickle that keeps
+/// them moving through a long burst without taking the API server from the bindings.
+const INFORMING_IN_BURST: usize = 1;
 
 /// Keys in the order they were first queued, with when.
 type Held = VecDeque<(WriteKey, Instant)>;
@@ -40,6 +50,8 @@ pub(super) struct Queue {
     pub(super) busy: HashSet<WriteKey>,
     /// Events being written now.
     pub(super) events_busy: usize,
+    /// Statuses and events being written now.
+    pub(super) informing_busy: usize,
     /// The state last written per key, so an unchanged one is not written again.
     pub(super) written: HashMap<WriteKey, Write>,
     /// Evictions refused so far, by key; a key here is not taken before its `not_before`.
@@ -47,24 +59,36 @@ pub(super) struct Queue {
 }
 
 impl Queue {
-    pub(super) fn push(&mut self, key: WriteKey) {
+    /// Queues `key` in its lane; returns how many waiting events were dropped for it.
+    pub(super) fn push(&mut self, key: WriteKey) -> usize {
         match key {
-            WriteKey::PodEvent(..) => self.events.push_back((key, Instant::now())),
-            WriteKey::MusterGroup(..) | WriteKey::KubernetesGroup(..) | WriteKey::Queue(..) => {
-                self.statuses.push_back((key, Instant::now()))
+            WriteKey::PodEvent(..) => {
+                self.events.push_back((key, Instant::now()));
+                let mut dropped = 0;
+                while self.events.len() > EVENTS_QUEUED {
+                    let Some((oldest, _)) = self.events.pop_front() else { break };
+                    // An entry whose state was taken back meanwhile drops nothing.
+                    dropped += usize::from(self.pending.remove(&oldest).is_some());
+                }
+                return dropped;
             }
+            _ if informs(&key) => self.statuses.push_back((key, Instant::now())),
             _ => self.order.push_back(key),
         }
+        0
     }
 
     /// The next key to take: queued, not being written by another worker, and not a
     /// refused eviction still waiting out its delay; statuses, then events, after
     /// everything else, and while bindings are in flight only those held `HOLD` already.
     pub(super) fn next_key(&mut self, now: Instant) -> Option<WriteKey> {
-        let Queue { order, statuses, events, busy, refused, events_busy, bindings, .. } = self;
+        let Queue { order, statuses, events, busy, refused, events_busy, informing_busy, bindings, .. } = self;
         let ready = |key: &WriteKey| !busy.contains(key) && refused.get(key).is_none_or(|r| r.not_before <= now);
         if let Some(position) = order.iter().position(ready) {
             return order.remove(position);
+        }
+        if *bindings > 0 && *informing_busy >= INFORMING_IN_BURST {
+            return None;
         }
         let held = |at: &Instant| *bindings > 0 && *at + HOLD > now;
         // Held keys are queued oldest first: the first one still held ends the search.
@@ -94,15 +118,23 @@ impl Queue {
     }
 
     pub(super) fn claim(&mut self, key: &WriteKey) {
-        if matches!(key, WriteKey::PodEvent(..)) {
-            self.events_busy += 1;
-        }
+        self.events_busy += usize::from(matches!(key, WriteKey::PodEvent(..)));
+        self.informing_busy += usize::from(informs(key));
         self.busy.insert(key.clone());
     }
 
     pub(super) fn release(&mut self, key: &WriteKey) {
-        if self.busy.remove(key) && matches!(key, WriteKey::PodEvent(..)) {
-            self.events_busy -= 1;
+        if self.busy.remove(key) {
+            self.events_busy -= usize::from(matches!(key, WriteKey::PodEvent(..)));
+            self.informing_busy -= usize::from(informs(key));
         }
     }
+}
+
+/// A status or an event: what only informs.
+fn informs(key: &WriteKey) -> bool {
+    matches!(
+        key,
+        WriteKey::PodEvent(..) | WriteKey::MusterGroup(..) | WriteKey::KubernetesGroup(..) | WriteKey::Queue(..)
+    )
 }

@@ -222,3 +222,61 @@ async fn statuses_wait_for_bindings_like_events_and_go_before_them() {
     assert_eq!(writer.take().map(|t| t.1), Some(status), "the status first, though queued after the event");
     assert_eq!(writer.take().map(|t| t.1), Some(scheduled("e0")));
 }
+
+#[tokio::test]
+async fn events_past_the_bound_drop_the_oldest_and_are_counted() {
+    let (record, writer) = leading_writer();
+    let binding = writer.binding();
+    let bound = super::queue::EVENTS_QUEUED;
+    for i in 0..bound + 10 {
+        writer.submit(scheduled(&format!("p{i}")));
+    }
+    writer.submit(unschedulable("a", "no GPU"));
+    assert_eq!(writer.depth(), bound + 1, "the events are bounded; the pod condition is kept");
+    let dropped = writer.shared.metrics.writes.with_label_values(&["event", "dropped"]).get();
+    assert_eq!(dropped, 10);
+    drop(binding);
+    assert!(writer.write_one().await);
+    assert!(writer.write_one().await);
+    let written = record.0.lock().unwrap().clone();
+    assert_eq!(written, [unschedulable("a", "no GPU"), scheduled("p10")], "the oldest ten went, the rest in order");
+}
+
+#[tokio::test]
+async fn a_normal_event_is_not_remembered_and_a_warning_is_written_once() {
+    let (record, writer) = leading_writer();
+    let warning = Write::PodEvent {
+        pod: pod("a"),
+        warning: true,
+        reason: "BindFailed".into(),
+        note: "ml/train was rolled back".into(),
+        action: "Evicting".into(),
+    };
+    writer.submit(scheduled("a"));
+    writer.submit(warning.clone());
+    while writer.write_one().await {}
+    assert_eq!(writer.queue().written.len(), 1, "only the warning is remembered");
+    writer.submit(warning);
+    assert_eq!(writer.depth(), 0, "the same warning again is not written twice");
+    assert_eq!(record.0.lock().unwrap().len(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn past_the_hold_statuses_and_events_go_one_at_a_time_while_bindings_last() {
+    let (_record, writer) = leading_writer();
+    let binding = writer.binding();
+    let status = Write::MusterGroup { namespace: "ml".into(), name: "train".into(), status: Default::default() };
+    writer.submit(status.clone());
+    writer.submit(scheduled("e0"));
+    writer.submit(scheduled("e1"));
+    tokio::time::sleep(super::queue::HOLD).await;
+    let (key, wanted, _) = writer.take().expect("held as long as it may be");
+    assert_eq!(wanted, status);
+    assert!(writer.take().is_none(), "one at a time while bindings are in flight");
+    writer.done(key, wanted, None);
+    let (key, wanted, _) = writer.take().expect("the next once the first is written");
+    assert_eq!(wanted, scheduled("e0"));
+    drop(binding);
+    assert_eq!(writer.take().map(|t| t.1), Some(scheduled("e1")), "the burst is over: two events at a time again");
+    writer.done(key, wanted, None);
+}
