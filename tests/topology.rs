@@ -177,3 +177,35 @@ fn the_topology_tree_follows_node_changes_one_node_at_a_time() {
     assert_eq!(values(rack, &index), [("r1".into(), vec![0, 1]), ("r3".into(), vec![2])]);
     assert_eq!(values(block, &index), [("b1".into(), vec![0, 1]), ("b2".into(), vec![2])]);
 }
+
+/// Kueue's own example topology: rack names r1 and r2 in both blocks, 2 nodes of 8 GPUs
+/// each; the nodes named in `full` have all their GPUs in use.
+fn repeated_rack_names(full: &[&str]) -> SnapshotBuilder {
+    let mut b = SnapshotBuilder::new();
+    for (i, block) in ["b1", "b1", "b1", "b1", "b2", "b2", "b2", "b2"].iter().enumerate() {
+        let rack = if i % 4 < 2 { "r1" } else { "r2" };
+        let name = format!("{block}-{rack}-n{}", i % 2 + 1);
+        b = b.gpu_node(&name, 64, 512, 8, &[(RACK, rack), (BLOCK, block), ("kubernetes.io/hostname", &name)]);
+        if full.contains(&name.as_str()) {
+            b = b.used(&name, &[(GPU, 8)]);
+        }
+    }
+    b
+}
+
+#[test]
+fn racks_of_the_same_name_in_two_blocks_are_two_racks() {
+    // Rack r1 summed across both blocks has 32 GPUs; each real rack has 16.
+    let snapshot = repeated_rack_names(&[]).gang("big", 3, 3, &gpus(8)).with_topology(Some("rack"), None).build();
+    let why = outcome(&snapshot, CycleConfig::default()).unwrap_err();
+    assert!(why.contains("needs 24 GPUs in one rack") && why.contains("/r1, has 16"), "{why}");
+    // One node of each r1 full: r1 summed across blocks has two free nodes, the fullest
+    // "rack" that fits a pair; each real r1 has one. The pair goes to one real rack.
+    let snapshot = repeated_rack_names(&["b1-r1-n2", "b2-r1-n1"])
+        .gang("pair", 2, 2, &gpus(8))
+        .with_topology(Some("rack"), None)
+        .build();
+    let nodes = outcome(&snapshot, CycleConfig::default()).unwrap();
+    let racks: Vec<&str> = nodes.iter().map(|n| &n[..5]).collect();
+    assert_eq!(racks[0], racks[1], "{nodes:?}");
+}

@@ -211,11 +211,19 @@ async fn bracketed(b: &Bench, table: &mut Table, workload: Workload, t: &Target<
         let mut row =
             measure(b, run, scheduler.label(), &ns, |p| runs::throughput(b, workload, &target, scheduler, p)).await;
         let after = ceiling(i + 1).await;
-        let paces: Vec<f64> =
-            [&before, &after].into_iter().filter(|c| c.note.is_empty()).filter_map(|c| c.rate).collect();
+        let paces: Vec<f64> = [&before, &after]
+            .into_iter()
+            .filter(|c| c.note.is_empty())
+            .filter_map(|c| c.rate)
+            .filter(|r| *r > 0.0)
+            .collect();
         if let Some(rate) = row.rate.filter(|_| !paces.is_empty()) {
             let mean = paces.iter().sum::<f64>() / paces.len() as f64;
             row.ratio = Some(rate / mean);
+            if paces.len() == 1 {
+                let one = "÷ the one ceiling that completed";
+                row.detail = if row.detail.is_empty() { one.into() } else { format!("{}; {one}", row.detail) };
+            }
         }
         table.push(row);
         table.push(after.clone());

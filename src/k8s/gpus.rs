@@ -203,9 +203,15 @@ pub fn gpu_usage(view: &ClusterView<'_>, groups: &[GroupSummary], levels: &[Topo
         let name = node.metadata.name.as_deref().unwrap_or_default();
         let Some(&gpus) = usage.nodes.get(name) else { continue };
         let labels = node.metadata.labels.as_ref();
+        // A domain is named by its path: rack r1 of block b1 is `b1/r1`, apart from r1 of b2.
+        let mut path = String::new();
         for level in levels.iter().filter(|l| l.node_label != "kubernetes.io/hostname") {
-            if let Some(domain) = labels.and_then(|l| l.get(&level.node_label)) {
-                *usage.domains.entry((level.name.clone(), domain.clone())).or_default() += gpus;
+            if let Some(value) = labels.and_then(|l| l.get(&level.node_label)) {
+                if !path.is_empty() {
+                    path.push('/');
+                }
+                path.push_str(value);
+                *usage.domains.entry((level.name.clone(), path.clone())).or_default() += gpus;
             }
         }
     }
@@ -269,6 +275,20 @@ mod tests {
         let text = metrics.render();
         assert!(text.contains("muster_node_gpus_stranded{node=\"b\"} 8"), "{text}");
         assert!(text.contains("muster_topology_domain_gpus{domain=\"r1\",level=\"rack\"} 16"), "{text}");
+    }
+
+    #[test]
+    fn a_rack_name_repeated_in_two_blocks_is_two_domains_named_by_their_paths() {
+        let in_block = |name: &str, block: &str| {
+            let mut n = node(name, "r1", 8);
+            n.metadata.labels.as_mut().unwrap().insert("topology.muster.dev/block".into(), block.into());
+            n
+        };
+        let objects = ClusterObjects { nodes: vec![in_block("a", "b1"), in_block("b", "b2")], ..Default::default() };
+        let usage = gpu_usage(&objects.view(), &[], &crate::config::Config::default().topology);
+        let racks: Vec<&str> = usage.domains.keys().filter(|(l, _)| l == "rack").map(|(_, d)| d.as_str()).collect();
+        assert_eq!(racks, ["b1/r1", "b2/r1"]);
+        assert_eq!(usage.domains[&("block".to_string(), "b1".to_string())].total, 8);
     }
 
     #[test]

@@ -7,7 +7,8 @@ use crate::engine::node::{Node, NodeIdx};
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Domain {
-    /// The label value that names it (`r7`).
+    /// The label value that names it (`r7`), or its path (`b1/r7`) where the value names
+    /// domains under more than one parent.
     pub value: String,
     /// Its domain one level out, when the nodes carry that level's label.
     pub parent: Option<u32>,

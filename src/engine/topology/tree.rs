@@ -2,9 +2,11 @@
 //! a petgraph graph (an edge from each domain to the domains and nodes inside it), kept up to
 //! date incrementally: a node whose labels did not change is not touched again.
 //!
-//! A domain is a level and a label value: every node whose rack label is `r7` is in rack
-//! `r7`, as Kueue, KAI Scheduler and Kubernetes' own PodGroup read a topology key. Its parent
-//! is the domain one level out of its nodes (of the first node, should labels disagree).
+//! A domain is a level and a label value under its parent domain: rack `r1` of block `b1`
+//! and rack `r1` of block `b2` are two racks, as Kueue and KAI Scheduler read a hierarchy
+//! ("we do not assume global uniqueness of labels on each level"). Its parent is the domain
+//! one level out, or the closest level out that the node has a label for. Where a value is
+//! used under several parents, the domain is shown with its path (`b1/r1`).
 
 use std::collections::HashMap;
 
@@ -39,7 +41,8 @@ pub struct TopologyTree {
     levels: Vec<LevelSpec>,
     graph: StableGraph<Vertex, ()>,
     root: NodeIndex,
-    domains: HashMap<(usize, String), NodeIndex>,
+    /// By parent vertex, level and label value.
+    domains: HashMap<(NodeIndex, usize, String), NodeIndex>,
     hosts: HashMap<String, Placement>,
 }
 
@@ -87,7 +90,7 @@ impl TopologyTree {
         let mut parent = self.root;
         for (level, value) in path.iter().enumerate() {
             let Some(value) = value else { continue };
-            let key = (level, value.clone());
+            let key = (parent, level, value.clone());
             parent = match self.domains.get(&key) {
                 Some(&vertex) => vertex,
                 None => {
@@ -111,10 +114,24 @@ impl TopologyTree {
                 break;
             }
             parent = self.graph.neighbors_directed(vertex, Direction::Incoming).next();
-            if let Some(Vertex::Domain { level, value }) = self.graph.remove_node(vertex) {
-                self.domains.remove(&(level, value));
+            if let (Some(outer), Some(Vertex::Domain { level, value })) = (parent, self.graph.remove_node(vertex)) {
+                self.domains.remove(&(outer, level, value));
             }
         }
+    }
+
+    /// The label values from the outermost domain down to `vertex`'s own.
+    fn path_of(&self, vertex: NodeIndex) -> Vec<&str> {
+        let mut path = Vec::new();
+        let mut at = Some(vertex);
+        while let Some(v) = at {
+            if let Vertex::Domain { value, .. } = &self.graph[v] {
+                path.push(value.as_str());
+            }
+            at = self.graph.neighbors_directed(v, Direction::Incoming).next();
+        }
+        path.reverse();
+        path
     }
 
     /// The flat index the engine searches, for `nodes` in snapshot order.
@@ -131,26 +148,34 @@ impl TopologyTree {
             .collect();
         let position: HashMap<&str, NodeIdx> =
             nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i as NodeIdx)).collect();
-        // Walk the tree from the cluster down, numbering domains per level in label order.
+        // Number domains per level in label order (then by the path above them), outer
+        // levels first, so a domain's parent is numbered before it.
         let mut ids: HashMap<NodeIndex, (usize, u32)> = HashMap::new();
-        let mut order: Vec<NodeIndex> = self.domains.values().copied().collect();
-        order.sort_by(|a, b| match (&self.graph[*a], &self.graph[*b]) {
-            (Vertex::Domain { level: la, value: va }, Vertex::Domain { level: lb, value: vb }) => {
-                (la, va).cmp(&(lb, vb))
-            }
-            _ => std::cmp::Ordering::Equal,
-        });
-        for vertex in order {
-            let Vertex::Domain { level, value } = &self.graph[vertex] else { continue };
+        // Values used under more than one parent are ordered and shown by their path.
+        let mut parents_per_value: HashMap<(usize, &str), usize> = HashMap::new();
+        for (_, level, value) in self.domains.keys() {
+            *parents_per_value.entry((*level, value.as_str())).or_default() += 1;
+        }
+        let mut order: Vec<(usize, &str, Vec<&str>, NodeIndex)> = self
+            .domains
+            .iter()
+            .map(|((_, level, value), &vertex)| {
+                let repeated = parents_per_value[&(*level, value.as_str())] > 1;
+                (*level, value.as_str(), if repeated { self.path_of(vertex) } else { Vec::new() }, vertex)
+            })
+            .collect();
+        order.sort_unstable();
+        for (level, value, path, vertex) in &order {
             let parent = self
                 .graph
-                .neighbors_directed(vertex, Direction::Incoming)
+                .neighbors_directed(*vertex, Direction::Incoming)
                 .next()
                 .and_then(|p| ids.get(&p))
                 .map(|&(_, id)| id);
+            let shown = if path.is_empty() { value.to_string() } else { path.join("/") };
             let id = levels[*level].domains.len() as u32;
-            levels[*level].domains.push(Domain { value: value.clone(), parent, nodes: Vec::new() });
-            ids.insert(vertex, (*level, id));
+            levels[*level].domains.push(Domain { value: shown, parent, nodes: Vec::new() });
+            ids.insert(*vertex, (*level, id));
         }
         for (name, placement) in &self.hosts {
             let Some(&node) = position.get(name.as_str()) else { continue };

@@ -118,12 +118,12 @@ impl Write {
     }
 
     /// Whether the same write may be wanted again while its object lasts, so that what was
-    /// written is remembered and not written twice: every state, and warnings (a gang's
-    /// failure is told each time it is decided). A normal event marks a step a pod takes
-    /// once (`Scheduled`) and is not remembered: 20,000 bindings leave no 20,000 notes
-    /// behind.
+    /// written is remembered and not written twice: every state, and every event but
+    /// `Scheduled` (a failure, or an eviction's note, is told each time it is decided). A
+    /// pod is bound once, so its `Scheduled` event is not remembered: 20,000 bindings leave
+    /// no 20,000 notes behind.
     pub fn repeats(&self) -> bool {
-        !matches!(self, Write::PodEvent { warning: false, .. })
+        !matches!(self, Write::PodEvent { warning: false, reason, .. } if reason == "Scheduled")
     }
 
     /// The metric label of this kind of write.
@@ -293,11 +293,15 @@ impl Writer {
 
     /// When the next refused eviction may be tried again, or the oldest status or event
     /// held for bindings may go, if one waits.
+    /// Only times still to come: a write already due but not taken waits on another in
+    /// flight (the same key, or the one status or event a burst lets through), whose end
+    /// wakes a worker; a time already past would wake the workers at once, again and again.
     fn next_retry(&self) -> Option<tokio::time::Instant> {
+        let now = tokio::time::Instant::now();
         let queue = self.queue();
         let refused =
-            queue.refused.iter().filter(|(key, _)| queue.pending.contains_key(*key)).map(|(_, r)| r.not_before).min();
-        refused.into_iter().chain(queue.held_until()).min()
+            queue.refused.iter().filter(|(key, _)| queue.pending.contains_key(*key)).map(|(_, r)| r.not_before);
+        refused.chain(queue.held_until()).filter(|at| *at > now).min()
     }
 
     /// Marks a binding in flight until the guard is dropped: statuses and events wait

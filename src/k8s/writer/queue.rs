@@ -52,7 +52,8 @@ pub(super) struct Queue {
     pub(super) events_busy: usize,
     /// Statuses and events being written now.
     pub(super) informing_busy: usize,
-    /// The state last written per key, so an unchanged one is not written again.
+    /// The state last written per key, so an unchanged one is not written again (but for
+    /// `Scheduled` events, see `Write::repeats`).
     pub(super) written: HashMap<WriteKey, Write>,
     /// Evictions refused so far, by key; a key here is not taken before its `not_before`.
     pub(super) refused: HashMap<WriteKey, Refused>,
@@ -80,7 +81,8 @@ impl Queue {
 
     /// The next key to take: queued, not being written by another worker, and not a
     /// refused eviction still waiting out its delay; statuses, then events, after
-    /// everything else, and while bindings are in flight only those held `HOLD` already.
+    /// everything else, and while bindings are in flight only those held `HOLD` already,
+    /// one at a time.
     pub(super) fn next_key(&mut self, now: Instant) -> Option<WriteKey> {
         let Queue { order, statuses, events, busy, refused, events_busy, informing_busy, bindings, .. } = self;
         let ready = |key: &WriteKey| !busy.contains(key) && refused.get(key).is_none_or(|r| r.not_before <= now);
@@ -118,9 +120,10 @@ impl Queue {
     }
 
     pub(super) fn claim(&mut self, key: &WriteKey) {
-        self.events_busy += usize::from(matches!(key, WriteKey::PodEvent(..)));
-        self.informing_busy += usize::from(informs(key));
-        self.busy.insert(key.clone());
+        if self.busy.insert(key.clone()) {
+            self.events_busy += usize::from(matches!(key, WriteKey::PodEvent(..)));
+            self.informing_busy += usize::from(informs(key));
+        }
     }
 
     pub(super) fn release(&mut self, key: &WriteKey) {

@@ -243,7 +243,7 @@ async fn events_past_the_bound_drop_the_oldest_and_are_counted() {
 }
 
 #[tokio::test]
-async fn a_normal_event_is_not_remembered_and_a_warning_is_written_once() {
+async fn a_scheduled_event_is_not_remembered_and_a_warning_is_written_once() {
     let (record, writer) = leading_writer();
     let warning = Write::PodEvent {
         pod: pod("a"),
@@ -279,4 +279,20 @@ async fn past_the_hold_statuses_and_events_go_one_at_a_time_while_bindings_last(
     drop(binding);
     assert_eq!(writer.take().map(|t| t.1), Some(scheduled("e1")), "the burst is over: two events at a time again");
     writer.done(key, wanted, None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_worker_with_nothing_it_may_take_sleeps_rather_than_spins() {
+    let (_record, writer) = leading_writer();
+    let _binding = writer.binding();
+    let status =
+        |name: &str| Write::MusterGroup { namespace: "ml".into(), name: name.into(), status: Default::default() };
+    writer.submit(status("a"));
+    writer.submit(status("b"));
+    tokio::time::sleep(super::queue::HOLD).await;
+    let (key, wanted, _) = writer.take().expect("the first status past the hold");
+    assert!(writer.take().is_none(), "the second waits for the first");
+    assert_eq!(writer.next_retry(), None, "no deadline already past to wake for: the first's end wakes a worker");
+    writer.done(key, wanted, None);
+    assert_eq!(writer.take().map(|t| t.1), Some(status("b")));
 }
