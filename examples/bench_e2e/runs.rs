@@ -16,6 +16,7 @@ use crate::report::Row;
 use crate::sched::{self, Scheduler};
 use crate::track::Tracker;
 use crate::{Bench, Progress};
+use muster::k8s::allocation::FINALIZER;
 
 /// How long a run whose pods were deleted may bind nothing before it is given up.
 const STALL: Duration = Duration::from_secs(30);
@@ -194,7 +195,15 @@ async fn wait_for_claims(tracker: &Tracker, total: usize, row: &Row, deadline: I
 
 /// The workload's pods bound from a tight client loop (64 pods in flight), no scheduling: for
 /// DRA, each pod's claim allocated (and reserved for it) and then the pod bound.
-pub async fn ceiling(b: &Bench, workload: Workload, t: &Target<'_>, progress: Progress) -> Result<Row, String> {
+/// `finalizer`: DRA claims also get the delete-protection finalizer first, in its own
+/// write, as a scheduler must before it allocates (kube-scheduler and Muster both do).
+pub async fn ceiling(
+    b: &Bench,
+    workload: Workload,
+    t: &Target<'_>,
+    finalizer: bool,
+    progress: Progress,
+) -> Result<Row, String> {
     let label = format!("{} / ceiling", workload.name());
     let deadline = Instant::now() + b.budget;
     let row = Row::new(workload.name(), "ceiling");
@@ -235,6 +244,13 @@ pub async fn ceiling(b: &Bench, workload: Workload, t: &Target<'_>, progress: Pr
                 if dra {
                     let Some(pod) = seen.get(&name) else { return fail(format!("pod {name} not seen")) };
                     let Some(claim) = &pod.claim else { return fail(format!("pod {name} has no claim")) };
+                    if finalizer {
+                        let protect = Patch::Merge(json!({"metadata": {"finalizers": [FINALIZER]}}));
+                        let params = PatchParams::default();
+                        if let Err(e) = retry(|| claims.patch(claim, &params, &protect)).await {
+                            return fail(format!("adding the finalizer to claim {claim}: {e}"));
+                        }
+                    }
                     let status = Patch::Merge(json!({"status": {
                         "allocation": {
                             "devices": {"results": [{"request": "gpu", "driver": DRIVER, "pool": node,
@@ -274,7 +290,12 @@ pub async fn ceiling(b: &Bench, workload: Workload, t: &Target<'_>, progress: Pr
     } else if bound < total {
         row.note = format!("over budget ({} s)", b.budget.as_secs());
     }
-    row.detail = if dra { "claim allocation + binding per pod, 64 in flight" } else { "bindings, 64 in flight" }.into();
+    row.detail = match (dra, finalizer) {
+        (true, true) => "finalizer + claim allocation + binding per pod, 64 in flight",
+        (true, false) => "claim allocation + binding per pod, 64 in flight",
+        _ => "bindings, 64 in flight",
+    }
+    .into();
     Ok(row)
 }
 

@@ -43,4 +43,5 @@ pub mod throttle;
 pub mod tracker;
 pub mod view;
 pub mod watch;
+pub mod wire;
 pub mod writer;

@@ -31,9 +31,13 @@ use crate::engine::model::GangKind;
 pub trait Cached: Resource + Clone + Debug + PartialEq + DeserializeOwned + Send + Sync + 'static {
     fn store(cache: &mut Cache) -> &mut Store<Self>;
 
-    /// Blanks what no scheduling decision reads, to compare two versions of an object.
-    fn blank_unread(&mut self) {
-        super::relevance::blank_version(self);
+    /// Whether two versions of an object are the same to every scheduling decision: by
+    /// default, equal but for their resourceVersion.
+    fn same_for_decisions(old: &Self, new: &Self) -> bool {
+        let (mut old, mut new) = (old.clone(), new.clone());
+        super::relevance::blank_version(&mut old);
+        super::relevance::blank_version(&mut new);
+        old == new
     }
 
     fn apply(cache: &mut Cache, object: Self) {
@@ -66,8 +70,8 @@ impl Cached for Pod {
     fn store(cache: &mut Cache) -> &mut Store<Self> {
         &mut cache.pods
     }
-    fn blank_unread(&mut self) {
-        super::relevance::blank_pod(self);
+    fn same_for_decisions(old: &Self, new: &Self) -> bool {
+        super::relevance::same_pod(old, new)
     }
     fn apply(cache: &mut Cache, object: Self) {
         cache.apply_pod(object);
@@ -146,8 +150,11 @@ impl Cached for Node {
     fn store(cache: &mut Cache) -> &mut Store<Self> {
         &mut cache.nodes
     }
-    fn blank_unread(&mut self) {
-        super::relevance::blank_node(self);
+    fn same_for_decisions(old: &Self, new: &Self) -> bool {
+        let (mut old, mut new) = (old.clone(), new.clone());
+        super::relevance::blank_node(&mut old);
+        super::relevance::blank_node(&mut new);
+        old == new
     }
 }
 
@@ -211,12 +218,7 @@ pub fn apply_event<K: Cached>(cache: &mut Cache, event: Event<K>) -> bool {
         Event::Apply(object) => {
             let object = trimmed(object);
             let old = K::store(cache).find(&object);
-            let changed = old.is_none_or(|old| {
-                let (mut old, mut new) = (old.clone(), object.clone());
-                old.blank_unread();
-                new.blank_unread();
-                old != new
-            });
+            let changed = old.is_none_or(|old| !K::same_for_decisions(old, &object));
             let help = if changed { K::helps(old, Some(&object)) } else { Help::Nobody };
             K::apply(cache, object);
             cache.changes.note(help);
@@ -328,7 +330,7 @@ pub fn start(
             })
         };
     }
-    watch_all!(Pod);
+    watch_all!(super::wire::WirePod, Pod);
     watch_all!(Node);
     watch_all!(PriorityClass);
     watch_all!(Namespace);
@@ -370,7 +372,7 @@ pub fn start(
     if sources.dra {
         watch_all!(ResourceSlice);
         watch_all!(DeviceClass);
-        watch_all!(ResourceClaim);
+        watch_all!(super::wire::WireClaim, ResourceClaim);
     }
     if sources.device_taint_rules {
         watch_all!(DeviceTaintRule);

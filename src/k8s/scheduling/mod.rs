@@ -48,6 +48,11 @@ const DEBOUNCE: Duration = Duration::from_millis(20);
 /// does it once, and a skipped pass is made up by a wake-up when this has passed.
 const HOUSEKEEPING_EVERY: Duration = Duration::from_millis(500);
 
+/// While bindings are in flight the pass waits up to this long after the last one: a burst
+/// of bindings leaves the CPU to them and to the API server, and the pass runs when the
+/// last binding ends (the loop cycles on every outcome) or when this has passed.
+const HOUSEKEEPING_HOLD: Duration = Duration::from_secs(5);
+
 /// What one cycle did, for logs and tests.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CycleReport {
@@ -329,8 +334,9 @@ impl Scheduler {
         let cache_handle = self.cache.clone();
         // Every pod bound or being bound, and the housekeeping not due: nothing to do but
         // look again when it is (the timers it sets are set again then).
-        if now < self.housekeeping_due && !cache_handle.lock().unwrap_or_else(|e| e.into_inner()).has_unplaced() {
-            self.next_wake = Some(self.housekeeping_due);
+        let housekeeping_at = self.housekeeping_at();
+        if now < housekeeping_at && !cache_handle.lock().unwrap_or_else(|e| e.into_inner()).has_unplaced() {
+            self.next_wake = Some(housekeeping_at);
             return report;
         }
         // What the cycle reads, taken under the lock by reference counts; the snapshot is
@@ -468,12 +474,12 @@ impl Scheduler {
         for placement in &outcome.placements {
             self.unreported_waits.remove(&placement.gang);
         }
-        if now >= self.housekeeping_due {
+        if now >= housekeeping_at {
             self.housekeeping_due = now + HOUSEKEEPING_EVERY;
             let seen = housekeeping::Seen { view: &view, assembled: &assembled, outcome: &outcome };
             writes.extend(self.housekeep(&cache, seen, now, unix, &mut report));
         } else {
-            self.wake_at(self.housekeeping_due);
+            self.wake_at(housekeeping_at);
         }
         drop(view);
 
@@ -500,6 +506,16 @@ impl Scheduler {
         self.metrics.last_cycle.set(unix_now() as f64);
         self.health.cycled(started);
         report
+    }
+
+    /// When the next housekeeping pass is due: `HOUSEKEEPING_EVERY` after the last, or
+    /// `HOUSEKEEPING_HOLD` after it while bindings are in flight.
+    fn housekeeping_at(&self) -> Instant {
+        if self.binds.is_empty() {
+            self.housekeeping_due
+        } else {
+            self.housekeeping_due + HOUSEKEEPING_HOLD.saturating_sub(HOUSEKEEPING_EVERY)
+        }
     }
 
     fn start_binding(&mut self, binding: GangBinding) {

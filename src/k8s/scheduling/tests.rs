@@ -32,6 +32,8 @@ enum Answer {
     Bind,
     RollBack,
     Panic,
+    /// Binds once the semaphore gives a permit.
+    Hold(Arc<tokio::sync::Semaphore>),
 }
 
 struct FakeBinder {
@@ -51,6 +53,10 @@ impl Bind for FakeBinder {
                     errors: vec![(pods[0].clone(), BindError::Injected("refused".into()))],
                 },
                 Answer::Panic => panic!("the binder broke"),
+                Answer::Hold(gate) => {
+                    let _permit = gate.acquire().await;
+                    BindOutcome::Bound { bound: pods, failed: Vec::new() }
+                }
             }
         })
     }
@@ -254,4 +260,29 @@ fn a_podgroup_whose_pods_are_another_schedulers_is_left_to_it() {
         .collect();
     written.sort();
     assert_eq!(written, ["empty", "ours"], "a group with only another scheduler's pods is not described");
+}
+
+#[tokio::test]
+async fn the_pass_over_the_whole_cache_waits_while_bindings_are_in_flight() {
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let mut h = harness(vec![Answer::Hold(gate.clone())]);
+    h.add_node("n0", 8);
+    h.add_pod("job", 4);
+    let t0 = Instant::now();
+    assert_eq!(h.scheduler.cycle(t0, unix()).placed, vec![Harness::gang("job")]);
+    let gpus_on = |node: &str| h.metrics.node_gpus.with_label_values(&[node]).get();
+    h.add_node("n1", 8);
+    // Past HOUSEKEEPING_EVERY, with the binding in flight: the GPU figures wait.
+    h.scheduler.cycle(t0 + Duration::from_secs(1), unix());
+    assert_eq!(gpus_on("n1"), 0, "no pass while the binding is in flight");
+    // Past the hold, the pass runs although the binding is still in flight.
+    h.scheduler.cycle(t0 + HOUSEKEEPING_HOLD + Duration::from_millis(100), unix());
+    assert_eq!(gpus_on("n1"), 8);
+
+    // Once the binding ends, the pass runs again as soon as HOUSEKEEPING_EVERY has passed.
+    h.add_node("n2", 8);
+    gate.add_permits(1);
+    assert!(h.scheduler.next_outcome().await);
+    h.scheduler.cycle(t0 + HOUSEKEEPING_HOLD + Duration::from_secs(1), unix());
+    assert_eq!(gpus_on("n2"), 8);
 }
