@@ -329,3 +329,60 @@ fn an_object_without_a_creation_time_is_as_old_as_its_place_among_the_documents(
         .collect();
     assert_eq!(bound, ["batch-a", "batch-b"], "{report}");
 }
+
+/// Kueue's TAS sample layout: two blocks of two racks, the rack names repeated in each block;
+/// every rack's nodes busy but for 4 GPUs in `r1` of each block.
+fn tas_cluster(with_topology: bool) -> String {
+    let mut docs = Vec::new();
+    if with_topology {
+        docs.push(
+            "apiVersion: kueue.x-k8s.io/v1beta2\nkind: Topology\nmetadata: {name: default}\nspec:\n  levels:\n  \
+             - nodeLabel: cloud.provider.com/topology-block\n  - nodeLabel: cloud.provider.com/topology-rack\n  \
+             - nodeLabel: kubernetes.io/hostname"
+                .to_string(),
+        );
+    }
+    for (block, rack, used) in [("b1", "r1", 4), ("b1", "r2", 8), ("b2", "r1", 4), ("b2", "r2", 8)] {
+        let node = format!("{block}-{rack}");
+        docs.push(format!(
+            "apiVersion: v1\nkind: Node\nmetadata:\n  name: {node}\n  labels: {{kubernetes.io/hostname: {node}, \
+             cloud.provider.com/topology-block: {block}, cloud.provider.com/topology-rack: {rack}}}\n\
+             status: {{allocatable: {{cpu: '64', memory: 512Gi, pods: '110', nvidia.com/gpu: '8'}}}}"
+        ));
+        docs.push(format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: busy-{node}}}\nspec: {{nodeName: {node}, \
+             containers: [{{name: c, image: i, resources: {{limits: {{nvidia.com/gpu: '{used}'}}}}}}]}}"
+        ));
+    }
+    docs.push(
+        "apiVersion: muster.dev/v1alpha1\nkind: PodGroup\nmetadata:\n  name: train\n  annotations:\n    \
+         kueue.x-k8s.io/podset-required-topology: cloud.provider.com/topology-rack\nspec: {minMember: 2}"
+            .to_string(),
+    );
+    for p in 0..2 {
+        docs.push(format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: train-{p}, labels: {{muster.dev/pod-group: train}}}}\n\
+             spec: {{schedulerName: muster, containers: [{{name: c, image: i, resources: {{limits: {{nvidia.com/gpu: '4'}}}}}}]}}"
+        ));
+    }
+    docs.join("\n---\n")
+}
+
+#[test]
+fn with_the_clusters_topology_object_a_rack_name_repeated_in_two_blocks_is_two_racks() {
+    // Kueue's Topology says racks sit in blocks: r1 of b1 and r1 of b2 have 4 GPUs free
+    // each, so the 8-GPU job that requires one rack waits, holding nothing.
+    let path = temp_yaml("tas-topology.yaml", &tas_cluster(true));
+    let (report, _) = simulate_json(&["--cluster", path.to_str().unwrap()]);
+    let gang = &report["gangs"][0];
+    assert_eq!(gang["scheduled"], false, "{gang}");
+    assert!(report["pods"].as_array().unwrap().iter().all(|p| p["node"].is_null()), "{report}");
+    let reason = gang["reason"].as_str().unwrap();
+    assert!(reason.contains("b1/r1") || reason.contains("b2/r1"), "{reason}");
+
+    // Without it the two racks named r1 read as one with 8 GPUs free, and the job starts
+    // across two blocks: what the Topology object is there to prevent.
+    let path = temp_yaml("tas-no-topology.yaml", &tas_cluster(false));
+    let (report, _) = simulate_json(&["--cluster", path.to_str().unwrap()]);
+    assert_eq!(report["gangs"][0]["scheduled"], true);
+}

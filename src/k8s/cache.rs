@@ -21,6 +21,7 @@ use kube::ResourceExt;
 
 use super::assemble::ClusterView;
 use super::changes::{Changes, Help};
+use super::cluster_topology::{Topology as KueueTopology, kai::Topology as KaiTopology};
 use super::convert_dra::EXTENDED_CLAIM_ANNOTATION;
 use super::crd::PodGroup as MusterPodGroup;
 use super::foreign::PodGroup as PluginPodGroup;
@@ -129,6 +130,8 @@ pub struct Cache {
     pub device_taint_rules: Store<DeviceTaintRule>,
     pub queues: Store<MusterQueue>,
     pub kai_queues: Store<KaiQueue>,
+    pub kueue_topologies: Store<KueueTopology>,
+    pub kai_topologies: Store<KaiTopology>,
     pub kai_groups: Store<KaiPodGroup>,
     pub cluster_queues: Store<ClusterQueue>,
     pub cohorts: Store<Cohort>,
@@ -326,6 +329,8 @@ impl Cache {
             device_taint_rules: self.device_taint_rules.values().collect(),
             queues: self.queues.values().collect(),
             kai_queues: self.kai_queues.values().collect(),
+            kueue_topologies: self.kueue_topologies.values().collect(),
+            kai_topologies: self.kai_topologies.values().collect(),
             kai_groups: self.kai_groups.values().collect(),
             cluster_queues: self.cluster_queues.values().collect(),
             cohorts: self.cohorts.values().collect(),
@@ -361,6 +366,8 @@ impl Cache {
             self.device_taint_rules.journal.mark(),
             self.queues.journal.mark(),
             self.kai_queues.journal.mark(),
+            self.kueue_topologies.journal.mark(),
+            self.kai_topologies.journal.mark(),
             self.cluster_queues.journal.mark(),
             self.cohorts.journal.mark(),
             self.local_queues.journal.mark(),
@@ -387,6 +394,8 @@ pub struct Shared {
     device_taint_rules: Vec<Arc<DeviceTaintRule>>,
     queues: Vec<Arc<MusterQueue>>,
     kai_queues: Vec<Arc<KaiQueue>>,
+    kueue_topologies: Vec<Arc<KueueTopology>>,
+    kai_topologies: Vec<Arc<KaiTopology>>,
     kai_groups: Vec<Arc<KaiPodGroup>>,
     cluster_queues: Vec<Arc<ClusterQueue>>,
     cohorts: Vec<Arc<Cohort>>,
@@ -425,6 +434,8 @@ impl Cache {
             device_taint_rules: self.device_taint_rules.shared(),
             queues: self.queues.shared(),
             kai_queues: self.kai_queues.shared(),
+            kueue_topologies: self.kueue_topologies.shared(),
+            kai_topologies: self.kai_topologies.shared(),
             kai_groups: self.kai_groups.shared(),
             cluster_queues: self.cluster_queues.shared(),
             cohorts: self.cohorts.shared(),
@@ -459,6 +470,8 @@ impl Shared {
             device_taint_rules: borrowed(&self.device_taint_rules),
             queues: borrowed(&self.queues),
             kai_queues: borrowed(&self.kai_queues),
+            kueue_topologies: borrowed(&self.kueue_topologies),
+            kai_topologies: borrowed(&self.kai_topologies),
             kai_groups: borrowed(&self.kai_groups),
             cluster_queues: borrowed(&self.cluster_queues),
             cohorts: borrowed(&self.cohorts),

@@ -32,6 +32,11 @@ pub struct Sources {
     /// resource.k8s.io/v1: ResourceSlices, DeviceClasses, ResourceClaims (Kubernetes 1.34+).
     pub dra: bool,
     pub device_taint_rules: bool,
+    /// Kueue's Topology objects: the version served (read whether or not Kueue's queues
+    /// are imported; they only describe the nodes).
+    pub kueue_topologies: Option<KueueVersion>,
+    /// KAI Scheduler's Topology objects (kai.scheduler/v1alpha1).
+    pub kai_topologies: bool,
 }
 
 /// Which version of Kueue's API is read.
@@ -102,6 +107,14 @@ pub async fn discover(client: &kube::Client, retry: Retry) -> Result<Sources, Er
         kueue_cohorts: false,
         dra: serves(client, retry, "resource.k8s.io/v1", "resourceslices").await?,
         device_taint_rules: serves(client, retry, "resource.k8s.io/v1", "devicetaintrules").await?,
+        kueue_topologies: if serves(client, retry, "kueue.x-k8s.io/v1beta2", "topologies").await? {
+            Some(KueueVersion::V1beta2)
+        } else if serves(client, retry, "kueue.x-k8s.io/v1beta1", "topologies").await? {
+            Some(KueueVersion::V1beta1)
+        } else {
+            None
+        },
+        kai_topologies: serves(client, retry, "kai.scheduler/v1alpha1", "topologies").await?,
     };
     let off = |on: bool, what: &str, why: &str| {
         if !on {

@@ -15,6 +15,9 @@ use kube::api::{Api, ListParams};
 use thiserror::Error;
 
 use super::assemble::{ClusterObjects, assemble, gang_key};
+use super::cluster_topology::{
+    Topology as KueueTopology, kai::Topology as KaiTopology, v1beta1::Topology as KueueTopologyV1beta1,
+};
 use super::crd::PodGroup as MusterPodGroup;
 use super::discovery::KueueVersion;
 use super::foreign::PodGroup as PluginPodGroup;
@@ -135,6 +138,19 @@ pub async fn read_cluster(client: &kube::Client, config: &Config) -> Result<Clus
     }
     if sources.kai_groups {
         objects.kai_groups = list(Api::<KaiPodGroup>::all(c()), "podgroups.scheduling.run.ai").await?;
+    }
+    match sources.kueue_topologies {
+        Some(KueueVersion::V1beta2) => {
+            objects.kueue_topologies = list(Api::<KueueTopology>::all(c()), "topologies.kueue.x-k8s.io").await?;
+        }
+        Some(KueueVersion::V1beta1) => {
+            let old = list(Api::<KueueTopologyV1beta1>::all(c()), "topologies.kueue.x-k8s.io").await?;
+            objects.kueue_topologies = old.into_iter().map(Into::into).collect();
+        }
+        None => {}
+    }
+    if sources.kai_topologies {
+        objects.kai_topologies = list(Api::<KaiTopology>::all(c()), "topologies.kai.scheduler").await?;
     }
     objects.kueue_imported = sources.kueue_imported;
     match sources.kueue {

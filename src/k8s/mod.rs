@@ -10,6 +10,7 @@ pub mod changes;
 pub mod claim_bind;
 pub mod claim_giveback;
 pub mod claim_release;
+pub mod cluster_topology;
 pub mod convert;
 pub mod convert_dra;
 pub mod convert_kai;

@@ -135,6 +135,8 @@ impl Tracker {
         fingerprint(&mut others, &objects.device_taint_rules);
         fingerprint(&mut others, &objects.queues);
         fingerprint(&mut others, &objects.kai_queues);
+        fingerprint(&mut others, &objects.kueue_topologies);
+        fingerprint(&mut others, &objects.kai_topologies);
         fingerprint(&mut others, &objects.cluster_queues);
         fingerprint(&mut others, &objects.cohorts);
         fingerprint(&mut others, &objects.local_queues);

@@ -12,6 +12,7 @@ use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::scheduling::v1beta1::PodGroup as KubernetesPodGroup;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+use super::cluster_topology::{Topology as KueueTopology, kai::Topology as KaiTopology};
 use super::crd::PodGroup as MusterPodGroup;
 use super::foreign::PodGroup as PluginPodGroup;
 use super::journal::{Journal, Mark};
@@ -67,6 +68,9 @@ pub struct ClusterObjects {
     pub queues: Vec<MusterQueue>,
     /// KAI Scheduler's queues, when the configuration imports them.
     pub kai_queues: Vec<KaiQueue>,
+    /// The cluster's topology objects (Kueue's, KAI Scheduler's): hierarchies of node labels.
+    pub kueue_topologies: Vec<KueueTopology>,
+    pub kai_topologies: Vec<KaiTopology>,
     /// KAI Scheduler's PodGroups, when the configuration imports KAI.
     pub kai_groups: Vec<KaiPodGroup>,
     /// Kueue's queues, when the configuration imports them.
@@ -96,6 +100,8 @@ impl ClusterObjects {
             device_taint_rules: self.device_taint_rules.iter().collect(),
             queues: self.queues.iter().collect(),
             kai_queues: self.kai_queues.iter().collect(),
+            kueue_topologies: self.kueue_topologies.iter().collect(),
+            kai_topologies: self.kai_topologies.iter().collect(),
             kai_groups: self.kai_groups.iter().collect(),
             cluster_queues: self.cluster_queues.iter().collect(),
             cohorts: self.cohorts.iter().collect(),
@@ -126,6 +132,8 @@ pub struct ClusterView<'a> {
     pub device_taint_rules: Vec<&'a DeviceTaintRule>,
     pub queues: Vec<&'a MusterQueue>,
     pub kai_queues: Vec<&'a KaiQueue>,
+    pub kueue_topologies: Vec<&'a KueueTopology>,
+    pub kai_topologies: Vec<&'a KaiTopology>,
     pub kai_groups: Vec<&'a KaiPodGroup>,
     pub cluster_queues: Vec<&'a ClusterQueue>,
     pub cohorts: Vec<&'a Cohort>,

@@ -17,6 +17,9 @@ use tokio::sync::{Notify, oneshot};
 
 use super::cache::{Cache, Store};
 use super::changes::{self, Help};
+use super::cluster_topology::{
+    Topology as KueueTopology, kai::Topology as KaiTopology, v1beta1::Topology as KueueTopologyV1beta1,
+};
 use super::crd::PodGroup as MusterPodGroup;
 use super::discovery::KueueVersion;
 use super::discovery::Sources;
@@ -181,6 +184,8 @@ cached_group!(PluginPodGroup, plugin_groups, GangKind::SchedulerPlugins);
 cached_group!(KaiPodGroup, kai_groups, GangKind::Kai);
 cached!(MusterQueue, queues);
 cached!(KaiQueue, kai_queues);
+cached!(KueueTopology, kueue_topologies);
+cached!(KaiTopology, kai_topologies);
 cached!(ClusterQueue, cluster_queues);
 cached!(Cohort, cohorts);
 cached!(LocalQueue, local_queues);
@@ -342,6 +347,14 @@ pub fn start(
     }
     if sources.kai_groups {
         watch_all!(KaiPodGroup);
+    }
+    match sources.kueue_topologies {
+        Some(KueueVersion::V1beta2) => watch_all!(KueueTopology),
+        Some(KueueVersion::V1beta1) => watch_all!(KueueTopologyV1beta1, KueueTopology),
+        None => {}
+    }
+    if sources.kai_topologies {
+        watch_all!(KaiTopology);
     }
     match sources.kueue {
         Some(KueueVersion::V1beta2) => {

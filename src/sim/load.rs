@@ -156,6 +156,7 @@ impl Loader {
                 | ("scheduling.k8s.io", "PriorityClass")
                 | ("muster.dev" | "scheduling.run.ai", "Queue")
                 | ("kueue.x-k8s.io", "ClusterQueue" | "Cohort" | "ResourceFlavor" | "Topology")
+                | ("kai.scheduler", "Topology")
         );
         let mut value = value;
         let namespace = namespaced.then(|| {
@@ -186,7 +187,11 @@ impl Loader {
                     "PodGroup"
                 )
                 | ("muster.dev/v1alpha1" | "scheduling.run.ai/v2", "Queue")
-                | ("kueue.x-k8s.io/v1beta2" | "kueue.x-k8s.io/v1beta1", "ClusterQueue" | "Cohort" | "LocalQueue")
+                | (
+                    "kueue.x-k8s.io/v1beta2" | "kueue.x-k8s.io/v1beta1",
+                    "ClusterQueue" | "Cohort" | "LocalQueue" | "Topology"
+                )
+                | ("kai.scheduler/v1alpha1", "Topology")
                 | ("scheduling.k8s.io/v1", "PriorityClass")
                 | (
                     "resource.k8s.io/v1",
@@ -236,6 +241,8 @@ impl Loader {
                 c.objects.cohorts.push(q);
             }
             (_, "LocalQueue") => c.objects.local_queues.push(typed(value, path, &object)?),
+            ("kai.scheduler/v1alpha1", "Topology") => c.objects.kai_topologies.push(typed(value, path, &object)?),
+            (_, "Topology") => c.objects.kueue_topologies.push(typed(value, path, &object)?),
             ("scheduling.k8s.io/v1beta1", _) => {
                 let mut g: KubernetesPodGroup = typed(value, path, &object)?;
                 g.metadata = stamp(g.metadata, &mut self.clock);

@@ -31,6 +31,10 @@ pub struct DomainIndex {
     pub levels: Vec<Level>,
     /// How many of `levels` are configured (a hierarchy); the rest are ad hoc.
     pub configured: usize,
+    /// The cluster's own hierarchies (Kueue's and KAI Scheduler's Topology objects): node
+    /// label keys, outermost first. An ad-hoc level one of them names is split by the
+    /// levels above it there, so rack `r1` of block `b1` and of block `b2` are two racks.
+    pub hierarchies: Vec<Vec<String>>,
 }
 
 impl DomainIndex {
@@ -57,8 +61,17 @@ impl DomainIndex {
                  (limits.adHocTopologyLevels); name a configured level"
             ));
         }
-        self.levels.push(ad_hoc(name, nodes));
+        let above = self.above(name);
+        self.levels.push(ad_hoc(name, &above, nodes));
         Ok(self.levels.len() - 1)
+    }
+
+    /// The labels above `label` in the first hierarchy that has it, outermost first.
+    fn above(&self, label: &str) -> Vec<String> {
+        self.hierarchies
+            .iter()
+            .find_map(|h| h.iter().position(|l| l == label).map(|i| h[..i].to_vec()))
+            .unwrap_or_default()
     }
 
     /// The domain of `level` a node is in.
@@ -67,24 +80,82 @@ impl DomainIndex {
     }
 }
 
-/// A level of one label key, outside the hierarchy: its domains are the label's values.
-fn ad_hoc(label: &str, nodes: &[Node]) -> Level {
-    let mut values: BTreeMap<&str, Vec<NodeIdx>> = BTreeMap::new();
-    for (i, node) in nodes.iter().enumerate() {
-        if let Some(v) = node.labels.get(label) {
-            values.entry(v.as_str()).or_default().push(i as NodeIdx);
+/// A level of one label key, outside the configured hierarchy: its domains are the label's
+/// values, each within the values of the labels `above` it (a node without one of those is
+/// in no domain of the level). A value found under more than one path is shown by its path
+/// (`b1/r1`), as the configured levels show theirs.
+fn ad_hoc(label: &str, above: &[String], nodes: &[Node]) -> Level {
+    let mut values: BTreeMap<Vec<&str>, Vec<NodeIdx>> = BTreeMap::new();
+    'nodes: for (i, node) in nodes.iter().enumerate() {
+        let Some(v) = node.labels.get(label) else { continue };
+        let mut path = Vec::with_capacity(above.len() + 1);
+        for key in above {
+            let Some(outer) = node.labels.get(key) else { continue 'nodes };
+            path.push(outer.as_str());
         }
+        path.push(v.as_str());
+        values.entry(path).or_default().push(i as NodeIdx);
+    }
+    let mut paths_per_value: BTreeMap<&str, usize> = BTreeMap::new();
+    for path in values.keys() {
+        *paths_per_value.entry(path[path.len() - 1]).or_default() += 1;
     }
     let mut node_domain = vec![None; nodes.len()];
     let domains = values
-        .into_iter()
+        .iter()
         .enumerate()
-        .map(|(id, (value, members))| {
-            for &n in &members {
+        .map(|(id, (path, members))| {
+            for &n in members {
                 node_domain[n as usize] = Some(id as u32);
             }
-            Domain { value: value.to_string(), parent: None, nodes: members }
+            let own = path[path.len() - 1];
+            let value = if paths_per_value[own] > 1 { path.join("/") } else { own.to_string() };
+            Domain { value, parent: None, nodes: members.clone() }
         })
         .collect();
     Level { name: label.to_string(), label: label.to_string(), domains, node_domain }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(block: &str, rack: &str) -> Node {
+        let labels = [
+            ("cloud.provider.com/topology-block".to_string(), block.to_string()),
+            ("cloud.provider.com/topology-rack".to_string(), rack.to_string()),
+        ];
+        Node {
+            name: format!("{block}-{rack}"),
+            labels: std::sync::Arc::new(labels.into()),
+            taints: Default::default(),
+            unschedulable: false,
+            allocatable: Default::default(),
+            requested: Default::default(),
+        }
+    }
+
+    #[test]
+    fn a_rack_named_in_a_cluster_topology_is_split_by_its_block() {
+        let nodes = vec![node("b1", "r1"), node("b2", "r1"), node("b2", "r2")];
+        let rack = "cloud.provider.com/topology-rack";
+        let mut flat = DomainIndex::default();
+        let level = flat.resolve(rack, &nodes, 4).unwrap();
+        assert_eq!(flat.levels[level].domains.len(), 2, "without a hierarchy, r1 is one rack");
+
+        let mut index = DomainIndex {
+            hierarchies: vec![vec![
+                "cloud.provider.com/topology-block".into(),
+                rack.into(),
+                "kubernetes.io/hostname".into(),
+            ]],
+            ..Default::default()
+        };
+        let level = index.resolve(rack, &nodes, 4).unwrap();
+        let shown: Vec<(&str, &[NodeIdx])> =
+            index.levels[level].domains.iter().map(|d| (d.value.as_str(), d.nodes.as_slice())).collect();
+        assert_eq!(shown, vec![("b1/r1", &[0][..]), ("b2/r1", &[1][..]), ("r2", &[2][..])]);
+        assert_eq!(index.domain_of(level, 0), Some(0));
+        assert_eq!(index.domain_of(level, 1), Some(1));
+    }
 }

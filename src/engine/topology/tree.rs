@@ -194,6 +194,6 @@ impl TopologyTree {
                 domain.nodes.sort_unstable();
             }
         }
-        DomainIndex { configured: levels.len(), levels }
+        DomainIndex { configured: levels.len(), levels, hierarchies: Vec::new() }
     }
 }

@@ -54,7 +54,8 @@ impl Base {
             }
         }
         memo.topology.update(&nodes);
-        let topology = memo.topology.index(&nodes);
+        let mut topology = memo.topology.index(&nodes);
+        topology.hierarchies = crate::k8s::cluster_topology::hierarchies(&view.kueue_topologies, &view.kai_topologies);
         let dra_view = convert_dra::DraView {
             slices: &view.resource_slices,
             classes: &view.device_classes,
