@@ -54,6 +54,34 @@ async fn serves(client: &kube::Client, retry: Retry, group_version: &str, plural
     }
 }
 
+/// Whether this scheduler's role lets it list `plural` of `group_version`. For the kinds it
+/// reads whenever they are served (a cluster's Topology objects), a role from before they
+/// were read would otherwise leave a watch whose first list never succeeds, and the caches
+/// never filled: such a kind is left off instead, with a warning that says which rule to add.
+async fn may_list(client: &kube::Client, retry: Retry, group_version: &str, plural: &str) -> Result<bool, Error> {
+    let (group, version) = group_version.split_once('/').unwrap_or(("", group_version));
+    let resource = kube::api::ApiResource {
+        group: group.into(),
+        version: version.into(),
+        api_version: group_version.into(),
+        kind: String::new(),
+        plural: plural.into(),
+    };
+    let api: kube::Api<kube::api::DynamicObject> = kube::Api::all_with(client.clone(), &resource);
+    let probe = kube::api::ListParams::default().limit(1);
+    match request::retry(retry, Operation::Idempotent, || api.list_metadata(&probe)).await {
+        Ok(_) => Ok(true),
+        Err(e) if e.code() == Some(403) => {
+            tracing::warn!(
+                "{plural}.{group} are served but this scheduler may not list them: they are not read \
+                 (grant get, list and watch on {plural} in {group}, as manifests/scheduler/clusterrole.yaml does)"
+            );
+            Ok(false)
+        }
+        Err(e) => Err(Error(e)),
+    }
+}
+
 /// Keeps the foreign queue sources the configuration imports, with one log line for each
 /// that is served but not imported, or imported but not served.
 pub fn imported(mut sources: Sources, queues: &crate::config::Queues) -> Sources {
@@ -139,6 +167,17 @@ pub async fn discover(client: &kube::Client, retry: Retry) -> Result<Sources, Er
         tracing::info!("DeviceTaintRules are off: the API server does not serve them");
     }
     let mut sources = sources;
+    if let Some(version) = sources.kueue_topologies {
+        let group_version = match version {
+            KueueVersion::V1beta2 => "kueue.x-k8s.io/v1beta2",
+            KueueVersion::V1beta1 => "kueue.x-k8s.io/v1beta1",
+        };
+        if !may_list(client, retry, group_version, "topologies").await? {
+            sources.kueue_topologies = None;
+        }
+    }
+    sources.kai_topologies =
+        sources.kai_topologies && may_list(client, retry, "kai.scheduler/v1alpha1", "topologies").await?;
     sources.kueue_cohorts = match sources.kueue {
         Some(KueueVersion::V1beta2) => serves(client, retry, "kueue.x-k8s.io/v1beta2", "cohorts").await?,
         Some(KueueVersion::V1beta1) => serves(client, retry, "kueue.x-k8s.io/v1beta1", "cohorts").await?,

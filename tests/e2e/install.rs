@@ -108,17 +108,59 @@ async fn every_example_applies_once_the_crds_are_installed() {
 /// A client that acts as the scheduler's service account: every request is authorized as
 /// that account alone (impersonation by the tests' admin identity).
 async fn scheduler_client(cluster: &TestCluster) -> kube::Client {
+    let groups = ["system:serviceaccounts", "system:serviceaccounts:muster-system", "system:authenticated"];
+    client_as(cluster, SCHEDULER_ACCOUNT, &groups).await
+}
+
+async fn client_as(cluster: &TestCluster, user: &str, groups: &[&str]) -> kube::Client {
     let kubeconfig =
         kube::config::Kubeconfig::read_from(&cluster.control_plane.kubeconfig).expect("failed to read the kubeconfig");
     let mut config =
         kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await.expect("load the kubeconfig");
-    config.auth_info.impersonate = Some(SCHEDULER_ACCOUNT.into());
-    config.auth_info.impersonate_groups = Some(vec![
-        "system:serviceaccounts".into(),
-        "system:serviceaccounts:muster-system".into(),
-        "system:authenticated".into(),
-    ]);
+    config.auth_info.impersonate = Some(user.into());
+    config.auth_info.impersonate_groups = Some(groups.iter().map(|g| g.to_string()).collect());
     kube::Client::try_from(config).expect("build the impersonating client")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_role_from_before_topology_objects_were_read_still_schedules() {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+    let cluster = TestCluster::new("old-role").await;
+    scheduler::install_crds(&cluster).await;
+    scheduler::install_topology_crds(&cluster).await;
+    // The manifests' ClusterRole without its rule for Topology objects, bound to a user of
+    // this test's own.
+    let text = std::fs::read_to_string(manifests().join("scheduler").join("clusterrole.yaml")).expect("the role");
+    let mut role: ClusterRole = serde_yaml::from_str(&text).expect("a ClusterRole");
+    role.metadata.name = Some(cluster.name("old-role"));
+    let rules = role.rules.as_mut().expect("rules");
+    let before = rules.len();
+    rules.retain(|r| !r.resources.iter().flatten().any(|x| x == "topologies"));
+    assert_eq!(rules.len(), before - 1, "the manifests grant Topology objects in one rule");
+    cluster.create(&cluster.cluster_api::<ClusterRole>(), &role).await;
+    let user = format!("{}-scheduler", cluster.id);
+    let binding: ClusterRoleBinding = typed(json!({
+        "metadata": {"name": cluster.name("old-role")},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": cluster.name("old-role")},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+    }));
+    cluster.create(&cluster.cluster_api::<ClusterRoleBinding>(), &binding).await;
+    let client = client_as(&cluster, &user, &["system:authenticated"]).await;
+
+    // Topologies are served but this user may not list them: they are left off, with a
+    // warning, and the scheduler still fills its caches and binds.
+    cluster.create_node(&builders::node(&cluster.name("n0"), 64, 512, 8, &[(TEST_LABEL, &cluster.id)])).await;
+    let pods = cluster.api::<Pod>();
+    cluster.create(&pods, &builders::pod("solo", &cluster.scheduler_name, 1, &[])).await;
+    let _kubelet = KubeletEmulator::start(pods.clone());
+    let config = scheduler::config(&cluster);
+    let task = tokio::spawn(async move { muster::k8s::scheduler::run(client, config, Options::default()).await });
+    wait_for_pods(&cluster, 60, "the pod bound by a scheduler that may not read topologies", |all| {
+        all.len() == 1 && node_of(&all[0]).is_some()
+    })
+    .await;
+    assert!(!task.is_finished(), "the scheduler stopped: {:?}", task.await);
+    task.abort();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,6 +1,7 @@
 //! Topology end to end, against the real API server: a gang that requires a rack lands in
 //! the rack with room for all of it, waits holding nothing when no rack has room, and a
-//! gang that requires a block and prefers a rack spans the fewest racks of one block.
+//! gang that requires a block and prefers a rack spans the fewest racks of one block; and
+//! a Kueue Topology object makes rack names repeated across blocks distinct racks.
 
 use k8s_openapi::api::core::v1::Pod;
 use muster::k8s::crd::{PodGroup, PodGroupSpec, PodGroupTopology};
@@ -113,4 +114,49 @@ async fn a_gang_that_requires_a_block_and_prefers_a_rack_spans_the_fewest_racks_
     let pods =
         wait_for_pods(&cluster, 60, "the gang bound", |p| train(p).filter(|p| node_of(p).is_some()).count() == 3).await;
     assert_eq!(racks_of(&cluster, &pods), ["r1", "r2"], "two racks of block b1");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kueue_topology_object_makes_a_rack_name_repeated_in_two_blocks_two_racks() {
+    use muster::k8s::cluster_topology::{KueueTopologySpec, Topology, TopologyLevel};
+    let cluster = TestCluster::new("tas-topology").await;
+    scheduler::install_crds(&cluster).await;
+    scheduler::install_topology_crds(&cluster).await;
+    // Label keys of this test's own, so the object describes only its nodes.
+    let (block, rack) = (format!("{}.e2e.muster.dev/block", cluster.id), format!("{}.e2e.muster.dev/rack", cluster.id));
+    let levels = [&block, &rack].map(|l| TopologyLevel { node_label: l.to_string() }).to_vec();
+    let topology = Topology::new(&cluster.name("default"), KueueTopologySpec { levels });
+    cluster.create(&cluster.cluster_api::<Topology>(), &topology).await;
+    // Two blocks of racks r1 and r2; 4 GPUs free in r1 of each block, none in r2.
+    let api = cluster.api::<Pod>();
+    for (b, r, used) in [("b1", "r1", 4), ("b1", "r2", 8), ("b2", "r1", 4), ("b2", "r2", 8)] {
+        let name = cluster.name(&format!("{b}-{r}"));
+        let labels = [(TEST_LABEL, cluster.id.as_str()), (block.as_str(), b), (rack.as_str(), r)];
+        cluster.create_node(&builders::node(&name, 64, 512, 8, &labels)).await;
+        let busy = format!("busy-{b}-{r}");
+        cluster.create(&api, &builders::pod(&busy, "someone-else", used, &[])).await;
+        cluster.bind(&busy, &name).await;
+    }
+    // A job of 2 × 4 GPUs that requires one rack, as Kueue's users annotate it.
+    let mut group = PodGroup::new("train", PodGroupSpec { min_member: 2, topology: None, ..Default::default() });
+    group.metadata.annotations = Some([("kueue.x-k8s.io/podset-required-topology".to_string(), rack.clone())].into());
+    cluster.create(&cluster.api::<PodGroup>(), &group).await;
+    for i in 0..2 {
+        let pod =
+            builders::pod(&format!("train-{i}"), &cluster.scheduler_name, 4, &[("muster.dev/pod-group", "train")]);
+        cluster.create(&api, &pod).await;
+    }
+    let _kubelet = KubeletEmulator::start(cluster.api());
+    let _muster = scheduler::start(&cluster, scheduler::config(&cluster), None);
+    // Read as one rack, r1 would have the 8 GPUs; as two, neither has.
+    let pods = wait_for_pods(&cluster, 60, "the job marked Unschedulable", |p| {
+        train(p).count() == 2 && train(p).all(|p| unschedulable_message(p).is_some())
+    })
+    .await;
+    assert!(train(&pods).all(|p| node_of(p).is_none()), "nothing of the job is bound");
+    let message = unschedulable_message(train(&pods).next().unwrap()).unwrap();
+    assert_eq!(
+        message,
+        format!("gang {}/train needs 8 GPUs in one {rack}; the largest free {rack}, b1/r1, has 4", cluster.namespace)
+    );
 }

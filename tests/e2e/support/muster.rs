@@ -31,8 +31,18 @@ pub async fn install_crds(cluster: &TestCluster) {
 /// Installs the project's minimal definitions of KAI Scheduler's and Kueue's queue kinds
 /// (`tests/e2e/crds/foreign-queues.yaml`), once per control plane.
 pub async fn install_foreign_queue_crds(cluster: &TestCluster) {
+    install_yaml_crds(cluster, include_str!("../crds/foreign-queues.yaml")).await;
+}
+
+/// Installs the project's minimal definitions of Kueue's and KAI Scheduler's Topology kinds
+/// (`tests/e2e/crds/topologies.yaml`), once per control plane.
+pub async fn install_topology_crds(cluster: &TestCluster) {
+    install_yaml_crds(cluster, include_str!("../crds/topologies.yaml")).await;
+}
+
+async fn install_yaml_crds(cluster: &TestCluster, yaml: &str) {
     let crds: Api<CustomResourceDefinition> = cluster.cluster_api();
-    for doc in serde_yaml::Deserializer::from_str(include_str!("../crds/foreign-queues.yaml")) {
+    for doc in serde_yaml::Deserializer::from_str(yaml) {
         let crd: CustomResourceDefinition = serde::Deserialize::deserialize(doc).expect("a CRD");
         let name = crd.metadata.name.clone().unwrap();
         match crds.create(&PostParams::default(), &crd).await {
