@@ -206,7 +206,7 @@ pub async fn ceiling(
 ) -> Result<Row, String> {
     let label = format!("{} / ceiling", workload.name());
     let deadline = Instant::now() + b.budget;
-    let row = Row::new(workload.name(), "ceiling");
+    let row = Row::new(workload.name(), if finalizer { "ceiling, with finalizer" } else { "ceiling" });
     create_namespace(&b.client, t.ns).await?;
     let pods: Api<Pod> = Api::namespaced(b.client.clone(), t.ns);
     let tracker = Tracker::start(pods.clone());

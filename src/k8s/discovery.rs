@@ -46,6 +46,15 @@ pub enum KueueVersion {
     V1beta1,
 }
 
+impl KueueVersion {
+    pub fn api_version(self) -> &'static str {
+        match self {
+            KueueVersion::V1beta2 => "kueue.x-k8s.io/v1beta2",
+            KueueVersion::V1beta1 => "kueue.x-k8s.io/v1beta1",
+        }
+    }
+}
+
 async fn serves(client: &kube::Client, retry: Retry, group_version: &str, plural: &str) -> Result<bool, Error> {
     match request::retry(retry, Operation::Idempotent, || client.list_api_group_resources(group_version)).await {
         Ok(list) => Ok(list.resources.iter().any(|r| r.name == plural)),
@@ -54,10 +63,21 @@ async fn serves(client: &kube::Client, retry: Retry, group_version: &str, plural
     }
 }
 
-/// Whether this scheduler's role lets it list `plural` of `group_version`. For the kinds it
-/// reads whenever they are served (a cluster's Topology objects), a role from before they
-/// were read would otherwise leave a watch whose first list never succeeds, and the caches
-/// never filled: such a kind is left off instead, with a warning that says which rule to add.
+/// The newest version of Kueue's API that serves `plural`.
+async fn kueue_serving(client: &kube::Client, retry: Retry, plural: &str) -> Result<Option<KueueVersion>, Error> {
+    for version in [KueueVersion::V1beta2, KueueVersion::V1beta1] {
+        if serves(client, retry, version.api_version(), plural).await? {
+            return Ok(Some(version));
+        }
+    }
+    Ok(None)
+}
+
+/// Whether `plural` of `group_version` can be listed. For the kinds read whenever they are
+/// served (a cluster's Topology objects), a role from before they were read, or a broken
+/// definition of theirs, would otherwise leave a watch whose first list never succeeds, and
+/// the caches never filled: such a kind is left off instead, with a warning (for a refusal,
+/// naming the rule to add).
 async fn may_list(client: &kube::Client, retry: Retry, group_version: &str, plural: &str) -> Result<bool, Error> {
     let (group, version) = group_version.split_once('/').unwrap_or(("", group_version));
     let resource = kube::api::ApiResource {
@@ -78,7 +98,10 @@ async fn may_list(client: &kube::Client, retry: Retry, group_version: &str, plur
             );
             Ok(false)
         }
-        Err(e) => Err(Error(e)),
+        Err(e) => {
+            tracing::warn!(error = %e, "{plural}.{group} are served but could not be listed: they are not read");
+            Ok(false)
+        }
     }
 }
 
@@ -124,24 +147,12 @@ pub async fn discover(client: &kube::Client, retry: Retry) -> Result<Sources, Er
         muster_queues: serves(client, retry, "muster.dev/v1alpha1", "queues").await?,
         kai_queues: serves(client, retry, "scheduling.run.ai/v2", "queues").await?,
         kai_groups: serves(client, retry, "scheduling.run.ai/v2alpha2", "podgroups").await?,
-        kueue: if serves(client, retry, "kueue.x-k8s.io/v1beta2", "clusterqueues").await? {
-            Some(KueueVersion::V1beta2)
-        } else if serves(client, retry, "kueue.x-k8s.io/v1beta1", "clusterqueues").await? {
-            Some(KueueVersion::V1beta1)
-        } else {
-            None
-        },
+        kueue: kueue_serving(client, retry, "clusterqueues").await?,
         kueue_imported: false,
         kueue_cohorts: false,
         dra: serves(client, retry, "resource.k8s.io/v1", "resourceslices").await?,
         device_taint_rules: serves(client, retry, "resource.k8s.io/v1", "devicetaintrules").await?,
-        kueue_topologies: if serves(client, retry, "kueue.x-k8s.io/v1beta2", "topologies").await? {
-            Some(KueueVersion::V1beta2)
-        } else if serves(client, retry, "kueue.x-k8s.io/v1beta1", "topologies").await? {
-            Some(KueueVersion::V1beta1)
-        } else {
-            None
-        },
+        kueue_topologies: kueue_serving(client, retry, "topologies").await?,
         kai_topologies: serves(client, retry, "kai.scheduler/v1alpha1", "topologies").await?,
     };
     let off = |on: bool, what: &str, why: &str| {
@@ -167,20 +178,15 @@ pub async fn discover(client: &kube::Client, retry: Retry) -> Result<Sources, Er
         tracing::info!("DeviceTaintRules are off: the API server does not serve them");
     }
     let mut sources = sources;
-    if let Some(version) = sources.kueue_topologies {
-        let group_version = match version {
-            KueueVersion::V1beta2 => "kueue.x-k8s.io/v1beta2",
-            KueueVersion::V1beta1 => "kueue.x-k8s.io/v1beta1",
-        };
-        if !may_list(client, retry, group_version, "topologies").await? {
-            sources.kueue_topologies = None;
-        }
+    if let Some(version) = sources.kueue_topologies
+        && !may_list(client, retry, version.api_version(), "topologies").await?
+    {
+        sources.kueue_topologies = None;
     }
     sources.kai_topologies =
         sources.kai_topologies && may_list(client, retry, "kai.scheduler/v1alpha1", "topologies").await?;
     sources.kueue_cohorts = match sources.kueue {
-        Some(KueueVersion::V1beta2) => serves(client, retry, "kueue.x-k8s.io/v1beta2", "cohorts").await?,
-        Some(KueueVersion::V1beta1) => serves(client, retry, "kueue.x-k8s.io/v1beta1", "cohorts").await?,
+        Some(version) => serves(client, retry, version.api_version(), "cohorts").await?,
         None => false,
     };
     Ok(sources)

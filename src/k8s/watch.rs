@@ -37,10 +37,9 @@ pub trait Cached: Resource + Clone + Debug + PartialEq + DeserializeOwned + Send
     /// Whether two versions of an object are the same to every scheduling decision: by
     /// default, equal but for their resourceVersion.
     fn same_for_decisions(old: &Self, new: &Self) -> bool {
-        let (mut old, mut new) = (old.clone(), new.clone());
-        super::relevance::blank_version(&mut old);
-        super::relevance::blank_version(&mut new);
-        old == new
+        let mut old = old.clone();
+        old.meta_mut().resource_version = new.meta().resource_version.clone();
+        old == *new
     }
 
     fn apply(cache: &mut Cache, object: Self) {
@@ -107,7 +106,7 @@ impl Cached for Pod {
                 (spec.affinity, spec.tolerations, spec.topology_spread_constraints) = (None, None, None);
             }
         }
-        // Container statuses are read by nothing (`relevance::blank_pod`).
+        // Container statuses are read by nothing (`relevance::same_pod`).
         if let Some(status) = self.status.as_mut() {
             (status.container_statuses, status.init_container_statuses) = (None, None);
             (status.ephemeral_container_statuses, status.message) = (None, None);

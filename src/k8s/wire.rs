@@ -8,8 +8,8 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    HostIP, NodeAllocatableResourceClaimStatus, Pod, PodCondition, PodExtendedResourceClaimStatus,
-    PodResourceClaimStatus, PodSpec, PodStatus, PodVolumeHealth, ResourceRequirements,
+    NodeAllocatableResourceClaimStatus, Pod, PodCondition, PodExtendedResourceClaimStatus, PodResourceClaimStatus,
+    PodSpec, PodStatus, PodVolumeHealth, ResourceRequirements,
 };
 use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceClaimSpec, ResourceClaimStatus};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -59,7 +59,8 @@ fn meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
     })
 }
 
-/// A pod's status without its container statuses and addresses (`relevance::blank_pod`).
+/// A pod's status without its container statuses and addresses (read by nothing:
+/// `relevance::same_pod`).
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Status {
@@ -82,15 +83,14 @@ struct Status {
 
 fn status<'de, D: Deserializer<'de>>(d: D) -> Result<Option<PodStatus>, D::Error> {
     let Some(s) = Option::<Status>::deserialize(d)? else { return Ok(None) };
-    let (host_ip, host_ips): (Option<String>, Option<Vec<HostIP>>) = (None, None);
     Ok(Some(PodStatus {
         allocated_resources: s.allocated_resources,
         conditions: s.conditions,
         container_statuses: None,
         ephemeral_container_statuses: None,
         extended_resource_claim_status: s.extended_resource_claim_status,
-        host_ip,
-        host_ips,
+        host_ip: None,
+        host_ips: None,
         init_container_statuses: None,
         message: s.message,
         node_allocatable_resource_claim_statuses: s.node_allocatable_resource_claim_statuses,
@@ -175,7 +175,8 @@ mod tests {
         json!({
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {
-                "name": "w0", "namespace": "ml", "uid": "u1", "resourceVersion": "7",
+                "name": "w0", "namespace": "ml", "uid": "u1", "resourceVersion": "7", "generation": 2,
+                "generateName": "w", "deletionTimestamp": "2026-01-02T00:00:00Z", "deletionGracePeriodSeconds": 30,
                 "labels": {"muster.dev/pod-group": "train"},
                 "annotations": {"a": "b"},
                 "finalizers": ["f"],
@@ -187,7 +188,9 @@ mod tests {
             "spec": {"schedulerName": "muster", "nodeName": "n1", "priority": 5,
                      "containers": [{"name": "c", "image": "x", "resources": {"requests": {"nvidia.com/gpu": "1"}}}]},
             "status": {
-                "phase": "Running", "nominatedNodeName": "n2", "podIP": "10.0.0.1",
+                "phase": "Running", "nominatedNodeName": "n2", "podIP": "10.0.0.1", "hostIP": "10.1.0.1",
+                "qosClass": "Guaranteed", "startTime": "2026-01-01T00:00:01Z", "reason": "r", "resize": "InProgress",
+                "observedGeneration": 2,
                 "conditions": [{"type": "PodScheduled", "status": "True"}],
                 "containerStatuses": [{"name": "c", "image": "x", "imageID": "", "ready": true, "restartCount": 3}],
                 "resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "w0-gpu"}],
@@ -202,7 +205,7 @@ mod tests {
         let mut expected = full.clone();
         expected.metadata.managed_fields = None;
         let status = expected.status.as_mut().expect("status");
-        (status.container_statuses, status.pod_ip) = (None, None);
+        (status.container_statuses, status.pod_ip, status.host_ip) = (None, None, None);
         assert_eq!(wire, expected);
         // What a decision reads is all there.
         assert_eq!(wire.metadata.owner_references, full.metadata.owner_references);

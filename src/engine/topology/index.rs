@@ -81,24 +81,26 @@ impl DomainIndex {
 }
 
 /// A level of one label key, outside the configured hierarchy: its domains are the label's
-/// values, each within the values of the labels `above` it (a node without one of those is
-/// in no domain of the level). A value found under more than one path is shown by its path
-/// (`b1/r1`), as the configured levels show theirs.
+/// values, each within the values of the labels `above` it that the node has (a node without
+/// one of those hangs from the closest level out that it does have, as in the configured
+/// hierarchy). A value found under more than one path is shown by its path (`b1/r1`), as
+/// the configured levels show theirs.
 fn ad_hoc(label: &str, above: &[String], nodes: &[Node]) -> Level {
-    let mut values: BTreeMap<Vec<&str>, Vec<NodeIdx>> = BTreeMap::new();
-    'nodes: for (i, node) in nodes.iter().enumerate() {
+    // Each step of a path with its level, so that values of two levels never meet.
+    let mut values: BTreeMap<Vec<(usize, &str)>, Vec<NodeIdx>> = BTreeMap::new();
+    for (i, node) in nodes.iter().enumerate() {
         let Some(v) = node.labels.get(label) else { continue };
-        let mut path = Vec::with_capacity(above.len() + 1);
-        for key in above {
-            let Some(outer) = node.labels.get(key) else { continue 'nodes };
-            path.push(outer.as_str());
-        }
-        path.push(v.as_str());
+        let mut path: Vec<(usize, &str)> = above
+            .iter()
+            .enumerate()
+            .filter_map(|(level, key)| node.labels.get(key).map(|outer| (level, outer.as_str())))
+            .collect();
+        path.push((above.len(), v.as_str()));
         values.entry(path).or_default().push(i as NodeIdx);
     }
     let mut paths_per_value: BTreeMap<&str, usize> = BTreeMap::new();
     for path in values.keys() {
-        *paths_per_value.entry(path[path.len() - 1]).or_default() += 1;
+        *paths_per_value.entry(path[path.len() - 1].1).or_default() += 1;
     }
     let mut node_domain = vec![None; nodes.len()];
     let domains = values
@@ -108,8 +110,12 @@ fn ad_hoc(label: &str, above: &[String], nodes: &[Node]) -> Level {
             for &n in members {
                 node_domain[n as usize] = Some(id as u32);
             }
-            let own = path[path.len() - 1];
-            let value = if paths_per_value[own] > 1 { path.join("/") } else { own.to_string() };
+            let own = path[path.len() - 1].1;
+            let value = if paths_per_value[own] > 1 {
+                path.iter().map(|(_, v)| *v).collect::<Vec<_>>().join("/")
+            } else {
+                own.to_string()
+            };
             Domain { value, parent: None, nodes: members.clone() }
         })
         .collect();
@@ -137,11 +143,13 @@ mod tests {
 
     #[test]
     fn a_rack_named_in_a_cluster_topology_is_split_by_its_block() {
-        let nodes = vec![node("b1", "r1"), node("b2", "r1"), node("b2", "r2")];
+        let mut unblocked = node("b1", "r3");
+        std::sync::Arc::make_mut(&mut unblocked.labels).remove("cloud.provider.com/topology-block");
+        let nodes = vec![node("b1", "r1"), node("b2", "r1"), node("b2", "r2"), unblocked];
         let rack = "cloud.provider.com/topology-rack";
         let mut flat = DomainIndex::default();
         let level = flat.resolve(rack, &nodes, 4).unwrap();
-        assert_eq!(flat.levels[level].domains.len(), 2, "without a hierarchy, r1 is one rack");
+        assert_eq!(flat.levels[level].domains.len(), 3, "without a hierarchy, r1 is one rack");
 
         let mut index = DomainIndex {
             hierarchies: vec![vec![
@@ -154,7 +162,8 @@ mod tests {
         let level = index.resolve(rack, &nodes, 4).unwrap();
         let shown: Vec<(&str, &[NodeIdx])> =
             index.levels[level].domains.iter().map(|d| (d.value.as_str(), d.nodes.as_slice())).collect();
-        assert_eq!(shown, vec![("b1/r1", &[0][..]), ("b2/r1", &[1][..]), ("r2", &[2][..])]);
+        // A node without the block label is still in its rack, as in the configured levels.
+        assert_eq!(shown, vec![("b1/r1", &[0][..]), ("b2/r1", &[1][..]), ("r2", &[2][..]), ("r3", &[3][..])]);
         assert_eq!(index.domain_of(level, 0), Some(0));
         assert_eq!(index.domain_of(level, 1), Some(1));
     }

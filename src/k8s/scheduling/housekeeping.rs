@@ -1,8 +1,10 @@
 //! The part of a cycle that reads the whole cache rather than what changed: the safety net,
 //! claim releases and give-backs, PodGroup and queue statuses, GPU figures, and the
 //! writer's memory of pods that are gone. It runs at most every `HOUSEKEEPING_EVERY`, so
-//! the burst of cycles that follows a wave of bindings pays for it once; its clocks count
-//! in seconds, so a pass made up to that much later changes no outcome.
+//! the burst of cycles that follows a wave of bindings pays for it once, and while bindings
+//! are in flight at most every `HOUSEKEEPING_HOLD` (5 s): its clocks count in seconds, so a
+//! pass half a second later changes no outcome, and during a burst the safety net, claim
+//! releases, give-backs and statuses lag it by up to 5 s.
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
