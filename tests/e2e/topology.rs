@@ -55,6 +55,17 @@ fn train(pods: &[Pod]) -> impl Iterator<Item = &Pod> {
     pods.iter().filter(|p| p.metadata.name.as_deref().is_some_and(|n| n.starts_with("train-")))
 }
 
+/// Waits until all `pods` of the gang say why they wait; asserts none is bound and returns
+/// what they say.
+async fn waiting_unbound(cluster: &TestCluster, pods: usize) -> String {
+    let all = wait_for_pods(cluster, 60, "the gang marked Unschedulable", |p| {
+        train(p).count() == pods && train(p).all(|p| unschedulable_message(p).is_some())
+    })
+    .await;
+    assert!(train(&all).all(|p| node_of(p).is_none()), "nothing of the gang is bound");
+    unschedulable_message(train(&all).next().unwrap()).unwrap()
+}
+
 /// The racks the gang's pods were bound in.
 fn racks_of(cluster: &TestCluster, pods: &[Pod]) -> Vec<String> {
     let prefix = format!("{}-", cluster.id);
@@ -90,12 +101,7 @@ async fn a_gang_waits_holding_nothing_when_no_rack_has_room_though_the_cluster_h
     gang(&cluster, 2, "rack", None).await;
     let _kubelet = KubeletEmulator::start(cluster.api());
     let _muster = scheduler::start(&cluster, scheduler::config(&cluster), None);
-    let pods = wait_for_pods(&cluster, 60, "the gang marked Unschedulable", |p| {
-        train(p).count() == 2 && train(p).all(|p| unschedulable_message(p).is_some())
-    })
-    .await;
-    assert!(train(&pods).all(|p| node_of(p).is_none()), "nothing of the gang is bound");
-    let message = unschedulable_message(train(&pods).next().unwrap()).unwrap();
+    let message = waiting_unbound(&cluster, 2).await;
     assert_eq!(
         message,
         format!("gang {}/train needs 16 GPUs in one rack; the largest free rack, r2, has 14", cluster.namespace)
@@ -149,12 +155,7 @@ async fn a_kueue_topology_object_makes_a_rack_name_repeated_in_two_blocks_two_ra
     let _kubelet = KubeletEmulator::start(cluster.api());
     let _muster = scheduler::start(&cluster, scheduler::config(&cluster), None);
     // Read as one rack, r1 would have the 8 GPUs; as two, neither has.
-    let pods = wait_for_pods(&cluster, 60, "the job marked Unschedulable", |p| {
-        train(p).count() == 2 && train(p).all(|p| unschedulable_message(p).is_some())
-    })
-    .await;
-    assert!(train(&pods).all(|p| node_of(p).is_none()), "nothing of the job is bound");
-    let message = unschedulable_message(train(&pods).next().unwrap()).unwrap();
+    let message = waiting_unbound(&cluster, 2).await;
     assert_eq!(
         message,
         format!("gang {}/train needs 8 GPUs in one {rack}; the largest free {rack}, b1/r1, has 4", cluster.namespace)
