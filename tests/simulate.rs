@@ -386,3 +386,45 @@ fn with_the_clusters_topology_object_a_rack_name_repeated_in_two_blocks_is_two_r
     let (report, _) = simulate_json(&["--cluster", path.to_str().unwrap()]);
     assert_eq!(report["gangs"][0]["scheduled"], true);
 }
+
+/// A node of 6 GPUs and a PyTorchJob of 1 master + 7 workers, with its 8 pods as the
+/// operator makes them (owned by it, no PodGroup).
+fn pytorchjob_on_six_gpus() -> String {
+    let mut yaml = String::from(
+        "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\nstatus:\n  allocatable: {cpu: '64', memory: 512Gi, pods: '110', nvidia.com/gpu: '6'}\n---\n\
+         apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {name: resnet, namespace: ml, uid: u-resnet}\n\
+         spec:\n  pytorchReplicaSpecs:\n    Master: {replicas: 1}\n    Worker: {replicas: 7}\n",
+    );
+    for i in 0..8 {
+        yaml.push_str(&format!(
+            "---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: resnet-{i}\n  namespace: ml\n  ownerReferences:\n  \
+             - {{apiVersion: kubeflow.org/v1, kind: PyTorchJob, name: resnet, uid: u-resnet, controller: true}}\n\
+             spec:\n  schedulerName: muster\n  containers:\n  - name: c\n    resources: {{limits: {{nvidia.com/gpu: '1'}}}}\n"
+        ));
+    }
+    yaml
+}
+
+#[test]
+fn pods_of_a_pytorchjob_without_a_podgroup_are_one_gang_and_wait_whole() {
+    let path = temp_yaml("pytorchjob.yaml", &pytorchjob_on_six_gpus());
+    let (report, _) = simulate_json(&["--cluster", path.to_str().unwrap()]);
+    let pods = report["pods"].as_array().unwrap();
+    assert_eq!(pods.len(), 8);
+    for pod in pods {
+        assert_eq!(pod["node"], Value::Null, "6 GPUs place none of a gang of 8: {pod}");
+        let reason = pod["reason"].as_str().unwrap();
+        assert!(reason.contains("PyTorchJob ml/resnet needs 8 pods at once"), "{reason}");
+    }
+}
+
+#[test]
+fn explain_says_where_a_gang_without_a_podgroup_comes_from() {
+    use muster::k8s::explain::{Target, explain_objects};
+    let loaded = muster::sim::load::load_str(&pytorchjob_on_six_gpus(), "pytorchjob.yaml").unwrap();
+    let config = muster::config::Config { scheduler_name: "muster".into(), ..Default::default() };
+    let target = Target::Pod { namespace: "ml".into(), name: "resnet-3".into() };
+    let text = explain_objects(&loaded.objects, &config, &target, 1_767_232_800).unwrap();
+    assert!(text.starts_with("gang of 8 from PyTorchJob ml/resnet: 1 master + 7 workers\n"), "{text}");
+    assert!(text.contains("It waits: "), "{text}");
+}

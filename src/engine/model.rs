@@ -103,13 +103,16 @@ pub enum GangKind {
     SchedulerPlugins,
     /// `scheduling.run.ai/v2alpha2` PodGroup (KAI Scheduler), when KAI is imported.
     Kai,
+    /// The pods of one workload (a Job, a PyTorchJob, a LeaderWorkerSet group, a Kueue pod
+    /// group), named `Kind/name`: no PodGroup.
+    Workload,
 }
 
 impl GangKind {
     /// The PodGroup's apiVersion, as the simulator's JSON output names it.
     pub fn api_version(self) -> Option<&'static str> {
         match self {
-            GangKind::Single => None,
+            GangKind::Single | GangKind::Workload => None,
             GangKind::Kubernetes => Some("scheduling.k8s.io/v1beta1"),
             GangKind::Muster => Some("muster.dev/v1alpha1"),
             GangKind::SchedulerPlugins => Some("scheduling.x-k8s.io/v1alpha1"),
@@ -130,6 +133,10 @@ impl fmt::Display for GangKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.kind {
             GangKind::Single => write!(f, "pod {}/{}", self.namespace, self.name),
+            GangKind::Workload => match self.name.split_once('/') {
+                Some((kind, name)) => write!(f, "{kind} {}/{name}", self.namespace),
+                None => write!(f, "gang {}/{}", self.namespace, self.name),
+            },
             _ => write!(f, "gang {}/{}", self.namespace, self.name),
         }
     }

@@ -10,7 +10,7 @@
 //! - *bound*: `spec.nodeName` set, by Muster or any other scheduler: uses capacity until it
 //!   ends (Succeeded or Failed) or is deleted.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
@@ -30,6 +30,8 @@ use super::kai_queue::{PodGroup as KaiPodGroup, Queue as KaiQueue};
 use super::kueue::{ClusterQueue, Cohort, LocalQueue};
 use super::queue_crd::Queue as MusterQueue;
 use super::view::Versions;
+use super::workloads::owners::PodOwners;
+use super::workloads::{Workload, WorkloadKind};
 use crate::engine::dra::model::ClaimKey;
 use crate::engine::model::PodKey;
 
@@ -102,6 +104,14 @@ impl<K: ResourceExt + Clone> Store<K> {
         self.objects.values().map(|o| &**o)
     }
 
+    /// The objects of one namespace.
+    pub fn in_namespace<'s>(&'s self, namespace: &'s str) -> impl Iterator<Item = &'s K> {
+        self.objects
+            .range((namespace.to_string(), String::new())..)
+            .take_while(move |((n, _), _)| n == namespace)
+            .map(|(_, o)| &**o)
+    }
+
     /// The objects, shared.
     pub fn shared(&self) -> Vec<Arc<K>> {
         self.objects.values().cloned().collect()
@@ -139,6 +149,12 @@ pub struct Cache {
     /// Whether Kueue's queues are imported (see [`ClusterView::kueue_imported`]).
     pub kueue_imported: bool,
     pub namespaces: Store<Namespace>,
+    /// The workloads pods are grouped by, of the kinds in `workload_kinds` (see
+    /// `workloads::follow`).
+    pub workloads: Store<Workload>,
+    pub workload_kinds: BTreeSet<WorkloadKind>,
+    /// Pods by the first owner their gang is looked up by.
+    pub(crate) pod_owners: PodOwners,
     assumed: HashMap<PodKey, String>,
     /// Claims whose allocation is being written: they hold their devices at once, until
     /// the watch shows the allocation, or `forget_claim`.
@@ -178,18 +194,24 @@ impl Cache {
         if pod.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some() {
             self.assumed.remove(&pod_key(&pod));
         }
+        if let Some(old) = self.pods.find(&pod) {
+            self.pod_owners.remove(old);
+        }
+        self.pod_owners.add(&pod);
         // (The store records the pod, and with it the assumption it may have lost.)
         self.pods.apply(pod);
     }
 
     pub fn delete_pod(&mut self, pod: &Pod) {
         self.assumed.remove(&pod_key(pod));
+        self.pod_owners.remove(self.pods.find(pod).unwrap_or(pod));
         self.pods.delete(pod);
     }
 
     /// A pod relist is complete: assumptions of pods that are gone or now bound go too.
     pub fn pods_relisted(&mut self) {
         self.pods.relist_done();
+        self.pod_owners.rebuild(self.pods.values());
         let pods = &self.pods;
         self.assumed.retain(|key, _| {
             pods.get(&key.namespace, &key.name).is_some_and(|p| p.spec.as_ref().is_some_and(|s| s.node_name.is_none()))
@@ -337,6 +359,7 @@ impl Cache {
             local_queues: self.local_queues.values().collect(),
             kueue_imported: self.kueue_imported,
             namespaces: self.namespaces.values().collect(),
+            workloads: self.workloads.values().collect(),
             assumed: Some(&self.assumed),
             versions: Some(Versions {
                 pods: self.pods.journal(),
@@ -347,10 +370,11 @@ impl Cache {
         }
     }
 
+    /// PodGroups of every kind, and the workloads gangs are made from.
     fn group_marks(&self) -> Vec<Mark> {
         [&self.kubernetes_groups.journal, &self.muster_groups.journal, &self.plugin_groups.journal]
             .into_iter()
-            .chain([&self.kai_groups.journal])
+            .chain([&self.kai_groups.journal, &self.workloads.journal])
             .map(Journal::mark)
             .collect()
     }
@@ -401,6 +425,7 @@ pub struct Shared {
     cohorts: Vec<Arc<Cohort>>,
     local_queues: Vec<Arc<LocalQueue>>,
     namespaces: Vec<Arc<Namespace>>,
+    workloads: Vec<Arc<Workload>>,
     kueue_imported: bool,
     assumed: HashMap<PodKey, String>,
     /// What changed in pods and nodes since the reader's mark, and the other stores' marks.
@@ -441,6 +466,7 @@ impl Cache {
             cohorts: self.cohorts.shared(),
             local_queues: self.local_queues.shared(),
             namespaces: self.namespaces.shared(),
+            workloads: self.workloads.shared(),
             kueue_imported: self.kueue_imported,
             assumed: self.assumed.clone(),
             pods_journal: self.pods.journal.tail(seen.pods),
@@ -478,6 +504,7 @@ impl Shared {
             local_queues: borrowed(&self.local_queues),
             kueue_imported: self.kueue_imported,
             namespaces: borrowed(&self.namespaces),
+            workloads: borrowed(&self.workloads),
             assumed: Some(&self.assumed),
             versions: Some(Versions {
                 pods: &self.pods_journal,

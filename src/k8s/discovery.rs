@@ -1,9 +1,11 @@
-//! Which APIs the cluster serves: the three PodGroup kinds and DRA. Sources that are not
-//! served are switched off, with one log line each.
+//! Which APIs the cluster serves: the PodGroup kinds, DRA, queues, topology objects and the
+//! workloads pods are grouped by. Sources that are not served are switched off, with one
+//! log line each.
 
 use thiserror::Error;
 
 use super::request::{self, Operation, RequestError, Retry};
+use super::workloads::WorkloadKind;
 
 #[derive(Debug, Error)]
 #[error("failed to ask the API server which PodGroup and DRA APIs it serves: {0}")]
@@ -37,6 +39,44 @@ pub struct Sources {
     pub kueue_topologies: Option<KueueVersion>,
     /// KAI Scheduler's Topology objects (kai.scheduler/v1alpha1).
     pub kai_topologies: bool,
+    /// The workloads pods are grouped by: the version read of each kind of
+    /// [`WorkloadKind::ALL`], None when not served or not listable.
+    pub workload_versions: [Option<&'static str>; WorkloadKind::ALL.len()],
+}
+
+impl Sources {
+    /// The workload kinds read, with the version read.
+    pub fn workloads(&self) -> impl Iterator<Item = (WorkloadKind, &'static str)> + '_ {
+        WorkloadKind::ALL.into_iter().zip(self.workload_versions).filter_map(|(kind, v)| Some((kind, v?)))
+    }
+}
+
+/// The version of each workload kind to read: the newest served that this scheduler may
+/// list; one log line for each kind left unread.
+async fn workload_versions(
+    client: &kube::Client,
+    retry: Retry,
+) -> Result<[Option<&'static str>; WorkloadKind::ALL.len()], Error> {
+    let mut versions = [None; WorkloadKind::ALL.len()];
+    for (i, kind) in WorkloadKind::ALL.into_iter().enumerate() {
+        let (group, served) = kind.api();
+        let plural = kind.plural();
+        for &version in served {
+            if serves(client, retry, &kind.api_version(version), &plural).await? {
+                if may_list(client, retry, &kind.api_version(version), &plural).await? {
+                    versions[i] = Some(version);
+                }
+                break;
+            }
+        }
+        if versions[i].is_none() {
+            tracing::info!(
+                "{}s ({plural}.{group}) are not read: their pods are gangs only by a PodGroup or by the workload's labels",
+                kind.name()
+            );
+        }
+    }
+    Ok(versions)
 }
 
 /// Which version of Kueue's API is read.
@@ -154,6 +194,7 @@ pub async fn discover(client: &kube::Client, retry: Retry) -> Result<Sources, Er
         device_taint_rules: serves(client, retry, "resource.k8s.io/v1", "devicetaintrules").await?,
         kueue_topologies: kueue_serving(client, retry, "topologies").await?,
         kai_topologies: serves(client, retry, "kai.scheduler/v1alpha1", "topologies").await?,
+        workload_versions: workload_versions(client, retry).await?,
     };
     let off = |on: bool, what: &str, why: &str| {
         if !on {

@@ -24,6 +24,8 @@ use super::foreign::PodGroup as PluginPodGroup;
 use super::kai_queue::{PodGroup as KaiPodGroup, Queue as KaiQueue};
 use super::kueue::{ClusterQueue, ClusterQueueV1beta1, Cohort, CohortV1beta1, LocalQueue, LocalQueueV1beta1};
 use super::queue_crd::Queue as MusterQueue;
+use super::workloads::resolve::pod_spec;
+use super::workloads::{Workload, WorkloadKind};
 use crate::config::Config;
 use crate::engine::dra::model::{AllocationMode, AttributeValue, ClaimNeed};
 use crate::engine::model::{Gang, GangKey, GangKind, NodeIdx, Snapshot};
@@ -173,12 +175,32 @@ pub async fn read_cluster(client: &kube::Client, config: &Config) -> Result<Clus
         }
         None => {}
     }
+    for (kind, version) in sources.workloads() {
+        objects.workloads.extend(list_workloads(client, kind, version).await?);
+    }
+    let read: std::collections::BTreeSet<_> = sources.workloads().map(|(kind, _)| kind).collect();
+    super::workloads::resolve::mark_all(&mut objects.pods, &objects.workloads, read);
     // Only the nodes this scheduler manages, as its cache keeps them.
     objects.nodes.retain(|node| {
         let labels = node.metadata.labels.as_ref();
         config.node_selector.iter().all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
     });
     Ok(objects)
+}
+
+/// Every workload of `kind`, as the cache keeps them.
+async fn list_workloads(client: &kube::Client, kind: WorkloadKind, version: &str) -> Result<Vec<Workload>> {
+    let (group, _) = kind.api();
+    let resource = kube::api::ApiResource {
+        group: group.into(),
+        version: version.into(),
+        api_version: kind.api_version(version),
+        kind: kind.name().into(),
+        plural: kind.plural(),
+    };
+    let what = format!("{}.{group}", kind.plural());
+    let listed = list(Api::<kube::api::DynamicObject>::all_with(client.clone(), &resource), &what).await?;
+    Ok(listed.iter().filter_map(|o| serde_json::to_value(o).ok().and_then(|v| Workload::read(kind, &v).ok())).collect())
 }
 
 /// Reads the cluster and explains `target`.
@@ -195,6 +217,7 @@ fn kind_name(kind: GangKind) -> &'static str {
         GangKind::SchedulerPlugins => "podgroups.scheduling.x-k8s.io",
         GangKind::Kai => "podgroups.scheduling.run.ai",
         GangKind::Single => "pod",
+        GangKind::Workload => "no PodGroup",
     }
 }
 
@@ -235,7 +258,7 @@ pub fn explain_objects(objects: &ClusterObjects, config: &Config, target: &Targe
                 GangKind::Muster => objects.muster_groups.iter().any(|g| named(&g.metadata, namespace, name)),
                 GangKind::SchedulerPlugins => objects.plugin_groups.iter().any(|g| named(&g.metadata, namespace, name)),
                 GangKind::Kai => objects.kai_groups.iter().any(|g| named(&g.metadata, namespace, name)),
-                GangKind::Single => false,
+                GangKind::Single | GangKind::Workload => false,
             };
             let kinds = [GangKind::Kubernetes, GangKind::Muster, GangKind::SchedulerPlugins, GangKind::Kai];
             let candidates: Vec<GangKind> = kinds.into_iter().filter(|k| kind.is_none_or(|want| want == *k)).collect();
@@ -267,6 +290,14 @@ pub fn explain_objects(objects: &ClusterObjects, config: &Config, target: &Targe
         }
     }
     let group = assembled.groups.iter().find(|g| g.key == gang);
+    if gang.kind == GangKind::Workload {
+        let members: Vec<&Pod> = objects.pods.iter().filter(|p| ours(p) && gang_key(p) == gang).collect();
+        let spec = assembled.specs.get(&gang).cloned().or_else(|| pod_spec(&gang, &members));
+        match spec.as_ref().and_then(|s| s.source.as_deref().map(|source| (s.min_member, source))) {
+            Some((min, source)) => writeln!(out, "gang of {min} from {source}").ok(),
+            None => writeln!(out, "{gang} is not read yet; its pods wait for it.").ok(),
+        };
+    }
     if let Some(group) = group {
         writeln!(
             out,

@@ -82,6 +82,7 @@ pub async fn run(client: kube::Client, config: Config, options: Options) -> Resu
     };
     let mut fresh = Cache::new(config.node_selector.clone().into_iter().collect());
     fresh.kueue_imported = sources.kueue_imported;
+    fresh.workload_kinds = sources.workloads().map(|(kind, _)| kind).collect();
     let cache = Arc::new(Mutex::new(fresh));
     let wake = Arc::new(Wake::new(health.clone()));
     let (_watches, synced) = watch::start(&client, &sources, &cache, &wake);

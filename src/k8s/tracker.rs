@@ -126,6 +126,7 @@ impl Tracker {
         fingerprint(&mut groups, &objects.muster_groups);
         fingerprint(&mut groups, &objects.plugin_groups);
         fingerprint(&mut groups, &objects.kai_groups);
+        fingerprint(&mut groups, &objects.workloads);
         self.groups.follow(groups.finish());
         let mut others = DefaultHasher::new();
         fingerprint(&mut others, &objects.priority_classes);

@@ -19,6 +19,7 @@ use super::journal::{Journal, Mark};
 use super::kai_queue::{PodGroup as KaiPodGroup, Queue as KaiQueue};
 use super::kueue::{ClusterQueue, Cohort, LocalQueue};
 use super::queue_crd::Queue as MusterQueue;
+use super::workloads::Workload;
 use crate::engine::model::{GangKey, GangKind, PodKey};
 
 /// The label that makes a pod a member of Muster's PodGroup of that name.
@@ -82,6 +83,8 @@ pub struct ClusterObjects {
     pub kueue_imported: bool,
     /// Read for queues: namespace selectors and default-queue labels.
     pub namespaces: Vec<Namespace>,
+    /// The workloads pods are grouped by (Jobs, JobSets, training jobs...).
+    pub workloads: Vec<Workload>,
 }
 
 impl ClusterObjects {
@@ -108,6 +111,7 @@ impl ClusterObjects {
             local_queues: self.local_queues.iter().collect(),
             kueue_imported: self.kueue_imported,
             namespaces: self.namespaces.iter().collect(),
+            workloads: self.workloads.iter().collect(),
             assumed: None,
             versions: None,
         }
@@ -140,6 +144,7 @@ pub struct ClusterView<'a> {
     pub local_queues: Vec<&'a LocalQueue>,
     pub kueue_imported: bool,
     pub namespaces: Vec<&'a Namespace>,
+    pub workloads: Vec<&'a Workload>,
     /// Pods placed and being bound, not yet seen bound: they count on these nodes.
     pub assumed: Option<&'a HashMap<PodKey, String>>,
     /// What changed since a snapshot was last made from the same stores; None (the
@@ -178,23 +183,48 @@ pub fn pod_key(meta: &ObjectMeta) -> PodKey {
     }
 }
 
-/// Which gang a pod belongs to, in DESIGN order: Kubernetes' schedulingGroup, Muster's
-/// label, scheduler-plugins' label, KAI Scheduler's `pod-group-name` annotation; otherwise
-/// it is a gang of one.
-pub fn gang_key(pod: &Pod) -> GangKey {
-    let namespace = pod.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+/// The gang a pod names itself, in DESIGN order: Kubernetes' schedulingGroup, Muster's
+/// label, scheduler-plugins' label, KAI Scheduler's `pod-group-name` annotation, Kueue's
+/// plain-pod group label.
+pub fn named_gang(pod: &Pod) -> Option<(GangKind, String)> {
     let labels = pod.metadata.labels.as_ref();
     let native = pod.spec.as_ref().and_then(|s| s.scheduling_group.as_ref()).and_then(|g| g.pod_group_name.clone());
-    let (kind, name) = if let Some(name) = native {
-        (GangKind::Kubernetes, name)
+    if let Some(name) = native {
+        Some((GangKind::Kubernetes, name))
     } else if let Some(name) = labels.and_then(|l| l.get(MUSTER_GROUP_LABEL)) {
-        (GangKind::Muster, name.clone())
+        Some((GangKind::Muster, name.clone()))
     } else if let Some(name) = labels.and_then(|l| l.get(PLUGIN_GROUP_LABEL)) {
-        (GangKind::SchedulerPlugins, name.clone())
+        Some((GangKind::SchedulerPlugins, name.clone()))
     } else if let Some(name) = pod.metadata.annotations.as_ref().and_then(|a| a.get(KAI_GROUP_ANNOTATION)) {
-        (GangKind::Kai, name.clone())
+        Some((GangKind::Kai, name.clone()))
     } else {
-        (GangKind::Single, pod.metadata.name.clone().unwrap_or_default())
+        labels
+            .and_then(|l| l.get(KUEUE_GROUP_LABEL))
+            .map(|name| (GangKind::Workload, format!("{KUEUE_GANG_PREFIX}{name}")))
+    }
+}
+
+/// Set on the scheduler's own copy of a pod (never written to the API server): the gang its
+/// owners make, as `Kind/name` (see `workloads::resolve`). Whatever a pod carries under this
+/// name is replaced.
+pub const DERIVED_GANG_ANNOTATION: &str = "muster.dev/derived-gang";
+
+/// Kueue's label grouping plain pods.
+pub const KUEUE_GROUP_LABEL: &str = "kueue.x-k8s.io/pod-group-name";
+/// How a Kueue pod group's gang is named.
+pub const KUEUE_GANG_PREFIX: &str = "pod-group/";
+
+/// Which gang a pod belongs to: the one it names ([`named_gang`]), else the one its owners
+/// make (the [derived annotation](DERIVED_GANG_ANNOTATION) the cache, the
+/// simulator and `muster explain` set from its owners); otherwise it is a gang of one.
+pub fn gang_key(pod: &Pod) -> GangKey {
+    let namespace = pod.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+    let derived = || {
+        let annotations = pod.metadata.annotations.as_ref()?;
+        annotations.get(DERIVED_GANG_ANNOTATION).map(|name| (GangKind::Workload, name.clone()))
     };
+    let (kind, name) = named_gang(pod)
+        .or_else(derived)
+        .unwrap_or_else(|| (GangKind::Single, pod.metadata.name.clone().unwrap_or_default()));
     GangKey { kind, namespace, name }
 }

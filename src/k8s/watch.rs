@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::api::resource::v1::{DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::scheduling::v1beta1::PodGroup as KubernetesPodGroup;
+use kube::api::DynamicObject;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Resource};
@@ -28,6 +29,7 @@ use super::health::Health;
 use super::kai_queue::{PodGroup as KaiPodGroup, Queue as KaiQueue};
 use super::kueue::{ClusterQueue, ClusterQueueV1beta1, Cohort, CohortV1beta1, LocalQueue, LocalQueueV1beta1};
 use super::queue_crd::Queue as MusterQueue;
+use super::workloads::{Workload, WorkloadKind};
 use crate::engine::model::GangKind;
 
 /// How a kind of object is kept in the cache.
@@ -63,6 +65,10 @@ pub trait Cached: Resource + Clone + Debug + PartialEq + DeserializeOwned + Send
     fn helps(_old: Option<&Self>, _new: Option<&Self>) -> Help {
         Help::Every
     }
+
+    /// Completes the object from what the cache holds, before it is compared with the
+    /// version held (a pod's gang from its owners).
+    fn prepare(_cache: &Cache, _object: &mut Self) {}
 }
 
 /// Annotations no decision reads that can be as large as the object itself.
@@ -118,6 +124,29 @@ impl Cached for Pod {
     }
     fn helps(old: Option<&Self>, new: Option<&Self>) -> Help {
         changes::pod(old, new)
+    }
+    fn prepare(cache: &Cache, object: &mut Self) {
+        cache.mark_pod(object);
+    }
+}
+
+/// Workloads: kept as little as their gangs need; a change re-resolves their pods' gangs
+/// (`workloads::follow`).
+impl Cached for Workload {
+    fn store(cache: &mut Cache) -> &mut Store<Self> {
+        &mut cache.workloads
+    }
+    fn same_for_decisions(old: &Self, new: &Self) -> bool {
+        old == new
+    }
+    fn apply(cache: &mut Cache, object: Self) {
+        cache.apply_workload(object);
+    }
+    fn delete(cache: &mut Cache, object: &Self) {
+        cache.delete_workload(object);
+    }
+    fn relist_done(cache: &mut Cache) {
+        cache.workloads_relisted();
     }
 }
 
@@ -190,15 +219,16 @@ cached!(Cohort, cohorts);
 cached!(LocalQueue, local_queues);
 cached!(Namespace, namespaces);
 
-/// An event of an older version of a kind, as one of the version the cache keeps.
-fn converted<A, K: From<A>>(event: Event<A>) -> Event<K> {
-    match event {
-        Event::Apply(object) => Event::Apply(object.into()),
-        Event::Delete(object) => Event::Delete(object.into()),
+/// An event of an object as the cache keeps it (an older version as the one kept, a
+/// workload as little as its gang needs); None when the object is left out.
+fn read_event<A, K>(event: Event<A>, read: impl Fn(A) -> Option<K>) -> Option<Event<K>> {
+    Some(match event {
+        Event::Apply(object) => Event::Apply(read(object)?),
+        Event::Delete(object) => Event::Delete(read(object)?),
         Event::Init => Event::Init,
-        Event::InitApply(object) => Event::InitApply(object.into()),
+        Event::InitApply(object) => Event::InitApply(read(object)?),
         Event::InitDone => Event::InitDone,
-    }
+    })
 }
 
 /// Applies one watch event; pure apart from the cache it changes. Objects are kept without
@@ -220,7 +250,8 @@ pub fn apply_event<K: Cached>(cache: &mut Cache, event: Event<K>) -> bool {
     }
     match event {
         Event::Apply(object) => {
-            let object = trimmed(object);
+            let mut object = trimmed(object);
+            K::prepare(cache, &mut object);
             let old = K::store(cache).find(&object);
             let changed = old.is_none_or(|old| !K::same_for_decisions(old, &object));
             let help = if changed { K::helps(old, Some(&object)) } else { Help::Nobody };
@@ -239,7 +270,9 @@ pub fn apply_event<K: Cached>(cache: &mut Cache, event: Event<K>) -> bool {
             false
         }
         Event::InitApply(object) => {
-            K::store(cache).relisted(trimmed(object));
+            let mut object = trimmed(object);
+            K::prepare(cache, &mut object);
+            K::store(cache).relisted(object);
             false
         }
         Event::InitDone => {
@@ -285,13 +318,56 @@ where
     K: Cached + From<A>,
 {
     let kind = A::plural(&Default::default()).to_string();
+    follow(api, kind, |a| Some(K::from(a)), cache, wake, synced).await
+}
+
+/// Watches the workloads of `kind` (served at `version`) into the cache, each kept as
+/// little as its gang needs; one that cannot be read at all is left out with a warning.
+async fn watch_workloads(
+    client: kube::Client,
+    kind: WorkloadKind,
+    version: &'static str,
+    cache: Arc<Mutex<Cache>>,
+    wake: Arc<Wake>,
+    synced: oneshot::Sender<()>,
+) {
+    let (group, _) = kind.api();
+    let resource = kube::api::ApiResource {
+        group: group.into(),
+        version: version.into(),
+        api_version: kind.api_version(version),
+        kind: kind.name().into(),
+        plural: kind.plural(),
+    };
+    let api: Api<DynamicObject> = Api::all_with(client, &resource);
+    let read = move |object: DynamicObject| {
+        let read = serde_json::to_value(&object).map_err(|e| e.to_string()).and_then(|v| Workload::read(kind, &v));
+        read.inspect_err(|e| tracing::warn!(kind = kind.name(), error = %e, "a workload could not be read; left out"))
+            .ok()
+    };
+    follow(api, format!("{}.{group}", kind.plural()), read, cache, wake, synced).await
+}
+
+/// The watch loop: events of `A`, each read as a `K` (None: left out), applied to the cache.
+async fn follow<A, K>(
+    api: Api<A>,
+    kind: String,
+    read: impl Fn(A) -> Option<K> + Send,
+    cache: Arc<Mutex<Cache>>,
+    wake: Arc<Wake>,
+    synced: oneshot::Sender<()>,
+) where
+    A: Resource + Clone + Debug + DeserializeOwned + Send + 'static,
+    K: Cached,
+{
     let mut synced = Some(synced);
     let mut events = watcher::watcher(api, watcher::Config::default()).default_backoff().boxed();
     while let Some(event) = events.next().await {
         match event {
             Ok(event) => {
                 let done = matches!(event, Event::InitDone);
-                let changed = apply_event::<K>(&mut cache.lock().unwrap_or_else(|e| e.into_inner()), converted(event));
+                let Some(event) = read_event(event, &read) else { continue };
+                let changed = apply_event::<K>(&mut cache.lock().unwrap_or_else(|e| e.into_inner()), event);
                 if done && let Some(tx) = synced.take() {
                     let _ = tx.send(());
                 }
@@ -389,112 +465,12 @@ pub fn start(
     if sources.device_taint_rules {
         watch_all!(DeviceTaintRule);
     }
+    for (kind, version) in sources.workloads() {
+        add(&|tx| Box::pin(watch_workloads(client.clone(), kind, version, cache.clone(), wake.clone(), tx)));
+    }
     (tasks, synced)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_older_versions_events_keep_the_newer_version_in_the_cache() {
-        let old: ClusterQueueV1beta1 = serde_yaml::from_str(
-            "apiVersion: kueue.x-k8s.io/v1beta1\nkind: ClusterQueue\nmetadata: {name: team-a}\nspec: {cohort: research}\n",
-        )
-        .unwrap();
-        let mut cache = Cache::default();
-        let read = |event: Event<ClusterQueueV1beta1>| converted::<_, ClusterQueue>(event);
-        apply_event(&mut cache, read(Event::Init));
-        apply_event(&mut cache, read(Event::InitApply(old.clone())));
-        apply_event(&mut cache, read(Event::InitDone));
-        let kept = cache.cluster_queues.get("", "team-a").expect("kept as v1beta2");
-        assert_eq!(kept.spec.fields.cohort_name.as_deref(), Some("research"));
-        apply_event(&mut cache, read(Event::Delete(old)));
-        assert_eq!(cache.cluster_queues.len(), 0);
-    }
-
-    #[test]
-    fn a_pod_that_ended_is_kept_for_its_gang_and_claims_without_its_containers_detail() {
-        let pod = |phase: &str| -> Pod {
-            serde_json::from_value(serde_json::json!({
-                "metadata": {"name": "w-0", "namespace": "ml", "uid": "u1",
-                    "labels": {"muster.dev/pod-group": "train"},
-                    "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "x".repeat(10_000)}},
-                "spec": {"schedulerName": "muster", "nodeName": "n1",
-                    "containers": [{"name": "c", "image": "i", "env": [{"name": "A", "value": "x".repeat(10_000)}],
-                                    "resources": {"requests": {"nvidia.com/gpu": "8"}}}],
-                    "resourceClaims": [{"name": "gpu", "resourceClaimName": "w-0-gpu"}]},
-                "status": {"phase": phase, "containerStatuses": [{"name": "c", "image": "i", "imageID": "",
-                    "ready": false, "restartCount": 0}]},
-            }))
-            .unwrap()
-        };
-        let mut cache = Cache::default();
-        apply_event(&mut cache, Event::Apply(pod("Running")));
-        let running = cache.pods.get("ml", "w-0").unwrap().clone();
-        assert!(running.metadata.annotations.as_ref().unwrap().is_empty(), "last-applied is never kept");
-        let container = &running.spec.as_ref().unwrap().containers[0];
-        assert!(container.env.is_none() && container.image.is_none(), "nothing placement does not read");
-        assert!(container.resources.is_some(), "what it asks for");
-        assert!(running.status.as_ref().unwrap().container_statuses.is_none(), "read by nothing");
-
-        apply_event(&mut cache, Event::Apply(pod("Succeeded")));
-        let ended = cache.pods.get("ml", "w-0").unwrap();
-        let spec = ended.spec.as_ref().unwrap();
-        assert_eq!(crate::k8s::view::gang_key(ended).name, "train");
-        assert_eq!((spec.node_name.as_deref(), spec.scheduler_name.as_deref()), (Some("n1"), Some("muster")));
-        assert_eq!(spec.resource_claims.as_ref().unwrap()[0].resource_claim_name.as_deref(), Some("w-0-gpu"));
-        assert!(spec.containers[0].env.is_none() && spec.containers[0].resources.is_some());
-        let status = ended.status.as_ref().unwrap();
-        assert_eq!((status.phase.as_deref(), status.container_statuses.is_none()), (Some("Succeeded"), true));
-        assert!(serde_json::to_string(ended).unwrap().len() < 1_000);
-    }
-
-    fn node(version: &str, heartbeat: &str, unschedulable: bool) -> Node {
-        serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "n1", "resourceVersion": version},
-            "spec": {"unschedulable": unschedulable},
-            "status": {"allocatable": {"nvidia.com/gpu": "8"},
-                       "conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": heartbeat}]},
-        }))
-        .unwrap()
-    }
-
-    fn pod(version: &str, restarts: i32, phase: &str) -> Pod {
-        serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "p", "namespace": "ml", "resourceVersion": version},
-            "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "i"}]},
-            "status": {"phase": phase, "podIP": format!("10.0.0.{restarts}"),
-                       "containerStatuses": [{"name": "c", "image": "i", "imageID": "", "ready": true,
-                                              "restartCount": restarts}]},
-        }))
-        .unwrap()
-    }
-
-    #[test]
-    fn heartbeats_and_container_restarts_wake_nothing_taints_and_phases_do() {
-        let mut cache = Cache::default();
-        assert!(apply_event(&mut cache, Event::Apply(node("1", "2026-12-04T10:00:00Z", false))), "a new node");
-        assert!(!apply_event(&mut cache, Event::Apply(node("2", "2026-12-04T10:00:10Z", false))), "a heartbeat");
-        assert!(apply_event(&mut cache, Event::Apply(node("3", "2026-12-04T10:00:20Z", true))), "cordoned");
-        assert_eq!(cache.nodes.get("", "n1").unwrap().metadata.resource_version.as_deref(), Some("3"));
-
-        assert!(apply_event(&mut cache, Event::Apply(pod("1", 0, "Running"))));
-        assert!(!apply_event(&mut cache, Event::Apply(pod("2", 1, "Running"))), "a container restarted");
-        assert_eq!(
-            cache.pods.get("ml", "p").unwrap().metadata.resource_version.as_deref(),
-            Some("2"),
-            "the cache still holds the newest object"
-        );
-        assert!(apply_event(&mut cache, Event::Apply(pod("3", 1, "Failed"))), "the pod ended");
-        assert!(apply_event(&mut cache, Event::Delete(pod("3", 1, "Failed"))));
-    }
-
-    #[test]
-    fn a_relist_wakes_once_at_its_end() {
-        let mut cache = Cache::default();
-        assert!(!apply_event(&mut cache, Event::<Node>::Init));
-        assert!(!apply_event(&mut cache, Event::InitApply(node("1", "2026-12-04T10:00:00Z", false))));
-        assert!(apply_event(&mut cache, Event::<Node>::InitDone));
-    }
-}
+#[path = "watch_tests.rs"]
+mod tests;

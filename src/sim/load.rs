@@ -19,6 +19,7 @@ use crate::k8s::foreign::PodGroup as PluginPodGroup;
 use crate::k8s::kai_queue::{PodGroup as KaiPodGroup, Queue as KaiQueue};
 use crate::k8s::kueue::{ClusterQueue, Cohort};
 use crate::k8s::queue_crd::Queue as MusterQueue;
+use crate::k8s::workloads::{Workload, WorkloadKind};
 
 #[derive(Debug, Error)]
 pub enum Error {
@@ -91,8 +92,7 @@ pub fn load(paths: &[PathBuf]) -> Result<LoadedCluster> {
         let text = std::fs::read_to_string(file).map_err(|source| Error::Read { path: shown.clone(), source })?;
         loader.load_text(&text, &shown)?;
     }
-    loader.check_priority_classes()?;
-    Ok(loader.cluster)
+    loader.finish()
 }
 
 /// Reads one YAML stream, as if it were a file named `path`.
@@ -104,8 +104,7 @@ pub fn load_str(text: &str, path: &str) -> Result<LoadedCluster> {
         pod_files: Vec::new(),
     };
     loader.load_text(text, path)?;
-    loader.check_priority_classes()?;
-    Ok(loader.cluster)
+    loader.finish()
 }
 
 fn typed<T: serde::de::DeserializeOwned>(value: Value, path: &str, object: &str) -> Result<T> {
@@ -176,28 +175,31 @@ impl Loader {
             None => format!("{kind} {name}"),
         };
         let identity = (group.clone(), kind.clone(), namespace.clone().unwrap_or_default(), name.clone());
-        let known = matches!(
-            (api_version.as_str(), kind.as_str()),
-            ("v1", "Node" | "Pod" | "Namespace")
-                | (
-                    "scheduling.k8s.io/v1beta1"
-                        | "muster.dev/v1alpha1"
-                        | "scheduling.x-k8s.io/v1alpha1"
-                        | "scheduling.run.ai/v2alpha2",
-                    "PodGroup"
-                )
-                | ("muster.dev/v1alpha1" | "scheduling.run.ai/v2", "Queue")
-                | (
-                    "kueue.x-k8s.io/v1beta2" | "kueue.x-k8s.io/v1beta1",
-                    "ClusterQueue" | "Cohort" | "LocalQueue" | "Topology"
-                )
-                | ("kai.scheduler/v1alpha1", "Topology")
-                | ("scheduling.k8s.io/v1", "PriorityClass")
-                | (
-                    "resource.k8s.io/v1",
-                    "ResourceSlice" | "DeviceClass" | "ResourceClaim" | "ResourceClaimTemplate" | "DeviceTaintRule"
-                )
-        );
+        let workload = WorkloadKind::from_name(&kind)
+            .filter(|k| k.api().0 == group && k.api().1.iter().any(|v| k.api_version(v) == api_version));
+        let known = workload.is_some()
+            || matches!(
+                (api_version.as_str(), kind.as_str()),
+                ("v1", "Node" | "Pod" | "Namespace")
+                    | (
+                        "scheduling.k8s.io/v1beta1"
+                            | "muster.dev/v1alpha1"
+                            | "scheduling.x-k8s.io/v1alpha1"
+                            | "scheduling.run.ai/v2alpha2",
+                        "PodGroup"
+                    )
+                    | ("muster.dev/v1alpha1" | "scheduling.run.ai/v2", "Queue")
+                    | (
+                        "kueue.x-k8s.io/v1beta2" | "kueue.x-k8s.io/v1beta1",
+                        "ClusterQueue" | "Cohort" | "LocalQueue" | "Topology"
+                    )
+                    | ("kai.scheduler/v1alpha1", "Topology")
+                    | ("scheduling.k8s.io/v1", "PriorityClass")
+                    | (
+                        "resource.k8s.io/v1",
+                        "ResourceSlice" | "DeviceClass" | "ResourceClaim" | "ResourceClaimTemplate" | "DeviceTaintRule"
+                    )
+            );
         if !known {
             self.cluster
                 .notes
@@ -208,6 +210,21 @@ impl Loader {
             return Err(Error::Duplicate { path: path.into(), object, first });
         }
         let c = &mut self.cluster;
+        if let Some(kind) = workload {
+            let json = serde_json::to_value(&value).map_err(|e| Error::Invalid {
+                path: path.into(),
+                object: object.clone(),
+                problem: e.to_string(),
+            })?;
+            let mut read = Workload::read(kind, &json).map_err(|problem| Error::Invalid {
+                path: path.into(),
+                object: object.clone(),
+                problem,
+            })?;
+            read.metadata = stamp(read.metadata, &mut self.clock);
+            c.objects.workloads.push(read);
+            return Ok(());
+        }
         match (api_version.as_str(), kind.as_str()) {
             ("v1", "Node") => c.objects.nodes.push(self_stamp(typed(value, path, &object)?, &mut self.clock)),
             ("v1", "Pod") => {
@@ -311,6 +328,15 @@ impl Loader {
             _ => c.objects.device_taint_rules.push(versioned(typed(value, path, &object)?)),
         }
         Ok(())
+    }
+
+    /// Checks what the API server would, and puts pods in the gangs their owners make (an
+    /// owner not in the files groups nothing: the files may hold the pods alone).
+    fn finish(mut self) -> Result<LoadedCluster> {
+        self.check_priority_classes()?;
+        let objects = &mut self.cluster.objects;
+        crate::k8s::workloads::resolve::mark_all(&mut objects.pods, &objects.workloads, Default::default());
+        Ok(self.cluster)
     }
 
     /// The API server rejects a pod whose priorityClassName names no PriorityClass, except

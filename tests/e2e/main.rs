@@ -19,6 +19,7 @@
 //!   ├── soak             90 s of gangs with claims under random bind and pod failures
 //!   ├── tenants          a 35,000-name pod and a worst-case claim cost only their own pod
 //!   ├── topology         rack and block constraints
+//!   ├── workloads        gangs from Jobs, PyTorchJobs and LeaderWorkerSets, no PodGroup
 //!   └── support          control plane, TestCluster, builders, kubelet emulator, waits
 //! ```
 //!
@@ -48,3 +49,4 @@ mod soak;
 mod support;
 mod tenants;
 mod topology;
+mod workloads;

@@ -71,7 +71,12 @@ pub(super) fn fold(
     topology: &mut DomainIndex,
     memo: &mut Conversions,
 ) -> GangPart {
-    let group = ctx.facts.get(key);
+    // A gang of a workload that is not read takes its size from its pods.
+    let from_pods = match ctx.facts.get(key) {
+        None if key.kind == GangKind::Workload => crate::k8s::workloads::resolve::pod_spec(key, pods),
+        _ => None,
+    };
+    let group = ctx.facts.get(key).or(from_pods.as_ref());
     let served_names = ctx.served;
     let served = &|resource: &str| served_names.contains(resource);
     let mut part = GangPart::default();
@@ -209,8 +214,11 @@ pub(super) fn fold(
 /// A gang as its first pod that can be considered finds it.
 fn new_gang(key: &GangKey, group: Option<&GroupSpec>, pod: &Pod, ctx: &Context<'_, '_>) -> Gang {
     let blocked = ctx.rules.stopped(group, pod).or_else(|| match (key.kind, group) {
-        (_, Some(g)) => g.preemption_delay.as_ref().err().map(|why| format!("{key}: PodGroup {why}")),
+        (_, Some(g)) => {
+            g.problem.clone().or_else(|| g.preemption_delay.as_ref().err().map(|why| format!("{key}: PodGroup {why}")))
+        }
         (GangKind::Single, None) => None,
+        (GangKind::Workload, None) => Some(format!("{key} is not read yet; its pods wait for it")),
         (kind, None) => Some(format!(
             "PodGroup {}/{} ({}) does not exist; its pods wait for it{}",
             key.namespace,

@@ -40,6 +40,12 @@ pub async fn install_topology_crds(cluster: &TestCluster) {
     install_yaml_crds(cluster, include_str!("../crds/topologies.yaml")).await;
 }
 
+/// Installs the project's minimal definitions of PyTorchJob and LeaderWorkerSet
+/// (`tests/e2e/crds/workloads.yaml`), once per control plane.
+pub async fn install_workload_crds(cluster: &TestCluster) {
+    install_yaml_crds(cluster, include_str!("../crds/workloads.yaml")).await;
+}
+
 async fn install_yaml_crds(cluster: &TestCluster, yaml: &str) {
     let crds: Api<CustomResourceDefinition> = cluster.cluster_api();
     for doc in serde_yaml::Deserializer::from_str(yaml) {

@@ -1,0 +1,155 @@
+//! The cache's side of gangs from owners: each pod is resolved as it arrives (before it is
+//! compared with the version held, so an unchanged pod stays unchanged), and the pods of a
+//! workload that changes are resolved again, each recorded as changed so that the next
+//! snapshot makes their gangs again. A workload's own change is recorded in its store,
+//! which the snapshot reads with the PodGroups.
+
+use k8s_openapi::api::core::v1::Pod;
+
+use super::resolve::{self, Workloads};
+use super::{MAX_DEPTH, Workload, WorkloadKind, key};
+use crate::k8s::cache::Cache;
+use crate::k8s::changes::Help;
+use crate::k8s::view::gang_key;
+
+impl Workloads for Cache {
+    fn get(&self, namespace: &str, key: &str) -> Option<&Workload> {
+        self.workloads.get(namespace, key)
+    }
+    fn watched(&self, kind: WorkloadKind) -> bool {
+        self.workload_kinds.contains(&kind)
+    }
+}
+
+impl Cache {
+    /// Marks `pod` with the gang its owners make, from the workloads held.
+    pub fn mark_pod(&self, pod: &mut Pod) {
+        resolve::mark(pod, self);
+    }
+
+    /// A workload arrived or changed; nothing happens if what is kept of it did not change.
+    pub fn apply_workload(&mut self, workload: Workload) {
+        if self.workloads.find(&workload) == Some(&workload) {
+            return;
+        }
+        let (namespace, key) = (workload.namespace().to_string(), workload.metadata.name.clone().unwrap_or_default());
+        self.workloads.apply(workload);
+        self.workload_changed(&namespace, &key);
+    }
+
+    pub fn delete_workload(&mut self, workload: &Workload) {
+        self.workloads.delete(workload);
+        self.workload_changed(workload.namespace(), workload.metadata.name.as_deref().unwrap_or_default());
+    }
+
+    /// A relist of workloads is complete: every pod is resolved again.
+    pub fn workloads_relisted(&mut self) {
+        self.workloads.relist_done();
+        let pods: Vec<(String, String)> = self
+            .pods
+            .values()
+            .map(|p| (p.metadata.namespace.clone().unwrap_or_default(), p.metadata.name.clone().unwrap_or_default()))
+            .collect();
+        for (namespace, name) in pods {
+            self.remark(&namespace, &name);
+        }
+    }
+
+    /// Resolves again the pods of the workload `key` and of every workload under it (a
+    /// JobSet's Jobs).
+    fn workload_changed(&mut self, namespace: &str, key: &str) {
+        let mut owners = vec![key.to_string()];
+        for w in self.workloads.in_namespace(namespace) {
+            let mut up = w.controller();
+            for _ in 0..MAX_DEPTH {
+                let Some(r) = up else { break };
+                let Some(kind) = WorkloadKind::from_name(&r.kind).filter(|k| k.owns(r)) else { break };
+                let above = self::key(kind, &r.name);
+                if above == key {
+                    owners.push(w.metadata.name.clone().unwrap_or_default());
+                    break;
+                }
+                up = self.workloads.get(namespace, &above).and_then(Workload::controller);
+            }
+        }
+        let pods: Vec<String> = owners.iter().flat_map(|o| self.pod_owners.of(namespace, o).cloned()).collect();
+        for name in pods {
+            self.remark(namespace, &name);
+        }
+    }
+
+    /// Resolves one held pod again; when its gang moved, both gangs are touched.
+    fn remark(&mut self, namespace: &str, name: &str) {
+        let Some(held) = self.pods.get(namespace, name) else { return };
+        let mut pod = held.clone();
+        if !resolve::mark(&mut pod, self) {
+            return;
+        }
+        let before = gang_key(held);
+        self.changes.note(Help::Gang(before));
+        self.changes.note(Help::Gang(gang_key(&pod)));
+        self.apply_pod(pod);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::runtime::watcher::Event;
+    use serde_json::json;
+
+    use super::*;
+    use crate::engine::model::{GangKey, GangKind};
+    use crate::k8s::watch::apply_event;
+
+    fn job(parallelism: u32, version: &str) -> Workload {
+        let object = json!({
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "train", "namespace": "ml", "uid": "u-train", "resourceVersion": version},
+            "spec": {"parallelism": parallelism, "completions": parallelism, "completionMode": "Indexed"},
+            "status": {"active": version},
+        });
+        Workload::read(WorkloadKind::Job, &object).unwrap()
+    }
+
+    fn pod(i: usize) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": format!("train-{i}"), "namespace": "ml",
+                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "u-train", "controller": true}]},
+            "spec": {"schedulerName": "muster", "containers": [{"name": "c"}]},
+        }))
+        .unwrap()
+    }
+
+    fn gang_of(cache: &Cache, i: usize) -> GangKey {
+        gang_key(cache.pods.get("ml", &format!("train-{i}")).unwrap())
+    }
+
+    #[test]
+    fn pods_seen_before_their_job_wait_for_it_then_join_its_gang_and_its_status_moves_nothing() {
+        let mut cache = Cache::default();
+        cache.workload_kinds = [WorkloadKind::Job].into();
+        for i in 0..2 {
+            apply_event(&mut cache, Event::Apply(pod(i)));
+        }
+        let train = GangKey { kind: GangKind::Workload, namespace: "ml".into(), name: "Job/train".into() };
+        assert_eq!(gang_of(&cache, 0), train, "its Job is read but not here yet: the pod waits for it");
+        cache.changes.take_touched();
+        let before = cache.pods.journal().mark();
+
+        assert!(apply_event(&mut cache, Event::Apply(job(2, "1"))));
+        assert_eq!(gang_of(&cache, 1), train);
+        assert!(!apply_event(&mut cache, Event::Apply(job(2, "2"))), "a status change wakes nothing");
+        assert_eq!(cache.pods.journal().mark(), before, "nor does it touch the pods");
+
+        // A Job of one pod leaves its pods alone: both move, both are recorded.
+        assert!(apply_event(&mut cache, Event::Apply(job(1, "3"))));
+        assert_eq!(gang_of(&cache, 0).kind, GangKind::Single);
+        assert_ne!(cache.pods.journal().mark(), before);
+        let touched = cache.changes.take_touched();
+        assert!(touched.contains(&train) && touched.iter().any(|g| g.name == "train-1"), "{touched:?}");
+
+        // Deleted: its pods are of a kind read and their owner is gone, so they wait again.
+        apply_event(&mut cache, Event::Delete(job(1, "4")));
+        assert_eq!(gang_of(&cache, 1), train);
+    }
+}
