@@ -17,6 +17,8 @@
 //! - [`config`]: the scheduler's configuration file.
 //! - [`quantity`]: Kubernetes quantities as exact numbers, shared by the engine, the shell
 //!   and the agent.
+//! - [`yaml`]: the YAML Muster prints (`muster crds`, the agent's dry run), quoted so that
+//!   YAML 1.1 and 1.2 readers alike read every string as a string.
 #![forbid(unsafe_code)]
 
 pub mod agent;
@@ -26,3 +28,4 @@ pub mod k8s;
 pub mod metrics;
 pub mod quantity;
 pub mod sim;
+pub mod yaml;

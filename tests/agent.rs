@@ -358,6 +358,9 @@ fn dry_run_prints_the_slices_driver_mode_would_publish() {
     assert_eq!(devices.iter().map(|d| d.name.as_str()).collect::<Vec<_>>(), ["gpu-0", "gpu-1"]);
     assert_eq!(devices[0].allow_multiple_allocations, Some(true));
     assert_eq!(attr(&devices[0], "productName").string.as_deref(), Some("NVIDIA H100 80GB HBM3"));
+    // YAML 1.1 readers (PyYAML, Ansible) would read the bus ID plain as the number 1080.0.
+    assert_eq!(attr(&devices[0], "resource.kubernetes.io/pciBusID").string.as_deref(), Some("0000:18:00.0"));
+    assert!(text.contains("string: '0000:18:00.0'"), "{text}");
 }
 
 #[test]

@@ -20,6 +20,7 @@ use super::options::{AgentOptions, Mode};
 use super::slices::{self, Publication};
 use super::source::{self, DeviceSource};
 use super::{companion, publish};
+use crate::yaml;
 
 #[derive(Debug, Error)]
 pub enum Error {
@@ -72,22 +73,34 @@ fn publication(options: &AgentOptions, node_name: &str, node_uid: Option<String>
     }
 }
 
-/// `--dry-run`: the ResourceSlices driver mode would publish, as a YAML stream.
+/// `--dry-run`: the ResourceSlices driver mode would publish, as a YAML stream, quoted so
+/// that YAML 1.1 readers read every string (PCI bus IDs such as `0000:18:00.0`) as a string.
 pub fn dry_run(options: &AgentOptions) -> Result<String> {
+    let mut out = String::new();
+    for slice in dry_run_slices(options)? {
+        out.push_str("---\n");
+        out.push_str(&yaml::to_string(&slice)?);
+    }
+    Ok(out)
+}
+
+/// The ResourceSlices of [`dry_run`], with their apiVersion and kind.
+fn dry_run_slices(options: &AgentOptions) -> Result<Vec<serde_json::Value>> {
     let node_name = options.node_name.clone().ok_or(Error::NoNodeName)?;
     let gpus = open_source(options, &node_name)?.read()?;
     let publication = publication(options, &node_name, None);
-    let mut out = String::new();
-    for slice in slices::desired(slices::devices(&gpus, &publication), &publication, 1) {
-        let mut value = serde_json::to_value(&slice).expect("a ResourceSlice serialises");
-        if let Some(map) = value.as_object_mut() {
-            map.insert("apiVersion".into(), "resource.k8s.io/v1".into());
-            map.insert("kind".into(), "ResourceSlice".into());
-        }
-        out.push_str("---\n");
-        out.push_str(&serde_yaml::to_string(&value)?);
-    }
-    Ok(out)
+    let slices = slices::desired(slices::devices(&gpus, &publication), &publication, 1);
+    Ok(slices
+        .iter()
+        .map(|slice| {
+            let mut value = serde_json::to_value(slice).expect("a ResourceSlice serialises");
+            if let Some(map) = value.as_object_mut() {
+                map.insert("apiVersion".into(), "resource.k8s.io/v1".into());
+                map.insert("kind".into(), "ResourceSlice".into());
+            }
+            value
+        })
+        .collect())
 }
 
 /// One reading of the node's GPUs.
@@ -357,4 +370,36 @@ pub async fn serve(client: kube::Client, options: AgentOptions) -> Result<()> {
         }
     }
     outcome
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+    use serde::Deserialize;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        options: AgentOptions,
+    }
+
+    fn options(args: &[&str]) -> AgentOptions {
+        Cli::parse_from(std::iter::once("agent").chain(args.iter().copied())).options
+    }
+
+    /// The dry run reads back, through serde_yaml, as exactly the slices it was written
+    /// from, and the fake GPUs' bus IDs (base-60 floats to YAML 1.1) are quoted.
+    #[test]
+    fn the_dry_run_reads_back_as_the_slices() {
+        let options = options(&["--node-name", "gpu-node-1", "--fake-gpus", "2", "--sharing"]);
+        let text = dry_run(&options).unwrap();
+        let read: Vec<serde_json::Value> =
+            serde_yaml::Deserializer::from_str(&text).map(|doc| serde_json::Value::deserialize(doc).unwrap()).collect();
+        assert_eq!(read, dry_run_slices(&options).unwrap());
+        for bus_id in ["0000:18:00.0", "0000:28:00.0"] {
+            assert!(text.contains(&format!("string: '{bus_id}'")), "{bus_id} unquoted in:\n{text}");
+        }
+    }
 }
