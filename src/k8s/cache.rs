@@ -212,6 +212,7 @@ impl Cache {
     pub fn pods_relisted(&mut self) {
         self.pods.relist_done();
         self.pod_owners.rebuild(self.pods.values());
+        self.remark_all();
         let pods = &self.pods;
         self.assumed.retain(|key, _| {
             pods.get(&key.namespace, &key.name).is_some_and(|p| p.spec.as_ref().is_some_and(|s| s.node_name.is_none()))

@@ -131,7 +131,7 @@ impl Cached for Pod {
 }
 
 /// Workloads: kept as little as their gangs need; a change re-resolves their pods' gangs
-/// (`workloads::follow`).
+/// (`workloads::follow`). Their relists do not come through here (`watch_workloads`).
 impl Cached for Workload {
     fn store(cache: &mut Cache) -> &mut Store<Self> {
         &mut cache.workloads
@@ -144,9 +144,6 @@ impl Cached for Workload {
     }
     fn delete(cache: &mut Cache, object: &Self) {
         cache.delete_workload(object);
-    }
-    fn relist_done(cache: &mut Cache) {
-        cache.workloads_relisted();
     }
 }
 
@@ -318,11 +315,15 @@ where
     K: Cached + From<A>,
 {
     let kind = A::plural(&Default::default()).to_string();
-    follow(api, kind, |a| Some(K::from(a)), cache, wake, synced).await
+    let apply =
+        |cache: &mut Cache, event: Event<A>| apply_event::<K>(cache, read_event(event, |a| Some(K::from(a)))?).into();
+    follow(api, kind, apply, cache, wake, synced).await
 }
 
 /// Watches the workloads of `kind` (served at `version`) into the cache, each kept as
 /// little as its gang needs; one that cannot be read at all is left out with a warning.
+/// Several kinds share one store, so a relist replaces only its own kind's objects, at its
+/// end (`Cache::workloads_relisted`).
 async fn watch_workloads(
     client: kube::Client,
     kind: WorkloadKind,
@@ -345,20 +346,35 @@ async fn watch_workloads(
         read.inspect_err(|e| tracing::warn!(kind = kind.name(), error = %e, "a workload could not be read; left out"))
             .ok()
     };
-    follow(api, format!("{}.{group}", kind.plural()), read, cache, wake, synced).await
+    let mut relisted: Option<Vec<Workload>> = None;
+    let apply = move |cache: &mut Cache, event: Event<DynamicObject>| -> Option<bool> {
+        match event {
+            Event::Init => relisted = Some(Vec::new()),
+            Event::InitApply(object) => relisted.get_or_insert_default().extend(read(object)),
+            Event::InitDone => {
+                cache.workloads_relisted(kind, relisted.take().unwrap_or_default());
+                cache.changes.note(Help::Every);
+                return Some(true);
+            }
+            Event::Apply(object) => return Some(apply_event(cache, Event::Apply(read(object)?))),
+            Event::Delete(object) => return Some(apply_event(cache, Event::Delete(read(object)?))),
+        }
+        Some(false)
+    };
+    follow(api, format!("{}.{group}", kind.plural()), apply, cache, wake, synced).await
 }
 
-/// The watch loop: events of `A`, each read as a `K` (None: left out), applied to the cache.
-async fn follow<A, K>(
+/// The watch loop: each event of `A` applied to the cache by `apply`, which says whether it
+/// changed anything a decision reads (None: the event was left out).
+async fn follow<A>(
     api: Api<A>,
     kind: String,
-    read: impl Fn(A) -> Option<K> + Send,
+    mut apply: impl FnMut(&mut Cache, Event<A>) -> Option<bool> + Send,
     cache: Arc<Mutex<Cache>>,
     wake: Arc<Wake>,
     synced: oneshot::Sender<()>,
 ) where
     A: Resource + Clone + Debug + DeserializeOwned + Send + 'static,
-    K: Cached,
 {
     let mut synced = Some(synced);
     let mut events = watcher::watcher(api, watcher::Config::default()).default_backoff().boxed();
@@ -366,8 +382,7 @@ async fn follow<A, K>(
         match event {
             Ok(event) => {
                 let done = matches!(event, Event::InitDone);
-                let Some(event) = read_event(event, &read) else { continue };
-                let changed = apply_event::<K>(&mut cache.lock().unwrap_or_else(|e| e.into_inner()), event);
+                let changed = apply(&mut cache.lock().unwrap_or_else(|e| e.into_inner()), event).unwrap_or(false);
                 if done && let Some(tx) = synced.take() {
                     let _ = tx.send(());
                 }

@@ -1,7 +1,7 @@
 //! Reads a cluster from files or folders of ordinary multi-document Kubernetes YAML, and
 //! checks it as the API server would: parsable, typed, no object twice, known priority classes.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -20,6 +20,7 @@ use crate::k8s::kai_queue::{PodGroup as KaiPodGroup, Queue as KaiQueue};
 use crate::k8s::kueue::{ClusterQueue, Cohort};
 use crate::k8s::queue_crd::Queue as MusterQueue;
 use crate::k8s::workloads::{Workload, WorkloadKind};
+use crate::sim::expand;
 
 #[derive(Debug, Error)]
 pub enum Error {
@@ -73,6 +74,11 @@ struct Loader {
     clock: i64,
     /// The file each pod came from, for errors found after loading.
     pod_files: Vec<String>,
+    /// Workloads read, in document order, to expand into pods at the end (with their file
+    /// and how errors name them), unless the files hold what they own.
+    expandable: Vec<(WorkloadKind, serde_json::Value, String, String)>,
+    /// Whether what is read now was made by expanding a workload (and is not expanded again).
+    expanding: bool,
 }
 
 /// Reads every file or folder in `paths`.
@@ -86,6 +92,8 @@ pub fn load(paths: &[PathBuf]) -> Result<LoadedCluster> {
         seen: HashMap::new(),
         clock: EPOCH_SECONDS - 1,
         pod_files: Vec::new(),
+        expandable: Vec::new(),
+        expanding: false,
     };
     for file in &files {
         let shown = file.display().to_string();
@@ -102,6 +110,8 @@ pub fn load_str(text: &str, path: &str) -> Result<LoadedCluster> {
         seen: HashMap::new(),
         clock: EPOCH_SECONDS - 1,
         pod_files: Vec::new(),
+        expandable: Vec::new(),
+        expanding: false,
     };
     loader.load_text(text, path)?;
     loader.finish()
@@ -216,13 +226,24 @@ impl Loader {
                 object: object.clone(),
                 problem: e.to_string(),
             })?;
+            let mut json = json;
+            // As the API server would: a uid, and the time it was applied.
+            if json["metadata"].get("uid").is_none_or(|u| !u.is_string()) {
+                json["metadata"]["uid"] =
+                    format!("sim-{}-{kind:?}-{name}", namespace.as_deref().unwrap_or_default()).into();
+            }
             let mut read = Workload::read(kind, &json).map_err(|problem| Error::Invalid {
                 path: path.into(),
                 object: object.clone(),
                 problem,
             })?;
             read.metadata = stamp(read.metadata, &mut self.clock);
+            json["metadata"]["creationTimestamp"] =
+                serde_json::to_value(&read.metadata.creation_timestamp).unwrap_or_default();
             c.objects.workloads.push(read);
+            if !self.expanding {
+                self.expandable.push((kind, json, path.to_string(), object));
+            }
             return Ok(());
         }
         match (api_version.as_str(), kind.as_str()) {
@@ -333,10 +354,49 @@ impl Loader {
     /// Checks what the API server would, and puts pods in the gangs their owners make (an
     /// owner not in the files groups nothing: the files may hold the pods alone).
     fn finish(mut self) -> Result<LoadedCluster> {
+        self.expand()?;
         self.check_priority_classes()?;
         let objects = &mut self.cluster.objects;
         crate::k8s::workloads::resolve::mark_all(&mut objects.pods, &objects.workloads, Default::default());
         Ok(self.cluster)
+    }
+
+    /// Every workload that owns nothing in the files (no pod, no child workload) becomes
+    /// what its controllers would create (`expand`), read as if it followed it in its file.
+    fn expand(&mut self) -> Result<()> {
+        let objects = &self.cluster.objects;
+        let owner = |meta: &ObjectMeta| {
+            let reference = crate::k8s::workloads::controller_of(meta)?;
+            Some((meta.namespace.clone().unwrap_or_default(), reference.kind.clone(), reference.name.clone()))
+        };
+        let owners: HashSet<(String, String, String)> = objects
+            .pods
+            .iter()
+            .map(|p| &p.metadata)
+            .chain(objects.workloads.iter().map(|w| &w.metadata))
+            .filter_map(owner)
+            .collect();
+        self.expanding = true;
+        for (kind, json, path, object) in std::mem::take(&mut self.expandable) {
+            let namespace = json["metadata"]["namespace"].as_str().unwrap_or_default().to_string();
+            let name = json["metadata"]["name"].as_str().unwrap_or_default().to_string();
+            if owners.contains(&(namespace, kind.name().to_string(), name)) {
+                continue;
+            }
+            let made = expand::children(kind, &json);
+            let pods = made.iter().filter(|o| o["kind"] == "Pod").count();
+            for child in made {
+                let value = serde_yaml::to_value(child).map_err(|e| Error::Invalid {
+                    path: path.clone(),
+                    object: object.clone(),
+                    problem: format!("could not be expanded: {e}"),
+                })?;
+                self.load_value(value, &path, 0)?;
+            }
+            self.cluster.notes.push(format!("{path}: {object} makes {pods} pod(s), as its controller would"));
+        }
+        self.expanding = false;
+        Ok(())
     }
 
     /// The API server rejects a pod whose priorityClassName names no PriorityClass, except

@@ -3,6 +3,7 @@
 
 pub mod builtin;
 pub mod evict;
+pub mod expand;
 pub mod load;
 pub mod objects;
 pub mod run;

@@ -100,6 +100,8 @@ async fn an_indexed_job_and_a_pytorchjob_of_8_wait_whole_on_6_gpus_then_one_bind
         let owner = ("kubeflow.org/v1", "PyTorchJob", "resnet", uid.as_str());
         cluster.create(&api, &owned_pod(&cluster, &format!("resnet-{role}-{index}"), owner, labels, json!({}))).await;
     }
+    // The scheduler starts with every pod already there, the Job's made by its controller.
+    wait_for_pods(&cluster, 60, "the Job's pods made", |p| named(p, "indexed-").count() == 8).await;
     let _kubelet = KubeletEmulator::start(cluster.api());
     let _muster = scheduler::start(&cluster, scheduler::config(&cluster), None);
 
