@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The one command that runs every test: it builds (or reuses from its cache) the pinned
-# Kubernetes control plane, then runs cargo test. The end-to-end tests start etcd,
+# Kubernetes control plane and Helm, then runs cargo test. The end-to-end tests start etcd,
 # kube-apiserver and, when they need it, kube-controller-manager on loopback themselves,
 # and stop them when they finish. Nothing is skipped: without a control plane the run fails.
 set -euo pipefail
@@ -40,6 +40,12 @@ start=$(date +%s)
 MUSTER_KUBE_BIN="$(bash hack/build-kube.sh)"
 export MUSTER_KUBE_BIN
 echo "test: control plane binaries in $MUSTER_KUBE_BIN ($(( $(date +%s) - start ))s)" >&2
+
+# Helm, for the chart's tests (helm lint, helm template beside kubectl kustomize, helm install).
+start=$(date +%s)
+MUSTER_HELM_BIN="$(bash hack/build-helm.sh)"
+export MUSTER_HELM_BIN
+echo "test: helm in $MUSTER_HELM_BIN ($(( $(date +%s) - start ))s)" >&2
 
 rm -f target/tmp/side-by-side-*.txt
 cargo test --locked --all-targets "$@"

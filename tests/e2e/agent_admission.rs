@@ -19,7 +19,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 use crate::agent::start_agent_as;
-use crate::install::MANIFESTS;
+use crate::install::{INSTALLED, MANIFESTS};
 use crate::support::cluster::{TEST_LABEL, within};
 use crate::support::{TestCluster, builders};
 
@@ -48,7 +48,9 @@ fn kubectl(cluster: &TestCluster, args: &[&str]) -> String {
 
 /// The namespace, both service accounts with their roles, and the agent's admission policy,
 /// as `kubectl apply -k manifests/` installs them. Cluster-wide names: one test at a time.
-async fn install(cluster: &TestCluster) {
+/// The guard keeps them installed (see [`INSTALLED`]); hold it until the test ends.
+async fn install(cluster: &TestCluster) -> tokio::sync::RwLockReadGuard<'static, ()> {
+    let installed = INSTALLED.read().await;
     let _turn = MANIFESTS.lock().await;
     for file in [
         "namespace.yaml",
@@ -63,6 +65,7 @@ async fn install(cluster: &TestCluster) {
     ] {
         kubectl(cluster, &["apply", "-f", &manifest(file)]);
     }
+    installed
 }
 
 async fn create_node(cluster: &TestCluster, name: &str) -> String {
@@ -204,7 +207,7 @@ async fn wait_until_enforced(cluster: &TestCluster) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_bound_to_the_agents_pod_on_one_node_may_not_write_another_nodes_resource_slice() {
     let cluster = TestCluster::new("admission-token").await;
-    install(&cluster).await;
+    let _installed = install(&cluster).await;
     let a = create_node(&cluster, "a").await;
     let b = create_node(&cluster, "b").await;
     wait_until_enforced(&cluster).await;
@@ -246,7 +249,7 @@ async fn a_token_bound_to_the_agents_pod_on_one_node_may_not_write_another_nodes
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agents_account_writes_only_its_own_nodes_slices_rules_and_labels() {
     let cluster = TestCluster::new("admission-matrix").await;
-    install(&cluster).await;
+    let _installed = install(&cluster).await;
     let a = create_node(&cluster, "a").await;
     let b = create_node(&cluster, "b").await;
     wait_until_enforced(&cluster).await;
@@ -382,7 +385,7 @@ fn write_inventory(path: &Path, node: &str, failing: bool) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agent_with_its_pods_token_publishes_labels_and_taints_its_own_node_under_the_policy() {
     let cluster = TestCluster::new("admission-agent").await;
-    install(&cluster).await;
+    let _installed = install(&cluster).await;
     let node = create_node(&cluster, "n1").await;
     wait_until_enforced(&cluster).await;
     let (pod, token) = pod_bound_token(&cluster, &node).await;
@@ -474,7 +477,7 @@ fn can_i(cluster: &TestCluster, user: &str, args: &[&str]) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_service_account_may_do_only_what_its_code_calls() {
     let cluster = TestCluster::new("admission-rbac").await;
-    install(&cluster).await;
+    let _installed = install(&cluster).await;
     let ns = cluster.namespace.as_str();
     // Roles just applied reach the authorizer within moments.
     within(20, "the scheduler's role to be in force", async {

@@ -38,6 +38,11 @@ fn kubectl(cluster: &TestCluster, args: &[&str]) -> String {
 /// missing and then failing to create it (AlreadyExists) because the other just did.
 pub(crate) static MANIFESTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
+/// Read by the tests that rely on the manifests' objects (the service accounts, their roles,
+/// the agent's admission policy) for as long as they use them, taken before [`MANIFESTS`];
+/// written by the chart's test (`helm.rs`), whose `helm uninstall` deletes those objects.
+pub(crate) static INSTALLED: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
 /// The namespace the manifests install into, created for real (a server-side dry run of
 /// namespaced objects needs their namespace to exist, as it would after the first apply).
 fn ensure_namespace(cluster: &TestCluster) {
@@ -107,7 +112,7 @@ async fn every_example_applies_once_the_crds_are_installed() {
 
 /// A client that acts as the scheduler's service account: every request is authorized as
 /// that account alone (impersonation by the tests' admin identity).
-async fn scheduler_client(cluster: &TestCluster) -> kube::Client {
+pub(crate) async fn scheduler_client(cluster: &TestCluster) -> kube::Client {
     let groups = ["system:serviceaccounts", "system:serviceaccounts:muster-system", "system:authenticated"];
     client_as(cluster, SCHEDULER_ACCOUNT, &groups).await
 }
@@ -168,7 +173,8 @@ async fn the_scheduler_with_only_its_service_accounts_rbac_binds_a_gang_with_dra
     let cluster = TestCluster::new("rbac").await;
     cluster.control_plane.start_controller_manager();
     scheduler::install_crds(&cluster).await;
-    // The scheduler's account and roles, as installed.
+    // The scheduler's account and roles, as installed, kept while the scheduler runs.
+    let _installed = INSTALLED.read().await;
     let turn = MANIFESTS.lock().await;
     ensure_namespace(&cluster);
     for file in ["serviceaccount.yaml", "clusterrole.yaml", "clusterrolebinding.yaml", "lease-role.yaml"] {

@@ -12,6 +12,7 @@
 //!   ├── faults           a bind that hangs, a leader cut off, a replica denied a list
 //!   ├── gang             all or nothing, rollback, side by side with kube-scheduler
 //!   ├── held             devices given back, lost answers, evictions a budget refuses
+//!   ├── helm             the Helm chart: the kustomization's objects, installed and run
 //!   ├── install          the manifests, applied and run with their own permissions
 //!   ├── kubelet_plugin   the agent's kubelet plugin over its Unix sockets
 //!   ├── leader           leader election between two replicas
@@ -40,6 +41,7 @@ mod explain;
 mod faults;
 mod gang;
 mod held;
+mod helm;
 mod install;
 mod kubelet_plugin;
 mod leader;
