@@ -182,3 +182,10 @@ fn a_kueue_tas_job_requiring_a_rack_waits_when_its_rack_name_has_room_only_summe
     let (report, _) = simulate("tas-job-no-topology.yaml", &cluster(false));
     assert_eq!(bound(&report, "tas-"), 2, "without the Topology object the two r1 racks read as one");
 }
+
+#[test]
+fn a_workload_whose_pods_would_not_read_is_an_error_naming_the_workload() {
+    let bad = job("broken", 2, 1, "").replace("resources: {limits: {nvidia.com/gpu: '1'}}", "resources: many");
+    let error = muster::sim::load::load_str(&bad, "broken.yaml").unwrap_err().to_string();
+    assert!(error.starts_with("broken.yaml: Job ml/broken: it makes Pod ml/broken-0: "), "{error}");
+}

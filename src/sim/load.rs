@@ -391,7 +391,17 @@ impl Loader {
                     object: object.clone(),
                     problem: format!("could not be expanded: {e}"),
                 })?;
-                self.load_value(value, &path, 0)?;
+                // What it makes is not in the files: an error names the workload.
+                self.load_value(value, &path, 0).map_err(|e| {
+                    let problem = match e {
+                        Error::Invalid { object: made, problem, .. } => format!("it makes {made}: {problem}"),
+                        Error::Duplicate { object: made, first, .. } => {
+                            format!("it makes {made}, which is also defined in {first}")
+                        }
+                        other => format!("it makes what does not read: {other}"),
+                    };
+                    Error::Invalid { path: path.clone(), object: object.clone(), problem }
+                })?;
             }
             self.cluster.notes.push(format!("{path}: {object} makes {pods} pod(s), as its controller would"));
         }
