@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The one command that runs every test: it builds (or reuses from its cache) the pinned
-# Kubernetes control plane and Helm, then runs cargo test. The end-to-end tests start etcd,
-# kube-apiserver and, when they need it, kube-controller-manager on loopback themselves,
-# and stop them when they finish. Nothing is skipped: without a control plane the run fails.
+# Kubernetes control plane and Helm, installs Prometheus when it is missing, then runs cargo
+# test. The end-to-end tests start etcd, kube-apiserver and, when they need it,
+# kube-controller-manager (and Prometheus) on loopback themselves, and stop them when they
+# finish. Nothing is skipped: without a control plane the run fails.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -46,6 +47,23 @@ start=$(date +%s)
 MUSTER_HELM_BIN="$(bash hack/build-helm.sh)"
 export MUSTER_HELM_BIN
 echo "test: helm in $MUSTER_HELM_BIN ($(( $(date +%s) - start ))s)" >&2
+
+# Prometheus, for the test that runs every dashboard query against it (tests/e2e/prometheus.rs):
+# Debian's package when no prometheus is on the PATH. The test starts its own process, with
+# its own configuration and storage, on a free loopback port, so a service the package may
+# start beside it changes nothing.
+if [[ -z "${MUSTER_PROMETHEUS_BIN:-}" ]] && ! command -v prometheus >/dev/null; then
+  sudo=()
+  [[ "$(id -u)" -eq 0 ]] || sudo=(sudo)
+  echo "test: installing Debian's prometheus package" >&2
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus >&2 \
+    || { "${sudo[@]}" apt-get update -q >&2 \
+      && "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus >&2; } \
+    || { echo "test: failed to install prometheus; install it or set MUSTER_PROMETHEUS_BIN" >&2; exit 1; }
+fi
+MUSTER_PROMETHEUS_BIN="${MUSTER_PROMETHEUS_BIN:-$(command -v prometheus)}"
+export MUSTER_PROMETHEUS_BIN
+echo "test: prometheus at $MUSTER_PROMETHEUS_BIN ($("$MUSTER_PROMETHEUS_BIN" --version 2>&1 | head -n 1))" >&2
 
 rm -f target/tmp/side-by-side-*.txt
 cargo test --locked --all-targets "$@"

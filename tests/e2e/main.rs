@@ -17,6 +17,7 @@
 //!   ├── kubelet_plugin   the agent's kubelet plugin over its Unix sockets
 //!   ├── leader           leader election between two replicas
 //!   ├── outage           the API server down for 20 s in the middle of binding 50 gangs
+//!   ├── prometheus       every Grafana dashboard query against a real Prometheus scraping both
 //!   ├── soak             90 s of gangs with claims under random bind and pod failures
 //!   ├── tenants          a 35,000-name pod and a worst-case claim cost only their own pod
 //!   ├── topology         rack and block constraints
@@ -46,6 +47,7 @@ mod install;
 mod kubelet_plugin;
 mod leader;
 mod outage;
+mod prometheus;
 mod queues;
 mod soak;
 mod support;
