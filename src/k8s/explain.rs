@@ -190,16 +190,9 @@ pub async fn read_cluster(client: &kube::Client, config: &Config) -> Result<Clus
 
 /// Every workload of `kind`, as the cache keeps them.
 async fn list_workloads(client: &kube::Client, kind: WorkloadKind, version: &str) -> Result<Vec<Workload>> {
-    let (group, _) = kind.api();
-    let resource = kube::api::ApiResource {
-        group: group.into(),
-        version: version.into(),
-        api_version: kind.api_version(version),
-        kind: kind.name().into(),
-        plural: kind.plural(),
-    };
-    let what = format!("{}.{group}", kind.plural());
-    let listed = list(Api::<kube::api::DynamicObject>::all_with(client.clone(), &resource), &what).await?;
+    let what = format!("{}.{}", kind.plural(), kind.api().0);
+    let listed =
+        list(Api::<kube::api::DynamicObject>::all_with(client.clone(), &kind.api_resource(version)), &what).await?;
     Ok(listed.iter().filter_map(|o| serde_json::to_value(o).ok().and_then(|v| Workload::read(kind, &v).ok())).collect())
 }
 

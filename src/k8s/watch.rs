@@ -333,14 +333,7 @@ async fn watch_workloads(
     synced: oneshot::Sender<()>,
 ) {
     let (group, _) = kind.api();
-    let resource = kube::api::ApiResource {
-        group: group.into(),
-        version: version.into(),
-        api_version: kind.api_version(version),
-        kind: kind.name().into(),
-        plural: kind.plural(),
-    };
-    let api: Api<DynamicObject> = Api::all_with(client, &resource);
+    let api: Api<DynamicObject> = Api::all_with(client, &kind.api_resource(version));
     let read = move |object: DynamicObject| {
         let read = serde_json::to_value(&object).map_err(|e| e.to_string()).and_then(|v| Workload::read(kind, &v));
         read.inspect_err(|e| tracing::warn!(kind = kind.name(), error = %e, "a workload could not be read; left out"))

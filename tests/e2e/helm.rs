@@ -7,18 +7,18 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::{Arc, OnceLock};
 
 use k8s_openapi::api::core::v1::Pod;
 use muster::config::Config;
-use muster::k8s::crd::{PodGroup, PodGroupPhase, PodGroupSpec};
+use muster::k8s::crd::{PodGroup, PodGroupSpec};
 use muster::k8s::scheduler::Options;
 use muster::metrics::Metrics;
 use serde_json::Value;
 
 use crate::install::{INSTALLED, MANIFESTS, scheduler_client};
-use crate::support::cluster::{TEST_LABEL, within};
+use crate::support::cluster::TEST_LABEL;
 use crate::support::control_plane::control_plane;
 use crate::support::wait::{node_of, wait_for_pods};
 use crate::support::{KubeletEmulator, TestCluster, builders, muster as scheduler, process};
@@ -58,25 +58,11 @@ fn chart() -> String {
 fn helm_bin() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
-        let dir = match std::env::var_os("MUSTER_HELM_BIN") {
-            Some(dir) => PathBuf::from(dir),
-            None => {
-                let script = repo().join("hack/build-helm.sh");
-                let output = Command::new("bash")
-                    .arg(&script)
-                    .stderr(Stdio::inherit())
-                    .output()
-                    .unwrap_or_else(|e| panic!("failed to run {}: {e}", script.display()));
-                assert!(
-                    output.status.success(),
-                    "hack/build-helm.sh failed ({}); the chart's tests need Helm at the version pinned in \
-                     hack/helm/go.mod",
-                    output.status
-                );
-                let stdout = String::from_utf8_lossy(&output.stdout);
-                PathBuf::from(stdout.lines().last().expect("hack/build-helm.sh printed no folder").trim())
-            }
-        };
+        let dir = crate::support::control_plane::built(
+            "MUSTER_HELM_BIN",
+            "build-helm.sh",
+            "Helm at the version pinned in hack/helm/go.mod",
+        );
         assert!(
             dir.join("helm").is_file(),
             "helm is missing from {}: run hack/build-helm.sh (it prints the folder to set MUSTER_HELM_BIN to)",
@@ -503,16 +489,7 @@ async fn helm_install_brings_up_a_scheduler_that_binds_a_gang() {
     })
     .await;
     assert_ne!(node_of(&bound[0]), node_of(&bound[1]), "one pod per node");
-    within(30, "the PodGroup status to say Running", async {
-        loop {
-            let group = cluster.api::<PodGroup>().get("train").await.expect("PodGroup");
-            if group.status.as_ref().and_then(|s| s.phase.as_ref()) == Some(&PodGroupPhase::Running) {
-                break;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-        }
-    })
-    .await;
+    crate::support::wait::wait_for_group_running(&cluster, "train").await;
     assert_eq!(metrics.leader.get(), 1, "it held the chart's Lease");
     drop(running);
 

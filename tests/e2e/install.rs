@@ -9,7 +9,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
 use kube::api::ListParams;
-use muster::k8s::crd::{PodGroup, PodGroupPhase, PodGroupSpec};
+use muster::k8s::crd::{PodGroup, PodGroupSpec};
 use muster::k8s::scheduler::Options;
 use muster::metrics::Metrics;
 use serde_json::{Value, json};
@@ -262,16 +262,7 @@ async fn the_scheduler_with_only_its_service_accounts_rbac_binds_a_gang_with_dra
         assert!(results.iter().all(|r| Some(r.pool.as_str()) == node_of(pod)), "devices on the pod's node");
     }
     // Status writes went through too (PodGroup status is its own subresource).
-    crate::support::cluster::within(30, "the PodGroup status to say Running", async {
-        loop {
-            let group = cluster.api::<PodGroup>().get("train").await.expect("PodGroup");
-            if group.status.as_ref().and_then(|s| s.phase.as_ref()) == Some(&PodGroupPhase::Running) {
-                break;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-        }
-    })
-    .await;
+    crate::support::wait::wait_for_group_running(&cluster, "train").await;
     assert_eq!(metrics.leader.get(), 1, "it held the manifests' Lease");
     task.abort();
 }

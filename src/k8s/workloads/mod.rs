@@ -101,6 +101,17 @@ impl WorkloadKind {
         if group == "batch" && version == "v1" { "batch/v1".into() } else { format!("{group}/{version}") }
     }
 
+    /// Where the API server serves this kind at `version`, for a dynamic client.
+    pub fn api_resource(self, version: &str) -> kube::api::ApiResource {
+        kube::api::ApiResource {
+            group: self.api().0.into(),
+            version: version.into(),
+            api_version: self.api_version(version),
+            kind: self.name().into(),
+            plural: self.plural(),
+        }
+    }
+
     /// Whether an ownerReference's apiVersion is of this kind's group.
     pub fn owns(self, reference: &OwnerReference) -> bool {
         reference.kind == self.name() && reference.api_version.split('/').next() == Some(self.api().0)

@@ -85,23 +85,25 @@ fn repo_root() -> PathBuf {
 /// The folder holding the built binaries: `$MUSTER_KUBE_BIN` when the test command set it,
 /// otherwise whatever `hack/build-kube.sh` builds or finds in its cache.
 fn binaries() -> PathBuf {
-    if let Some(dir) = std::env::var_os("MUSTER_KUBE_BIN") {
+    built("MUSTER_KUBE_BIN", "build-kube.sh", "the control plane")
+}
+
+/// The folder of upstream binaries a `hack/` script builds at pinned versions: `$env` when
+/// the test command set it, otherwise what the script builds or finds in its cache (the
+/// last line it prints). `what` says what the tests need them for.
+pub fn built(env: &str, script: &str, what: &str) -> PathBuf {
+    if let Some(dir) = std::env::var_os(env) {
         return PathBuf::from(dir);
     }
-    let script = repo_root().join("hack/build-kube.sh");
+    let script = repo_root().join("hack").join(script);
     let output = Command::new("bash")
         .arg(&script)
         .stderr(Stdio::inherit())
         .output()
         .unwrap_or_else(|e| panic!("failed to run {}: {e}", script.display()));
-    assert!(
-        output.status.success(),
-        "{} failed ({}); the e2e tests need the control plane",
-        script.display(),
-        output.status
-    );
+    assert!(output.status.success(), "{} failed ({}); the e2e tests need {what}", script.display(), output.status);
     let stdout = String::from_utf8_lossy(&output.stdout);
-    PathBuf::from(stdout.lines().last().expect("build-kube.sh printed no folder").trim())
+    PathBuf::from(stdout.lines().last().unwrap_or_else(|| panic!("{} printed no folder", script.display())).trim())
 }
 
 fn free_port() -> u16 {

@@ -86,3 +86,18 @@ pub async fn events_for(cluster: &TestCluster, pod: &str, reason: &str) -> Vec<S
         .map(|e| e.note.unwrap_or_default())
         .collect()
 }
+
+/// Waits up to 30 s for Muster's PodGroup `name` to say its phase is Running.
+pub async fn wait_for_group_running(cluster: &TestCluster, name: &str) {
+    use muster::k8s::crd::{PodGroup, PodGroupPhase};
+    within(30, &format!("PodGroup {name}'s status to say Running"), async {
+        loop {
+            let group = cluster.api::<PodGroup>().get(name).await.expect("PodGroup");
+            if group.status.as_ref().and_then(|s| s.phase.as_ref()) == Some(&PodGroupPhase::Running) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await;
+}
