@@ -173,54 +173,25 @@ mod tests {
         apply_event(&mut cache, Event::Delete(job(1, "4")));
         assert_eq!(gang_of(&cache, 1), train);
     }
-}
-
-#[cfg(test)]
-mod relist_tests {
-    use kube::runtime::watcher::Event;
-    use serde_json::json;
-
-    use super::*;
-    use crate::k8s::watch::apply_event;
 
     #[test]
     fn after_both_relists_the_gang_of_the_pods_has_its_spec() {
         let mut cache = Cache::default();
         cache.workload_kinds = [WorkloadKind::Job].into();
-        let job = Workload::read(
-            WorkloadKind::Job,
-            &json!({"metadata": {"name": "train", "namespace": "ml", "uid": "u"}, "spec": {"parallelism": 2, "completions": 2}}),
-        )
-        .unwrap();
-        let pod: Pod = serde_json::from_value(json!({
-            "metadata": {"name": "train-0", "namespace": "ml",
-                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "u", "controller": true}]},
-            "spec": {"schedulerName": "muster", "containers": [{"name": "c"}]},
-        }))
-        .unwrap();
         apply_event(&mut cache, Event::<Pod>::Init);
-        apply_event(&mut cache, Event::InitApply(pod));
-        cache.workloads_relisted(WorkloadKind::Job, vec![job]);
+        apply_event(&mut cache, Event::InitApply(pod(0)));
+        cache.workloads_relisted(WorkloadKind::Job, vec![job(2, "1")]);
         // Another kind's relist leaves the Jobs alone.
         cache.workloads_relisted(WorkloadKind::PyTorchJob, Vec::new());
         apply_event(&mut cache, Event::<Pod>::InitDone);
         let specs = crate::k8s::groups::group_specs(&cache.view());
-        let key = gang_key(cache.pods.get("ml", "train-0").unwrap());
+        let key = gang_of(&cache, 0);
         assert!(specs.contains_key(&key), "{key:?} in {:?}", specs.keys());
     }
-}
-
-#[cfg(test)]
-mod snapshot_tests {
-    use kube::runtime::watcher::Event;
-    use serde_json::json;
-
-    use super::*;
-    use crate::k8s::assemble::{Memo, assemble_view};
-    use crate::k8s::watch::apply_event;
 
     #[test]
     fn a_snapshot_made_before_the_job_arrived_takes_its_spec_once_it_does() {
+        use crate::k8s::assemble::{Memo, assemble_view};
         let mut cache = Cache::default();
         cache.workload_kinds = [WorkloadKind::Job].into();
         let node: k8s_openapi::api::core::v1::Node = serde_json::from_value(json!({
@@ -228,23 +199,12 @@ mod snapshot_tests {
         .unwrap();
         apply_event(&mut cache, Event::Apply(node));
         for i in 0..2 {
-            let pod: Pod = serde_json::from_value(json!({
-                "metadata": {"name": format!("train-{i}"), "namespace": "ml",
-                    "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "u", "controller": true}]},
-                "spec": {"schedulerName": "muster", "containers": [{"name": "c"}]},
-            }))
-            .unwrap();
-            apply_event(&mut cache, Event::Apply(pod));
+            apply_event(&mut cache, Event::Apply(pod(i)));
         }
         let mut memo = Memo::new(&crate::config::Config::default());
         let before = assemble_view(&cache.view(), "muster", 0, &mut memo);
         assert!(before.snapshot.gangs[0].blocked.as_deref().is_some_and(|b| b.contains("not read yet")));
-        let job = Workload::read(
-            WorkloadKind::Job,
-            &json!({"metadata": {"name": "train", "namespace": "ml", "uid": "u"}, "spec": {"parallelism": 2, "completions": 2}}),
-        )
-        .unwrap();
-        apply_event(&mut cache, Event::Apply(job));
+        apply_event(&mut cache, Event::Apply(job(2, "1")));
         let after = assemble_view(&cache.view(), "muster", 0, &mut memo);
         let gang = &after.snapshot.gangs[0];
         assert_eq!((gang.blocked.as_deref(), gang.min_member), (None, 2));
