@@ -18,7 +18,7 @@ fn main() {
     let config = Config::default();
     println!("64 nodes x 8 GPUs, racks of 8 nodes; jobs arriving over 48 h, 96 h horizon");
     for (jobs, seed) in [(900, 7), (900, 11), (700, 7), (700, 13), (600, 5), (1000, 3)] {
-        let shape = FleetShape { nodes: 64, jobs, arrival_hours: 48, horizon_hours: 96, seed };
+        let shape = FleetShape { nodes: 64, jobs, arrival_hours: 48, horizon_hours: 96, seed, ..FleetShape::default() };
         let best = fleet(Placer::Muster, &shape, &config);
         let first = fleet(Placer::MusterFirstFit, &shape, &config);
         println!("{jobs:>5} jobs, seed {seed:>2}  best fit:  {}", cells(&best));

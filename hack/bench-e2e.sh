@@ -9,7 +9,8 @@
 #     memory (VmHWM). Rows: the ceiling (the same pods bound from a tight client loop, 64 in
 #     flight; for DRA a claim allocation plus a binding per pod), then Muster, kube-scheduler
 #     with qps 5000/burst 10000 and kube-scheduler with its defaults, each followed by the
-#     ceiling again; pods/s ÷ the mean of the ceilings just before and just after it.
+#     ceiling again; pods/s ÷ the mean of the ceilings just before and just after it. Every
+#     row's clock ends when the benchmark's watch of the pods has seen the last one bound.
 #   - unschedulable gang: once the scheduler has bound a warm-up pod, a gang of 8 pods of 32
 #     GPUs each (nodes have 16); seconds from its creation until all 8 are PodScheduled=False.
 #   - idle: 5,000 nodes, 20,000 pods created bound and Running, nothing to schedule; CPU

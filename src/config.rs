@@ -36,6 +36,8 @@ pub enum QueueingStrategy {
     StrictFifo,
     #[serde(rename = "BestEffortFIFO")]
     BestEffortFifo,
+    /// Backfill with shadow times from the pods' runtime bounds (docs/scheduling.md).
+    TimedBackfill,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -263,6 +265,8 @@ pub struct Config {
     pub queueing: QueueingStrategy,
     /// Backfill: how long a gang that does not fit waits before nodes are reserved for it.
     pub reserve_after_seconds: u64,
+    /// TimedBackfill: how many waiting gangs hold a timed reservation at once.
+    pub backfill_depth: u32,
     /// A gang that did not fit is tried again after a change that could help it, or after
     /// this long at the latest (the unschedulable pool's flush).
     pub retry_unschedulable_seconds: u64,
@@ -305,6 +309,7 @@ impl Default for Config {
             scoring: ScoringStrategy::BinPack,
             queueing: QueueingStrategy::Backfill,
             reserve_after_seconds: 600,
+            backfill_depth: 1,
             retry_unschedulable_seconds: 60,
             pods_ready_timeout_seconds: 30 * 60,
             gang_broken_grace_seconds: 60,
@@ -438,7 +443,9 @@ impl Config {
                 QueueingStrategy::Backfill => Queueing::Backfill,
                 QueueingStrategy::StrictFifo => Queueing::StrictFifo,
                 QueueingStrategy::BestEffortFifo => Queueing::BestEffortFifo,
+                QueueingStrategy::TimedBackfill => Queueing::TimedBackfill,
             },
+            backfill_depth: self.backfill_depth.max(1) as usize,
             reserve_after_seconds: i64::try_from(self.reserve_after_seconds).unwrap_or(i64::MAX),
             domain_choice: match self.topology_fit {
                 TopologyFit::BestFit => DomainChoice::BestFit,
@@ -479,6 +486,7 @@ struct PartialConfig {
     scoring: Option<ScoringStrategy>,
     queueing: Option<QueueingStrategy>,
     reserve_after_seconds: Option<u64>,
+    backfill_depth: Option<u32>,
     retry_unschedulable_seconds: Option<u64>,
     pods_ready_timeout_seconds: Option<u64>,
     gang_broken_grace_seconds: Option<u64>,
@@ -528,6 +536,7 @@ impl PartialConfig {
             scoring: self.scoring.unwrap_or(d.scoring),
             queueing: self.queueing.unwrap_or(d.queueing),
             reserve_after_seconds: self.reserve_after_seconds.unwrap_or(d.reserve_after_seconds),
+            backfill_depth: self.backfill_depth.unwrap_or(d.backfill_depth),
             retry_unschedulable_seconds: self.retry_unschedulable_seconds.unwrap_or(d.retry_unschedulable_seconds),
             pods_ready_timeout_seconds: self.pods_ready_timeout_seconds.unwrap_or(d.pods_ready_timeout_seconds),
             gang_broken_grace_seconds: self.gang_broken_grace_seconds.unwrap_or(d.gang_broken_grace_seconds),

@@ -48,6 +48,10 @@ enum Command {
         /// recreate them.
         #[arg(long, value_name = "N", default_value_t = 100)]
         cycles: usize,
+        /// Built-in scenarios only: also run the overloaded fleet (half as many jobs again,
+        /// more work than can be done by the horizon) under every policy.
+        #[arg(long)]
+        overloaded: bool,
     },
     /// Run the scheduler against a cluster: pods with `schedulerName: muster` (or the
     /// configured name) are placed by Muster.
@@ -207,10 +211,10 @@ fn run(command: Command) -> Result<(), String> {
             print!("{}", muster::k8s::crd::definitions_yaml().map_err(|e| format!("failed to render the CRDs: {e}"))?);
             Ok(())
         }
-        Command::Simulate { cluster, config, output, now, cycles } => {
+        Command::Simulate { cluster, config, output, now, cycles, overloaded } => {
             let config = load_config(config)?;
             if cluster.is_empty() {
-                let text = muster::sim::builtin::run_builtin(&config);
+                let text = muster::sim::builtin::run_builtin(&config, overloaded);
                 match output {
                     Output::Table => print!("{}", text.table),
                     Output::Json => println!("{}", serde_json::to_string_pretty(&text.json).expect("serialisable")),

@@ -21,7 +21,8 @@ fn two_jobs_gangs_run_one_whole_then_the_other_and_per_pod_deadlocks() {
 
 #[test]
 fn in_the_fleet_gangs_strand_nothing_and_the_baseline_strands_gpu_hours() {
-    let shape = FleetShape { nodes: 16, jobs: 200, arrival_hours: 24, horizon_hours: 36, seed: 3 };
+    let shape =
+        FleetShape { nodes: 16, jobs: 200, arrival_hours: 24, horizon_hours: 36, seed: 3, ..FleetShape::default() };
     let config = Config::default();
     let muster = fleet(Placer::Muster, &shape, &config);
     let baseline = fleet(Placer::PerPodBaseline, &shape, &config);

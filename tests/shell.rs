@@ -471,3 +471,33 @@ fn every_eviction_moves_the_evicted_conditions_time_even_for_the_same_reason() {
     let evicted = status.conditions.iter().find(|c| c.type_ == "Evicted").expect("Evicted");
     assert_eq!((evicted.last_transition_time.clone(), evicted.message.as_str()), (at(500), "evicted whole for ml/b"));
 }
+
+#[test]
+fn a_gang_past_its_max_run_seconds_is_evicted_whole_and_the_loop_wakes_for_it() {
+    let config = Config::default();
+    let mut net = SafetyNet::default();
+    let mut group = pod_group("train", 2, 0);
+    group.spec.max_run_seconds = Some(3600);
+    let pods = || {
+        vec![
+            bound(pod("t-0", Some("train")), "n1", "Running", true, 1000),
+            bound(pod("t-1", Some("train")), "n1", "Running", true, 1000),
+        ]
+    };
+    let at = |net: &mut SafetyNet, now: i64| {
+        let objects = ClusterObjects { pods: pods(), muster_groups: vec![group.clone()], ..Default::default() };
+        let view = objects.view();
+        let members = muster::k8s::groups::members(&view, &config.scheduler_name);
+        let specs = muster::k8s::groups::group_specs(&view);
+        net.check(&view, &specs, &members, &config, &HashSet::new(), now)
+            .into_iter()
+            .map(|e| (e.reason, e.pods.len(), e.message))
+            .collect::<Vec<_>>()
+    };
+    assert!(at(&mut net, 4599).is_empty(), "bound at 1000, it may run until 4600");
+    assert_eq!(net.next_due(), Some(4600));
+    let evicted = at(&mut net, 4600);
+    assert_eq!(evicted.len(), 1);
+    assert_eq!((evicted[0].0, evicted[0].1), (EvictionReason::MaxRunExceeded, 2));
+    assert_eq!(evicted[0].2, "gang default/train has run 3600s, its maxRunSeconds is 3600; evicting it whole");
+}

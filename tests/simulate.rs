@@ -162,7 +162,32 @@ fn simulate_without_arguments_shows_gangs_beside_the_per_pod_baseline() {
     assert!(line("GPUs stranded").split_whitespace().collect::<Vec<_>>().ends_with(&["0", "8"]), "{table}");
     assert!(line("when the running job ends").contains("job-b runs"), "{table}");
     assert!(table.contains("Mixed fleet"), "{table}");
-    assert!(line("GPU-hours stranded").split_whitespace().nth(2) == Some("0"), "{table}");
+    // Columns: the per-pod baseline, then every queueing policy of Muster's.
+    let header_line = line("per-pod baseline");
+    let header: Vec<&str> = header_line.split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["per-pod", "baseline", "StrictFIFO", "BestEffortFIFO", "Backfill", "(default)", "TimedBackfill"]
+    );
+    let stranded: Vec<String> = line("GPU-hours stranded").split_whitespace().skip(2).map(String::from).collect();
+    assert_eq!(stranded.len(), 5, "{table}");
+    assert_ne!(stranded[0], "0", "the baseline strands GPU-hours: {table}");
+    assert!(stranded[1..].iter().all(|s| s == "0"), "no policy of Muster's strands any: {table}");
+    assert!(!table.contains("Overloaded fleet"), "the overloaded fleet runs only when asked: {table}");
+}
+
+#[test]
+fn the_overloaded_fleet_runs_every_policy_and_completes_less_work_than_arrives() {
+    let output = muster().args(["simulate", "--overloaded", "--output", "json"]).output().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let results = report["overloaded"]["results"].as_array().expect("overloaded results");
+    assert_eq!(results.len(), 5);
+    for result in results {
+        assert!(result["neverStarted"].as_u64().unwrap() > 0, "more arrives than can start: {result}");
+        assert!(result["completedGpuHours"].as_f64().unwrap() > 0.0, "{result}");
+        assert!(result["meanBoundedSlowdown"].as_f64().unwrap() >= 1.0, "{result}");
+    }
 }
 
 #[test]

@@ -115,6 +115,7 @@ impl SnapshotBuilder {
             last_evicted: None,
             preemptible: true,
             parked: Default::default(),
+            max_run_seconds: None,
         });
         self
     }
@@ -205,6 +206,21 @@ impl SnapshotBuilder {
             created: started,
         });
         self
+    }
+
+    /// A pod on `node` using `demand` until `at` (its runtime bound): the node's requested
+    /// capacity counts it, and the snapshot lists it as ending then.
+    pub fn ending(mut self, node: &str, demand: &[(&str, i64)], at: i64) -> SnapshotBuilder {
+        let demand = self.demand(demand);
+        let index = self.snapshot.nodes.iter().position(|n| n.name == node).expect("no such node");
+        Arc::make_mut(&mut self.snapshot.nodes)[index].requested.add(&demand, 1);
+        self.snapshot.endings.push(super::model::Ending { at, node: index as super::model::NodeIdx, demand });
+        self
+    }
+
+    /// Gives the last gang added a runtime bound, in seconds.
+    pub fn bounded(self, seconds: i64) -> SnapshotBuilder {
+        self.with_last_gang(|g| g.max_run_seconds = Some(seconds))
     }
 
     /// Changes the last running gang added.

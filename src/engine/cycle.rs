@@ -4,7 +4,7 @@
 use super::claims::ClaimPlacement;
 use super::dra::selectors::SelectorCache;
 use super::model::{Gang, GangKey, NodeIdx, Parked, PodKey, Reservation, Snapshot};
-use super::place::{GangFit, Scoring, Shortfall, Workspace};
+use super::place::{Backfilled, GangFit, Scoring, Shortfall, Timed, Workspace};
 use super::preempt::{Eviction, Evictor, PreemptionConfig, Room};
 use super::queues::admit::{admit, resolve};
 use super::queues::devices::DeviceCharges;
@@ -26,6 +26,12 @@ pub enum Queueing {
     StrictFifo,
     /// Gangs that do not fit are skipped (Kueue's BestEffortFIFO); large gangs can starve.
     BestEffortFifo,
+    /// Backfill that knows time: the first `backfill_depth` gangs that do not fit (and have
+    /// waited `reserve_after_seconds`) get the earliest time the runtime bounds of the pods
+    /// running let them start, and what they need then beyond what ends by then is held
+    /// from now. Later gangs go around it, or into it when their own bound ends first
+    /// (`place::timed`). A gang with no such time gets Backfill's reservation instead.
+    TimedBackfill,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -37,6 +43,9 @@ pub struct CycleConfig {
     /// Backfill: how long a gang waits before it gets a reservation. Until then gangs
     /// behind it may overtake it, which keeps small jobs fast when large ones clear soon.
     pub reserve_after_seconds: i64,
+    /// TimedBackfill: how many waiting gangs get a timed reservation per cycle (0 counts
+    /// as 1); many make it conservative backfill.
+    pub backfill_depth: usize,
     /// Reclaim and preemption between and inside queues (only with Queue objects).
     pub preemption: PreemptionConfig,
     /// How far the device search may go per pod, per node and per cycle.
@@ -102,6 +111,9 @@ pub fn schedule_with(snapshot: &Snapshot, config: &CycleConfig, selectors: &mut 
     }
     // The backfill reservation, at most one per cycle.
     let mut reserved = false;
+    // TimedBackfill's reservations.
+    let mut timed = (config.queueing == Queueing::TimedBackfill).then(|| Timed::new(&snapshot.endings, snapshot.now));
+    let depth = config.backfill_depth.max(1);
     // StrictFIFO: per leaf queue, the first gang that did not fit.
     let mut heads: Vec<Option<&GangKey>> = vec![None; tree.queues.len()];
     // Gangs that would take their queue beyond what it deserves go after every gang that
@@ -220,9 +232,13 @@ pub fn schedule_with(snapshot: &Snapshot, config: &CycleConfig, selectors: &mut 
         // without a search; only the backfill reservation (made afresh every cycle) is
         // still made for it, by trying it.
         if gang.parked != Parked::No {
+            let room_for_one = match queueing {
+                Queueing::Backfill => !reserved,
+                Queueing::TimedBackfill => timed.as_ref().is_some_and(|t| t.reservations.len() < depth),
+                _ => false,
+            };
             let reservable = gang.parked == Parked::DidNotFit
-                && queueing == Queueing::Backfill
-                && !reserved
+                && room_for_one
                 && starving(snapshot, config, gang, || {
                     tree.is_configured() && queues.beyond_deserved(tree, leaf, picker.need_now(index))
                 });
@@ -268,6 +284,19 @@ pub fn schedule_with(snapshot: &Snapshot, config: &CycleConfig, selectors: &mut 
                     outcome.waiting.push(wait(reason));
                     continue;
                 }
+                // Into capacity held for a timed reservation, if it ends first.
+                let mut delays = None;
+                match timed.as_mut().map(|t| t.backfill(&mut workspace, admitted_gang, snapshot.now)) {
+                    Some(Backfilled::Placed(fit)) => {
+                        evictor.placed(&gang.key);
+                        outcome.placements.push(placed(&mut queues, snapshot, leaf, admitted_gang, fit));
+                        continue;
+                    }
+                    Some(Backfilled::Delays { gang, shadow }) => {
+                        delays = Some(WaitReason::DelaysReservation { gang, shadow, now: snapshot.now });
+                    }
+                    Some(Backfilled::No) | None => {}
+                }
                 if !never_fits {
                     let need = picker.need_now(index).to_vec();
                     match evictor.make_room(&mut workspace, &mut queues, admitted_gang, leaf, &need) {
@@ -303,16 +332,34 @@ pub fn schedule_with(snapshot: &Snapshot, config: &CycleConfig, selectors: &mut 
                     tree.is_configured() && queues.beyond_deserved(tree, leaf, picker.need_now(index))
                 });
                 if !never_fits && gang.still_needed() > 0 {
-                    match queueing {
-                        Queueing::StrictFifo if heads[leaf].is_none() => heads[leaf] = Some(&gang.key),
-                        Queueing::Backfill if starving && !reserved => {
+                    match (queueing, timed.as_mut()) {
+                        (Queueing::StrictFifo, _) if heads[leaf].is_none() => heads[leaf] = Some(&gang.key),
+                        (Queueing::Backfill, _) if starving && !reserved => {
                             reserved = true;
                             workspace.reserve_for(gang);
+                        }
+                        (Queueing::TimedBackfill, Some(timed)) if starving && timed.reservations.len() < depth => {
+                            // Devices are not counted as pods end: a gang that claims some
+                            // is kept whole nodes, as under Backfill.
+                            let devices = admitted_gang.pods.iter().any(|p| p.devices.is_some());
+                            let shadow = if devices { None } else { timed.reserve(&mut workspace, admitted_gang) };
+                            match shadow {
+                                Some(shadow) => {
+                                    let now = snapshot.now;
+                                    reason = WaitReason::Reserved { shortfall: Box::new(reason), shadow, now };
+                                    delays = None;
+                                }
+                                None if !reserved => {
+                                    reserved = true;
+                                    workspace.reserve_for(gang);
+                                }
+                                None => {}
+                            }
                         }
                         _ => {}
                     }
                 }
-                outcome.waiting.push(wait(reason));
+                outcome.waiting.push(wait(delays.unwrap_or(reason)));
             }
         }
     }

@@ -176,6 +176,10 @@ pub struct Gang {
     /// Set by the caller when the gang did not fit before and nothing has changed since
     /// that could help it: it is not tried again (see [`Parked`]).
     pub parked: Parked,
+    /// How long it runs at most once started, in seconds: the tightest bound its pods
+    /// carry (`activeDeadlineSeconds`, its Job's, its PodGroup's `maxRunSeconds`). None:
+    /// unknown, and timed backfill never lets it into capacity held for another gang.
+    pub max_run_seconds: Option<i64>,
 }
 
 /// A gang held in the caller's unschedulable pool: it did not fit in an earlier cycle and
@@ -248,6 +252,15 @@ impl RunningGang {
     }
 }
 
+/// A bound pod that will be gone by `at` (seconds): when it started plus its runtime bound.
+/// Timed backfill counts on the capacity it frees then.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Ending {
+    pub at: i64,
+    pub node: NodeIdx,
+    pub demand: Demand,
+}
+
 /// Capacity freed by evictions and held for the gang they were made for, until it binds or
 /// `until` passes. The shell keeps it between cycles (the engine keeps no state).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -284,4 +297,6 @@ pub struct Snapshot {
     pub running: Vec<RunningGang>,
     /// Reservations made by earlier cycles' evictions.
     pub reservations: Vec<Reservation>,
+    /// Bound pods of Muster's with a known runtime bound, in any order.
+    pub endings: Vec<Ending>,
 }

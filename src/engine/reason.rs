@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use super::filter::StaticRejection;
-use super::model::{GangKey, PodKey};
+use super::model::{GangKey, Parked, PodKey};
 
 /// One reason a node could not take a pod.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -93,6 +93,58 @@ pub enum WaitReason {
     /// Parked by the caller (see [`super::model::Parked`]): not tried again; its last
     /// reason stands.
     Unchanged,
+    /// Timed backfill: it would fit in capacity held for `gang`, but its runtime bound is
+    /// unknown or ends after `gang` is expected to start (`shadow`, seconds).
+    DelaysReservation { gang: GangKey, shadow: i64, now: i64 },
+    /// Timed backfill: it does not fit now (`shortfall`), and holds a reservation that is
+    /// expected to let it start at `shadow`.
+    Reserved { shortfall: Box<WaitReason>, shadow: i64, now: i64 },
+}
+
+/// When a reserved gang is expected to start: "at 14:20 UTC, in 35 min" for a time of day,
+/// "in 35 min" for a simulated clock that starts at zero.
+pub fn expected_start(shadow: i64, now: i64) -> String {
+    let minutes = (shadow.saturating_sub(now).max(0) + 59) / 60;
+    let after = match (minutes / 60, minutes % 60) {
+        (hours, 0) if hours >= 2 => format!("{hours} h"),
+        (hours, rest) if hours >= 2 => format!("{hours} h {rest} min"),
+        _ => format!("{minutes} min"),
+    };
+    // Anything after 2001 is a time of day; earlier values are a simulation's own clock.
+    if shadow >= 1_000_000_000 {
+        let of_day = shadow.rem_euclid(86_400);
+        format!("at {:02}:{:02} UTC, in {after}", of_day / 3600, of_day % 3600 / 60)
+    } else {
+        format!("in {after}")
+    }
+}
+
+impl WaitReason {
+    /// Whether a gang that waits for this reason may be parked (see
+    /// [`super::model::Parked`]), and how. Only a gang that searched for nodes and found too
+    /// few is: the search is the cost saved. Not one that was kept off nodes reserved for an
+    /// earlier gang (a reservation moves from one cycle to the next), nor one that capacity
+    /// is held for.
+    pub fn parkable(&self) -> Option<Parked> {
+        use super::preempt::Room;
+        match self {
+            WaitReason::DoesNotFit { nodes, .. } => {
+                (!nodes.counts.contains_key(&NodeRejection::Reserved)).then_some(Parked::DidNotFit)
+            }
+            WaitReason::NeverFits { .. } | WaitReason::Topology { never_fits: true, .. } => Some(Parked::NeverFits),
+            WaitReason::Topology { never_fits: false, .. } => Some(Parked::DidNotFit),
+            // Kept out of capacity held for a timed reservation: time passing only brings
+            // its end closer to the shadow time, so only a change can help it.
+            WaitReason::DelaysReservation { .. } => Some(Parked::DidNotFit),
+            WaitReason::Room { shortfall, room } => match room {
+                Room::Evicting { .. } | Room::Reserved { .. } => None,
+                Room::InPreemptionDelay { .. } | Room::FairShareReached { .. } | Room::ProtectedByMinRuntime { .. } => {
+                    shortfall.parkable()
+                }
+            },
+            _ => None,
+        }
+    }
 }
 
 /// A gang left waiting, with its reason.
@@ -108,6 +160,13 @@ impl fmt::Display for Waiting {
             WaitReason::Room { shortfall, room } => {
                 let inner = Waiting { gang: self.gang.clone(), reason: (**shortfall).clone() };
                 write!(f, "{inner}; {room}")
+            }
+            WaitReason::Reserved { shortfall, shadow, now } => {
+                let inner = Waiting { gang: self.gang.clone(), reason: (**shortfall).clone() };
+                write!(f, "{inner}; capacity is held for it, expected to be enough {}", expected_start(*shadow, *now))
+            }
+            WaitReason::DelaysReservation { gang, shadow, now } => {
+                write!(f, "would delay the reservation of {gang} (expected to start {})", expected_start(*shadow, *now))
             }
             WaitReason::Blocked(why) => write!(f, "{why}"),
             WaitReason::DoesNotFit { nodes, needed, fit } => {

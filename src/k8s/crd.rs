@@ -47,6 +47,12 @@ pub struct PodGroupSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub pods_ready_timeout_seconds: Option<i64>,
+    /// How long its pods run at most once bound, in seconds: the scheduler evicts the gang
+    /// whole after this long, and timed backfill counts on its capacity being free then.
+    /// Unset: no bound but the pods' own `activeDeadlineSeconds`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_run_seconds: Option<i64>,
     /// The queue (a leaf `Queue`) the gang is admitted through; unset: the
     /// `muster.dev/queue` label, else the namespace's `muster.dev/default-queue`, else
     /// `default`.

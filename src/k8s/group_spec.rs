@@ -23,6 +23,9 @@ pub struct GroupSpec {
     pub topology: (Option<String>, Option<String>),
     /// `podsReadyTimeoutSeconds` (Muster's PodGroup); None: the configuration's default.
     pub pods_ready_timeout_seconds: Option<i64>,
+    /// How long its pods run at most: Muster's `spec.maxRunSeconds`, else the tightest
+    /// `activeDeadlineSeconds` of the workloads it comes from.
+    pub max_run_seconds: Option<i64>,
     /// The queue it names: Muster's `spec.queue`, else a queue label on the group.
     pub queue: Option<String>,
     /// Whether it says it may be preempted (Muster's `spec.preemptibility`, else KAI's label).

@@ -37,6 +37,7 @@ pub fn group_specs(view: &ClusterView<'_>) -> HashMap<GangKey, GroupSpec> {
             created: created(&g.metadata),
             topology: either(own, &g.metadata),
             pods_ready_timeout_seconds: g.spec.pods_ready_timeout_seconds,
+            max_run_seconds: g.spec.max_run_seconds,
             queue: g.spec.queue.clone().filter(|q| !q.is_empty()).or_else(|| labelled_queue(&g.metadata)),
             preemptible: g
                 .spec
@@ -79,6 +80,7 @@ pub fn group_specs(view: &ClusterView<'_>) -> HashMap<GangKey, GroupSpec> {
             created: created(&g.metadata),
             topology: either((required, None), &g.metadata),
             pods_ready_timeout_seconds: None,
+            max_run_seconds: None,
             queue: labelled_queue(&g.metadata),
             preemptible: labelled_preemptibility(&g.metadata),
             preemption_delay: preemption_delay(None, &g.metadata),
@@ -102,6 +104,7 @@ pub fn group_specs(view: &ClusterView<'_>) -> HashMap<GangKey, GroupSpec> {
             created: created(&g.metadata),
             topology: annotated_topology(&g.metadata),
             pods_ready_timeout_seconds: None,
+            max_run_seconds: None,
             queue: labelled_queue(&g.metadata),
             preemptible: labelled_preemptibility(&g.metadata),
             preemption_delay: preemption_delay(None, &g.metadata),
@@ -126,6 +129,7 @@ pub fn group_specs(view: &ClusterView<'_>) -> HashMap<GangKey, GroupSpec> {
             created: created(&g.metadata),
             topology: either(own, &g.metadata),
             pods_ready_timeout_seconds: None,
+            max_run_seconds: None,
             queue: labelled_queue(&g.metadata).or_else(|| g.spec.queue.clone().filter(|q| !q.is_empty())),
             preemptible: match g.spec.preemptibility.as_deref() {
                 Some("non-preemptible") => Some(false),

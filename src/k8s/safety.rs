@@ -10,7 +10,9 @@
 //!   PodGroup's `podsReadyTimeoutSeconds` (else the configuration's default) of binding;
 //! - **GangBroken**: it was Ready (seen here, or persisted in its PodGroup's status by an
 //!   earlier leader), then fell below `minMember` live pods (a pod failed or was deleted,
-//!   its node was lost) for longer than the configured grace period.
+//!   its node was lost) for longer than the configured grace period;
+//! - **MaxRunExceeded**: its pods have run longer than its Muster PodGroup's
+//!   `maxRunSeconds` (the bound timed backfill counted on).
 
 use std::collections::{HashMap, HashSet};
 
@@ -26,6 +28,7 @@ pub enum EvictionReason {
     BindFailed,
     PodsReadyTimeout,
     GangBroken,
+    MaxRunExceeded,
 }
 
 impl EvictionReason {
@@ -34,6 +37,7 @@ impl EvictionReason {
             EvictionReason::BindFailed => "BindFailed",
             EvictionReason::PodsReadyTimeout => "PodsReadyTimeout",
             EvictionReason::GangBroken => "GangBroken",
+            EvictionReason::MaxRunExceeded => "MaxRunExceeded",
         }
     }
 }
@@ -62,6 +66,8 @@ struct GroupRules {
     pods_ready_timeout: i64,
     /// Its PodGroup's status says it was Ready (durable across restarts).
     was_ready: bool,
+    /// Muster's `maxRunSeconds`: how long its pods may run.
+    max_run: Option<i64>,
 }
 
 #[derive(Default)]
@@ -75,6 +81,8 @@ struct GangPods {
     pending: usize,
     /// When the last live pod was bound (PodScheduled=True), in seconds.
     bound_at: i64,
+    /// When the first live pod started (its startTime, else when it was bound).
+    started_at: Option<i64>,
 }
 
 fn condition_true(pod: &Pod, kind: &str) -> Option<i64> {
@@ -116,7 +124,11 @@ impl SafetyNet {
                     if condition_true(pod, "Ready").is_some() {
                         entry.ready += 1;
                     }
-                    entry.bound_at = entry.bound_at.max(condition_true(pod, "PodScheduled").unwrap_or(now));
+                    let scheduled = condition_true(pod, "PodScheduled").unwrap_or(now);
+                    entry.bound_at = entry.bound_at.max(scheduled);
+                    let started =
+                        pod.status.as_ref().and_then(|s| s.start_time.as_ref()).map_or(scheduled, |t| t.0.as_second());
+                    entry.started_at = Some(entry.started_at.map_or(started, |s| s.min(started)));
                 }
             }
         }
@@ -146,6 +158,16 @@ impl SafetyNet {
             }
             let evict =
                 |reason, message: String| Eviction { gang: gang.clone(), pods: pods.live.clone(), reason, message };
+            if let (Some(max), Some(started)) = (rule.max_run, pods.started_at) {
+                note_due(started.saturating_add(max));
+                if now - started >= max {
+                    evictions.push(evict(
+                        EvictionReason::MaxRunExceeded,
+                        format!("{gang} has run {}s, its maxRunSeconds is {max}; evicting it whole", now - started),
+                    ));
+                    continue;
+                }
+            }
             if alive >= min {
                 self.broken_since.remove(&gang);
                 if self.ready.contains(&gang) {
@@ -219,6 +241,8 @@ fn group_rules(groups: &HashMap<GangKey, GroupSpec>, config: &Config) -> HashMap
                 min_member: spec.min_member,
                 pods_ready_timeout: spec.pods_ready_timeout_seconds.unwrap_or(default_timeout),
                 was_ready: spec.was_ready,
+                // Only Muster's own field: a workload's deadline is its controller's to keep.
+                max_run: spec.max_run_seconds.filter(|_| key.kind == GangKind::Muster),
             };
             (key.clone(), rules)
         })

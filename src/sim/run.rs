@@ -230,6 +230,9 @@ pub fn apply(objects: &mut ClusterObjects, snapshot: &Snapshot, outcome: &CycleO
                 && let Some(spec) = objects.pods[i].spec.as_mut()
             {
                 spec.node_name = Some(snapshot.nodes[*node as usize].name.clone());
+                // It starts as it is bound: its runtime bound counts from now.
+                objects.pods[i].status.get_or_insert_default().start_time =
+                    Some(crate::k8s::status::k8s_time(snapshot.now));
                 touch(&mut objects.pods[i].metadata);
                 count += 1;
             }

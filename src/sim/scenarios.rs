@@ -3,13 +3,15 @@
 //! scored LeastAllocated, kube-scheduler's default).
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
 
 use serde::Serialize;
 
 use super::objects::{START, gpu_node, pod_group, training_pod};
 use super::run::apply;
 use crate::config::{Config, QueueingStrategy, ScoringStrategy};
+use crate::engine::model::{GangKey, Parked};
+use crate::engine::reason::WaitReason;
 use crate::engine::schedule;
 use crate::k8s::assemble::{ClusterObjects, Memo, assemble_view};
 use crate::k8s::crd::PodGroupTopology;
@@ -21,6 +23,8 @@ pub enum Placer {
     Muster,
     /// Muster with the first domain that fits, rather than the best fit, for comparison.
     MusterFirstFit,
+    /// Muster with this queueing policy, whatever the configuration says.
+    Queueing(QueueingStrategy),
     PerPodBaseline,
 }
 
@@ -29,6 +33,7 @@ impl Placer {
         match self {
             Placer::Muster => muster.clone(),
             Placer::MusterFirstFit => Config { topology_fit: crate::config::TopologyFit::FirstFit, ..muster.clone() },
+            Placer::Queueing(queueing) => Config { queueing, ..muster.clone() },
             Placer::PerPodBaseline => Config {
                 scoring: ScoringStrategy::Spread,
                 queueing: QueueingStrategy::BestEffortFifo,
@@ -44,8 +49,43 @@ impl Placer {
 /// long as the scenario, so a cycle converts and folds again only the pods and PodGroups
 /// that changed since the last one, as the scheduler's do.
 fn settle(objects: &mut ClusterObjects, config: &Config, now: i64, memo: &mut Memo, tracker: &mut Tracker) {
-    let assembled = assemble_view(&tracker.view(objects), &config.scheduler_name, START + now, memo);
+    settle_parked(objects, config, now, memo, tracker, &mut Parking::default(), true);
+}
+
+/// Gangs that did not fit, parked as the scheduler's unschedulable pool parks them.
+type Parking = HashMap<GangKey, Parked>;
+
+/// [`settle`], with gangs that did not fit in the last cycle parked unless capacity was
+/// `freed` since: only jobs arrived, and more demand cannot help a gang fit, so they are
+/// not searched again (the scheduler's pool does the same between watch events).
+fn settle_parked(
+    objects: &mut ClusterObjects,
+    config: &Config,
+    now: i64,
+    memo: &mut Memo,
+    tracker: &mut Tracker,
+    parking: &mut Parking,
+    freed: bool,
+) {
+    let mut assembled = assemble_view(&tracker.view(objects), &config.scheduler_name, START + now, memo);
+    if freed {
+        parking.clear();
+    }
+    for gang in &mut assembled.snapshot.gangs {
+        gang.parked = parking.get(&gang.key).copied().unwrap_or_default();
+    }
     let outcome = schedule(&assembled.snapshot, &config.cycle());
+    let mut parked = Parking::new();
+    for waiting in &outcome.waiting {
+        let kept = match waiting.reason {
+            WaitReason::Unchanged => parking.get(&waiting.gang).copied(),
+            ref reason => reason.parkable(),
+        };
+        if let Some(kept) = kept {
+            parked.insert(waiting.gang.clone(), kept);
+        }
+    }
+    *parking = parked;
     apply(objects, &assembled.snapshot, &outcome);
 }
 
@@ -57,6 +97,8 @@ pub struct Job {
     pub duration: i64,
     pub pods: usize,
     pub gpus_per_pod: u32,
+    /// The runtime limit it declares (its pods' `activeDeadlineSeconds`), if any.
+    pub limit: Option<i64>,
 }
 
 impl Job {
@@ -83,6 +125,9 @@ fn add_job(objects: &mut ClusterObjects, job: &Job, placer: Placer, scheduler: &
         let group = gang.then_some(job.name.as_str());
         let mut pod = training_pod(&format!("{}-{i}", job.name), job.gpus_per_pod, created(i), scheduler, group);
         pod.metadata.resource_version = Some("sim-created".into());
+        if let Some(spec) = pod.spec.as_mut() {
+            spec.active_deadline_seconds = job.limit;
+        }
         objects.pods.push(pod);
     }
 }
@@ -126,7 +171,7 @@ pub fn two_jobs(placer: Placer, muster: &Config) -> TwoJobsOutcome {
     };
     let jobs: Vec<Job> = ["job-a", "job-b"]
         .iter()
-        .map(|name| Job { name: name.to_string(), arrival: 0, duration: 3600, pods: 8, gpus_per_pod: 1 })
+        .map(|name| Job { name: name.to_string(), arrival: 0, duration: 3600, pods: 8, gpus_per_pod: 1, limit: None })
         .collect();
     for (j, job) in jobs.iter().enumerate() {
         add_job(&mut objects, job, placer, &config.scheduler_name, |i| (2 * i + j) as i64);
@@ -172,7 +217,8 @@ impl Random {
 }
 
 /// The mixed fleet: `nodes` nodes of 8 GPUs in racks of 8, and `jobs` jobs of 1 to 64 GPUs
-/// arriving over `arrival_hours`, each running 1 to 6 hours.
+/// arriving over `arrival_hours`, each running 1 to 6 hours. `limited_percent` of the jobs
+/// declare a runtime limit, as users do: their runtime times a factor between 1 and 3.
 #[derive(Clone, Copy, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct FleetShape {
@@ -181,11 +227,20 @@ pub struct FleetShape {
     pub arrival_hours: i64,
     pub horizon_hours: i64,
     pub seed: u64,
+    pub limited_percent: u64,
 }
 
 impl Default for FleetShape {
     fn default() -> Self {
-        FleetShape { nodes: 64, jobs: 900, arrival_hours: 48, horizon_hours: 72, seed: 7 }
+        FleetShape { nodes: 64, jobs: 900, arrival_hours: 48, horizon_hours: 72, seed: 7, limited_percent: 85 }
+    }
+}
+
+impl FleetShape {
+    /// The same fleet with half as many jobs again: more work arrives than can be done by
+    /// the horizon, so policies differ in the work they complete.
+    pub fn overloaded() -> FleetShape {
+        FleetShape { jobs: 1350, ..FleetShape::default() }
     }
 }
 
@@ -223,9 +278,17 @@ pub fn fleet_jobs(shape: &FleetShape) -> Vec<Job> {
                 duration: 3600 + random.below(5 * 3600) as i64,
                 pods,
                 gpus_per_pod,
+                limit: None,
             }
         })
         .collect();
+    // Limits from a source of their own, so the jobs themselves do not depend on them.
+    let mut limits = Random(shape.seed ^ 0x5EED_0F11_0175);
+    for job in &mut jobs {
+        if limits.below(100) < shape.limited_percent {
+            job.limit = Some(job.duration + (job.duration as u64 * limits.below(2001) / 1000) as i64);
+        }
+    }
     jobs.sort_by_key(|j| (j.arrival, j.name.clone()));
     jobs
 }
@@ -255,6 +318,11 @@ pub struct FleetOutcome {
     pub fragmented_gpu_hours: f64,
     /// The same, as a share of the free GPU-hours while a large job waits.
     pub fragmented_share: f64,
+    /// GPU-hours of the jobs that ran to their end within the horizon.
+    pub completed_gpu_hours: f64,
+    /// Mean over every job that arrived of (wait + run) / max(run, 10 min); a job that
+    /// never started counts as waiting until the horizon (a lower bound).
+    pub mean_bounded_slowdown: f64,
 }
 
 /// Free GPUs per rack, from the nodes' allocatable and the pods bound to them.
@@ -311,11 +379,12 @@ pub fn fleet(placer: Placer, shape: &FleetShape, muster: &Config) -> FleetOutcom
     let mut started: Vec<Option<i64>> = vec![None; jobs.len()];
     let mut completions: BinaryHeap<Reverse<(i64, usize)>> = BinaryHeap::new();
     let index: BTreeMap<&str, usize> = jobs.iter().enumerate().map(|(i, j)| (j.name.as_str(), i)).collect();
-    let (mut busy, mut stranded) = (0f64, 0f64);
+    let (mut busy, mut stranded, mut completed) = (0f64, 0f64, 0f64);
     let (mut fragmented, mut free_while_waiting) = (0f64, 0f64);
     let (mut fragmented_now, mut free_now) = (0f64, 0f64);
     let (mut now, mut next_arrival) = (0i64, 0usize);
     let (mut running_gpus, mut held_gpus) = (0u32, 0u32);
+    let mut parking = Parking::new();
     loop {
         let arrival_at = jobs.get(next_arrival).map(|j| j.arrival);
         let completion_at = completions.peek().map(|Reverse((t, _))| *t);
@@ -325,22 +394,25 @@ pub fn fleet(placer: Placer, shape: &FleetShape, muster: &Config) -> FleetOutcom
         fragmented += fragmented_now * (at - now) as f64;
         free_while_waiting += free_now * (at - now) as f64;
         now = at;
+        let mut freed = false;
         while let Some(Reverse((t, j))) = completions.peek().copied() {
             if t != now {
                 break;
             }
             completions.pop();
+            completed += f64::from(jobs[j].gpus()) * jobs[j].duration as f64;
             let name = &jobs[j].name;
             objects.pods.retain(|p| job_of(p.metadata.name.as_deref().unwrap_or("")) != name);
             objects.muster_groups.retain(|g| g.metadata.name.as_ref() != Some(name));
             running_gpus -= jobs[j].gpus();
+            freed = true;
         }
         while jobs.get(next_arrival).is_some_and(|j| j.arrival == now) {
             let job = &jobs[next_arrival];
             add_job(&mut objects, job, placer, &config.scheduler_name, |_| job.arrival);
             next_arrival += 1;
         }
-        settle(&mut objects, &config, now, &mut memo, &mut tracker);
+        settle_parked(&mut objects, &config, now, &mut memo, &mut tracker, &mut parking, freed);
         held_gpus = 0;
         for (name, placed) in placed_per_job(&objects) {
             let j = index[name.as_str()];
@@ -389,6 +461,15 @@ pub fn fleet(placer: Placer, shape: &FleetShape, muster: &Config) -> FleetOutcom
     let small = waits(&|j| j.gpus() <= 8);
     let large = waits(&|j| j.gpus() >= 16);
     let arrived = jobs.iter().filter(|j| j.arrival <= horizon).count();
+    let slowdowns: Vec<f64> = jobs
+        .iter()
+        .zip(&started)
+        .filter(|(j, _)| j.arrival <= horizon)
+        .map(|(j, s)| {
+            let wait = (s.unwrap_or(horizon) - j.arrival) as f64;
+            ((wait + j.duration as f64) / (j.duration.max(600) as f64)).max(1.0)
+        })
+        .collect();
     let started_count = started.iter().filter(|s| s.is_some()).count();
     FleetOutcome {
         placer,
@@ -409,6 +490,8 @@ pub fn fleet(placer: Placer, shape: &FleetShape, muster: &Config) -> FleetOutcom
             .count(),
         fragmented_gpu_hours: fragmented / 3600.0,
         fragmented_share: if free_while_waiting > 0.0 { fragmented / free_while_waiting } else { 0.0 },
+        completed_gpu_hours: completed / 3600.0,
+        mean_bounded_slowdown: slowdowns.iter().sum::<f64>() / slowdowns.len().max(1) as f64,
     }
 }
 
@@ -426,7 +509,14 @@ mod tests {
         let mut placed = Vec::new();
         let mut rebuilds = 0;
         for (i, (pods, gpus)) in [(2, 8), (4, 4), (1, 8), (8, 1)].into_iter().enumerate() {
-            let job = Job { name: format!("job-{i}"), arrival: i as i64, duration: 60, pods, gpus_per_pod: gpus };
+            let job = Job {
+                name: format!("job-{i}"),
+                arrival: i as i64,
+                duration: 60,
+                pods,
+                gpus_per_pod: gpus,
+                limit: None,
+            };
             add_job(&mut objects, &job, Placer::Muster, &config.scheduler_name, |_| job.arrival);
             if !keep {
                 (memo, tracker) = (Memo::new(&config), Tracker::default());

@@ -2,8 +2,10 @@
 
 use std::fmt::Write;
 
+use super::builtin::Fleet;
 use super::run::Report;
-use super::scenarios::{FleetOutcome, FleetShape, TwoJobsOutcome};
+use super::scenarios::{FleetOutcome, Placer, TwoJobsOutcome};
+use crate::config::QueueingStrategy;
 
 /// One row per pod, then one per PodGroup.
 pub fn report_table(report: &Report) -> String {
@@ -76,7 +78,7 @@ fn job_cell(outcome: &TwoJobsOutcome, job: &str) -> String {
     }
 }
 
-pub fn builtin_table(two: &[TwoJobsOutcome; 2], shape: &FleetShape, fleets: &[FleetOutcome; 3]) -> String {
+pub fn builtin_table(two: &[TwoJobsOutcome; 2], fleets: &[Fleet], default: QueueingStrategy) -> String {
     let mut out = String::new();
     let row = |out: &mut String, label: &str, a: &str, b: &str| {
         let _ = writeln!(out, "  {label:<26} {a:<36} {b}");
@@ -99,42 +101,71 @@ pub fn builtin_table(two: &[TwoJobsOutcome; 2], shape: &FleetShape, fleets: &[Fl
     };
     row(&mut out, "when the running job ends", &after(&two[0]), &after(&two[1]));
 
-    let _ = writeln!(
-        out,
-        "\nMixed fleet ({} nodes x 8 GPUs in racks of 8 nodes, 2 racks a block; {} jobs of 1-64 GPUs arriving over {} h, \
-         running 1-6 h, jobs of 16+ GPUs requiring one rack; {} h horizon)\n",
-        shape.nodes, shape.jobs, shape.arrival_hours, shape.horizon_hours
-    );
-    let row3 = |out: &mut String, label: &str, cells: [String; 3]| {
-        let _ = writeln!(out, "  {label:<30} {:<22} {:<22} {}", cells[0], cells[1], cells[2]);
-    };
-    let each = |f: &dyn Fn(&FleetOutcome) -> String| [f(&fleets[0]), f(&fleets[1]), f(&fleets[2])];
-    let minutes = |v: f64| format!("{v:.0} min");
-    row3(
-        &mut out,
-        "",
-        ["Muster (best fit)".into(), "Muster (first fit)".into(), "per-pod baseline (kube-scheduler's way)".into()],
-    );
-    row3(&mut out, "jobs started", each(&|o| format!("{} of {}", o.started, o.jobs)));
-    row3(&mut out, "jobs never started", each(&|o| o.never_started.to_string()));
-    row3(&mut out, "GPU utilisation", each(&|o| format!("{:.1}%", 100.0 * o.gpu_utilisation)));
-    row3(&mut out, "GPU-hours stranded", each(&|o| format!("{:.0}", o.stranded_gpu_hours)));
-    row3(
-        &mut out,
-        "GPU-hours fragmented",
-        each(&|o| format!("{:.0} ({:.0}% of free)", o.fragmented_gpu_hours, 100.0 * o.fragmented_share)),
-    );
-    row3(&mut out, "wait p50 (started jobs)", each(&|o| minutes(o.wait_p50_minutes)));
-    row3(&mut out, "wait p99 (started jobs)", each(&|o| minutes(o.wait_p99_minutes)));
-    row3(&mut out, "  jobs <= 8 GPUs: p50", each(&|o| minutes(o.small_wait_p50_minutes)));
-    row3(&mut out, "  jobs >= 16 GPUs: p50", each(&|o| minutes(o.large_wait_p50_minutes)));
-    row3(&mut out, "  jobs >= 16 GPUs: p99", each(&|o| minutes(o.large_wait_p99_minutes)));
-    row3(&mut out, "  >= 16 GPUs never started", each(&|o| o.large_never_started.to_string()));
+    for fleet in fleets {
+        fleet_table(&mut out, fleet, default);
+    }
     let _ = writeln!(
         out,
         "\nStranded: GPUs held by pods of jobs that cannot start because the rest of their pods did not fit.\n\
          Fragmented: while a job of 16+ GPUs waits, GPUs free but in racks with fewer than 16 free, which no\n\
-         large job can use (the baseline ignores racks: its figure says how scattered its free GPUs are)."
+         large job can use (the baseline ignores racks: its figure says how scattered its free GPUs are).\n\
+         Bounded slowdown: (wait + run) / max(run, 10 min) per job, at least 1; jobs never started wait until\n\
+         the horizon."
     );
     out
+}
+
+/// One fleet's table: a column per policy.
+fn fleet_table(out: &mut String, fleet: &Fleet, default: QueueingStrategy) {
+    let shape = &fleet.shape;
+    let _ = writeln!(
+        out,
+        "\n{} ({} nodes x 8 GPUs in racks of 8 nodes, 2 racks a block; {} jobs of 1-64 GPUs arriving over {} h, \
+         running 1-6 h, {}% declaring a limit of 1-3x their runtime, jobs of 16+ GPUs requiring one rack; {} h horizon)\n",
+        fleet.label, shape.nodes, shape.jobs, shape.arrival_hours, shape.limited_percent, shape.horizon_hours
+    );
+    let results = &fleet.results;
+    let row = |out: &mut String, label: &str, cells: Vec<String>| {
+        let _ = write!(out, "  {label:<28}");
+        for cell in cells {
+            let _ = write!(out, " {cell:<18}");
+        }
+        let _ = writeln!(out);
+    };
+    let each = |f: &dyn Fn(&FleetOutcome) -> String| results.iter().map(f).collect::<Vec<_>>();
+    let minutes = |v: f64| format!("{v:.0} min");
+    let title = |o: &FleetOutcome| match o.placer {
+        Placer::PerPodBaseline => "per-pod baseline".to_string(),
+        Placer::Queueing(q) if q == default => format!("{} (default)", queueing_name(q)),
+        Placer::Queueing(q) => queueing_name(q).to_string(),
+        Placer::Muster => "Muster".to_string(),
+        Placer::MusterFirstFit => "Muster, first fit".to_string(),
+    };
+    row(out, "", each(&title));
+    row(out, "jobs started", each(&|o| format!("{} of {}", o.started, o.jobs)));
+    row(out, "GPU utilisation", each(&|o| format!("{:.1}%", 100.0 * o.gpu_utilisation)));
+    row(out, "GPU-hours of work completed", each(&|o| format!("{:.0}", o.completed_gpu_hours)));
+    row(out, "GPU-hours stranded", each(&|o| format!("{:.0}", o.stranded_gpu_hours)));
+    row(
+        out,
+        "GPU-hours fragmented",
+        each(&|o| format!("{:.0} ({:.0}%)", o.fragmented_gpu_hours, 100.0 * o.fragmented_share)),
+    );
+    row(out, "wait p50 (started jobs)", each(&|o| minutes(o.wait_p50_minutes)));
+    row(out, "wait p99 (started jobs)", each(&|o| minutes(o.wait_p99_minutes)));
+    row(out, "  jobs <= 8 GPUs: p50", each(&|o| minutes(o.small_wait_p50_minutes)));
+    row(out, "  jobs >= 16 GPUs: p50", each(&|o| minutes(o.large_wait_p50_minutes)));
+    row(out, "  jobs >= 16 GPUs: p99", each(&|o| minutes(o.large_wait_p99_minutes)));
+    row(out, "  >= 16 GPUs never started", each(&|o| o.large_never_started.to_string()));
+    row(out, "mean bounded slowdown", each(&|o| format!("{:.2}", o.mean_bounded_slowdown)));
+}
+
+/// A queueing policy as the configuration spells it.
+pub fn queueing_name(queueing: QueueingStrategy) -> &'static str {
+    match queueing {
+        QueueingStrategy::Backfill => "Backfill",
+        QueueingStrategy::StrictFifo => "StrictFIFO",
+        QueueingStrategy::BestEffortFifo => "BestEffortFIFO",
+        QueueingStrategy::TimedBackfill => "TimedBackfill",
+    }
 }

@@ -5,6 +5,7 @@
 //!  tests/e2e/main.rs ── one binary: the crate, kube and k8s-openapi are linked once
 //!   ├── agent            the node agent publishing, tainting and healing GPUs
 //!   ├── agent_admission  the agent confined to its own node by admission; least-privilege RBAC
+//!   ├── backfill         timed backfill: a reservation, a short pod in it, a long one told why
 //!   ├── control_plane    the harness itself: round trips, kubelet emulator, Jobs, claims
 //!   ├── dra              Muster's own DRA allocation inside the gang transaction
 //!   ├── dra_vs_kube      the allocator beside the real kube-scheduler, with a checker
@@ -35,6 +36,7 @@
 
 mod agent;
 mod agent_admission;
+mod backfill;
 mod control_plane;
 mod dra;
 mod dra_vs_kube;

@@ -351,6 +351,7 @@ fn apply(snapshot: &mut Snapshot, outcome: &CycleOutcome, templates: &HashMap<Ga
                 quota_owner: None,
                 preemptible: running.preemptible,
                 parked: Default::default(),
+                max_run_seconds: None,
             }),
         }
     }

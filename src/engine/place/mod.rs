@@ -13,6 +13,7 @@ mod reserve;
 mod score;
 mod shapes;
 mod shortfall;
+mod timed;
 mod transaction;
 mod trial;
 
@@ -27,6 +28,7 @@ pub(crate) use score::Key;
 pub use score::Scoring;
 use shapes::{Shape, ShapeKey};
 pub use shortfall::Shortfall;
+pub use timed::{Backfilled, Timed};
 pub use transaction::{Assignment, GangFit};
 pub use trial::TrialMark;
 

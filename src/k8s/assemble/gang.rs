@@ -9,7 +9,9 @@ use k8s_openapi::api::core::v1::Pod;
 
 use super::memo::Conversions;
 use crate::engine::dra::model::DraSnapshot;
-use crate::engine::model::{Gang, GangKey, GangKind, Node as EngineNode, PendingPod, PodKey, RunningGang, RunningPod};
+use crate::engine::model::{
+    Ending, Gang, GangKey, GangKind, Node as EngineNode, PendingPod, PodKey, RunningGang, RunningPod,
+};
 use crate::engine::topology::{DomainIndex, GangTopology};
 use crate::k8s::convert_dra::{self, ClaimIndex, HeldDevices};
 use crate::k8s::convert_queues::{self, QueueRules};
@@ -61,6 +63,13 @@ pub(super) struct GangPart {
     pub unbound: Vec<PodKey>,
     /// Its pending pods the engine cannot consider, with why.
     pub rejected: Vec<(PodKey, String)>,
+    /// Its bound pods with a runtime bound, and when each ends.
+    pub endings: Vec<Ending>,
+}
+
+/// A pod's own runtime bound: `spec.activeDeadlineSeconds`.
+fn pod_deadline(pod: &Pod) -> Option<i64> {
+    pod.spec.as_ref()?.active_deadline_seconds.filter(|&s| s > 0)
 }
 
 /// The gang `key` from its pods (Muster's, not ended, in the view's order).
@@ -92,14 +101,28 @@ pub(super) fn fold(
                 continue;
             }
             part.bound += 1;
+            let bound = pod_deadline(pod).into_iter().chain(group.and_then(|g| g.max_run_seconds)).min();
             // A pod whose quota Kueue keeps is capacity in use, as another scheduler's
             // would be.
-            if !ctx.queued || ctx.rules.quota_owner(pod).is_some() {
+            let listed = ctx.queued && ctx.rules.quota_owner(pod).is_none();
+            if !listed && bound.is_none() {
                 continue;
             }
             let (Ok(demand), Some(&node)) = (memo.demand(pod, served), ctx.node_index.get(node_name.as_str())) else {
                 continue;
             };
+            let started = pod.status.as_ref().and_then(|s| s.start_time.as_ref()).map(|t| t.0.as_second());
+            let started = started.unwrap_or_else(|| created(&pod.metadata));
+            if let Some(bound) = bound {
+                part.endings.push(Ending {
+                    at: started.saturating_add(bound),
+                    node: node as u32,
+                    demand: demand.clone(),
+                });
+            }
+            if !listed {
+                continue;
+            }
             let priority = group
                 .and_then(|g| ctx.group_priority(g))
                 .or_else(|| ctx.pod_priority(pod))
@@ -115,12 +138,11 @@ pub(super) fn fold(
                 created: group.map_or(i64::MAX, |g| g.created),
             });
             entry.created = entry.created.min(created(&pod.metadata));
-            let started = pod.status.as_ref().and_then(|s| s.start_time.as_ref()).map(|t| t.0.as_second());
             entry.pods.push(RunningPod {
                 key: pod_key(&pod.metadata),
                 node: node as u32,
                 demand,
-                started: started.unwrap_or_else(|| created(&pod.metadata)),
+                started,
                 devices: ctx.held.as_ref().map_or_else(Vec::new, |h| h.of(pod)),
                 grace_seconds: spec.and_then(|s| s.termination_grace_period_seconds).unwrap_or(30),
             });
@@ -144,6 +166,9 @@ pub(super) fn fold(
         let devices = convert_dra::pod_devices(pod, ctx.claims, ctx.dra, &mut memo.names, &mut memo.devices.specs);
         let priority = ctx.pod_priority(pod).unwrap_or(ctx.default_priority);
         let entry = pending.get_or_insert_with(|| new_gang(key, group, pod, ctx));
+        if let Some(own) = pod_deadline(pod) {
+            entry.max_run_seconds = Some(entry.max_run_seconds.map_or(own, |b| b.min(own)));
+        }
         // A delay on the pod (KAI's annotation) when its PodGroup sets none.
         if entry.preemption_delay.is_none() {
             match groups::preemption_delay(None, &pod.metadata) {
@@ -242,5 +267,6 @@ fn new_gang(key: &GangKey, group: Option<&GroupSpec>, pod: &Pod, ctx: &Context<'
         last_evicted: group.and_then(|g| g.last_evicted),
         preemptible: true,
         parked: Default::default(),
+        max_run_seconds: group.and_then(|g| g.max_run_seconds),
     }
 }

@@ -111,6 +111,7 @@ fn output(kept: &Kept, now: i64, memo: &Conversions) -> Assembled {
         queues: base.queues.clone(),
         running: kept.parts.values().filter_map(|p| p.running.clone()).collect(),
         reservations: Vec::new(),
+        endings: kept.parts.values().flat_map(|p| p.endings.iter().cloned()).collect(),
     };
     finish(snapshot, groups(kept), kept, memo)
 }
@@ -118,10 +119,11 @@ fn output(kept: &Kept, now: i64, memo: &Conversions) -> Assembled {
 /// The same, taking what was made.
 fn output_owned(mut kept: Kept, now: i64, memo: &Conversions) -> Assembled {
     let groups = groups(&kept);
-    let (mut gangs, mut running) = (Vec::with_capacity(kept.parts.len()), Vec::new());
+    let (mut gangs, mut running, mut endings) = (Vec::with_capacity(kept.parts.len()), Vec::new(), Vec::new());
     for part in std::mem::take(&mut kept.parts).into_values() {
         gangs.extend(part.pending);
         running.extend(part.running);
+        endings.extend(part.endings);
     }
     let snapshot = Snapshot {
         now,
@@ -133,6 +135,7 @@ fn output_owned(mut kept: Kept, now: i64, memo: &Conversions) -> Assembled {
         queues: kept.base.queues.clone(),
         running,
         reservations: Vec::new(),
+        endings,
     };
     finish(snapshot, groups, &kept, memo)
 }

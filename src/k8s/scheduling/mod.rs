@@ -440,8 +440,9 @@ impl Scheduler {
                     writes
                         .push(Write::Unschedulable { pod: Self::pod_ref(&cache, &pod.key), message: message.clone() });
                 }
-                let reserve_after = (self.config.queueing == QueueingStrategy::Backfill)
-                    .then_some(self.cycle_config.reserve_after_seconds);
+                let reserve_after =
+                    matches!(self.config.queueing, QueueingStrategy::Backfill | QueueingStrategy::TimedBackfill)
+                        .then_some(self.cycle_config.reserve_after_seconds);
                 let due = match &parked {
                     Some((_, due)) => *due,
                     None => decide::looks_again_at(waiting, gang.created, reserve_after, unix),

@@ -9,8 +9,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use crate::engine::model::{Gang, GangKey, Parked};
-use crate::engine::preempt::Room;
-use crate::engine::reason::{NodeRejection, WaitReason};
+use crate::engine::reason::WaitReason;
 
 struct Entry {
     /// The count of helping changes when it was parked (`Changes::helped`).
@@ -26,27 +25,6 @@ struct Entry {
 pub struct Pool {
     flush: Duration,
     entries: HashMap<GangKey, Entry>,
-}
-
-/// Whether a gang that waits for this reason may be parked, and how. Only a gang that
-/// searched for nodes and found too few is: the search is the cost saved. Not one that
-/// was kept off nodes reserved for an earlier gang (a reservation moves from one cycle to
-/// the next), nor one that capacity is held for.
-pub fn parkable(reason: &WaitReason) -> Option<Parked> {
-    match reason {
-        WaitReason::DoesNotFit { nodes, .. } => {
-            (!nodes.counts.contains_key(&NodeRejection::Reserved)).then_some(Parked::DidNotFit)
-        }
-        WaitReason::NeverFits { .. } | WaitReason::Topology { never_fits: true, .. } => Some(Parked::NeverFits),
-        WaitReason::Topology { never_fits: false, .. } => Some(Parked::DidNotFit),
-        WaitReason::Room { shortfall, room } => match room {
-            Room::Evicting { .. } | Room::Reserved { .. } => None,
-            Room::InPreemptionDelay { .. } | Room::FairShareReached { .. } | Room::ProtectedByMinRuntime { .. } => {
-                parkable(shortfall)
-            }
-        },
-        _ => None,
-    }
 }
 
 impl Pool {
@@ -94,7 +72,7 @@ impl Pool {
         helped: u64,
         now: Instant,
     ) {
-        if let Some(parked) = parkable(reason) {
+        if let Some(parked) = reason.parkable() {
             let entry = Entry { helped, since: now, parked, message: message.to_string(), due };
             self.entries.insert(gang.clone(), entry);
         }
@@ -115,7 +93,8 @@ impl Pool {
 mod tests {
     use super::*;
     use crate::engine::build::SnapshotBuilder;
-    use crate::engine::reason::NodeRejections;
+    use crate::engine::preempt::Room;
+    use crate::engine::reason::{NodeRejection, NodeRejections};
 
     fn does_not_fit(reserved: bool) -> WaitReason {
         let mut nodes = NodeRejections { total_nodes: 2, available: 0, ..Default::default() };
@@ -163,14 +142,14 @@ mod tests {
 
     #[test]
     fn only_a_gang_that_searched_and_found_too_few_nodes_is_parked() {
-        assert_eq!(parkable(&does_not_fit(false)), Some(Parked::DidNotFit));
+        assert_eq!(does_not_fit(false).parkable(), Some(Parked::DidNotFit));
         // Kept off nodes held for an earlier gang: that changes from one cycle to the next.
-        assert_eq!(parkable(&does_not_fit(true)), None);
-        assert_eq!(parkable(&WaitReason::TooFewPods { exist: 1, min_member: 2 }), None);
+        assert_eq!(does_not_fit(true).parkable(), None);
+        assert_eq!(WaitReason::TooFewPods { exist: 1, min_member: 2 }.parkable(), None);
         let held = WaitReason::Room { shortfall: Box::new(does_not_fit(false)), room: Room::Reserved { until: 5 } };
-        assert_eq!(parkable(&held), None);
+        assert_eq!(held.parkable(), None);
         let delayed =
             WaitReason::Room { shortfall: Box::new(does_not_fit(false)), room: Room::InPreemptionDelay { until: 5 } };
-        assert_eq!(parkable(&delayed), Some(Parked::DidNotFit));
+        assert_eq!(delayed.parkable(), Some(Parked::DidNotFit));
     }
 }

@@ -126,6 +126,9 @@ pub struct Workload {
     pub metadata: ObjectMeta,
     pub kind: WorkloadKind,
     pub shape: Shape,
+    /// Its `activeDeadlineSeconds` (a Job's or a RayJob's spec, a training job's
+    /// `runPolicy`): how long its pods run at most.
+    pub deadline: Option<i64>,
 }
 
 /// The store key of a workload of `kind` named `name`.

@@ -24,8 +24,13 @@ impl Workload {
     pub fn read(kind: WorkloadKind, object: &serde_json::Value) -> Result<Workload, String> {
         let meta: ObjectMeta = serde_json::from_value(object.get("metadata").cloned().unwrap_or_default())
             .map_err(|e| format!("{} metadata: {e}", kind.name()))?;
-        let shape = shape::read(kind, object.get("spec").unwrap_or(&serde_json::Value::Null), &meta);
-        Ok(Workload { metadata: slim(kind, meta), kind, shape })
+        let spec = object.get("spec").unwrap_or(&serde_json::Value::Null);
+        let shape = shape::read(kind, spec, &meta);
+        let deadline = ["/activeDeadlineSeconds", "/runPolicy/activeDeadlineSeconds"]
+            .iter()
+            .find_map(|at| spec.pointer(at)?.as_i64())
+            .filter(|&seconds| seconds > 0);
+        Ok(Workload { metadata: slim(kind, meta), kind, shape, deadline })
     }
 }
 

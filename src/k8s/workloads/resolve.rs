@@ -201,6 +201,7 @@ fn spec(chain: &[&Workload], name: String, min: Option<u32>, parts: &str) -> Gro
         created: groups::created(&top.metadata),
         topology: topology.unwrap_or((None, None)),
         pods_ready_timeout_seconds: None,
+        max_run_seconds: chain.iter().filter_map(|w| w.deadline).min(),
         queue: metas
             .iter()
             .find_map(|m| labelled_queue(m))
@@ -269,6 +270,7 @@ pub fn pod_spec(key: &GangKey, pods: &[&Pod]) -> Option<GroupSpec> {
         created: pods.iter().map(|p| groups::created(&p.metadata)).min().unwrap_or(i64::MAX),
         topology: (None, None),
         pods_ready_timeout_seconds: None,
+        max_run_seconds: None,
         queue: None,
         preemptible: None,
         preemption_delay: Ok(None),
