@@ -1,7 +1,7 @@
 //! The built-in scenarios side by side: Muster beside the per-pod baseline, as a table and
 //! as JSON (`muster simulate` with no arguments).
 
-use super::scenarios::{FleetOutcome, FleetShape, Placer, fleet, two_jobs};
+use super::scenarios::{Fleet, FleetShape, Placer, fleet, two_jobs};
 use super::table::builtin_table;
 use crate::config::{Config, QueueingStrategy};
 
@@ -19,13 +19,6 @@ pub const POLICIES: [Placer; 5] = [
     Placer::Queueing(QueueingStrategy::Backfill),
     Placer::Queueing(QueueingStrategy::TimedBackfill),
 ];
-
-/// One fleet, every policy over it.
-pub struct Fleet {
-    pub label: &'static str,
-    pub shape: FleetShape,
-    pub results: Vec<FleetOutcome>,
-}
 
 /// The built-in scenarios; with `overloaded`, the overloaded fleet too.
 pub fn run_builtin(config: &Config, overloaded: bool) -> Builtin {

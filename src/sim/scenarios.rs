@@ -293,6 +293,13 @@ pub fn fleet_jobs(shape: &FleetShape) -> Vec<Job> {
     jobs
 }
 
+/// One fleet, every policy over it.
+pub struct Fleet {
+    pub label: &'static str,
+    pub shape: FleetShape,
+    pub results: Vec<FleetOutcome>,
+}
+
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct FleetOutcome {

@@ -2,9 +2,8 @@
 
 use std::fmt::Write;
 
-use super::builtin::Fleet;
 use super::run::Report;
-use super::scenarios::{FleetOutcome, Placer, TwoJobsOutcome};
+use super::scenarios::{Fleet, FleetOutcome, Placer, TwoJobsOutcome};
 use crate::config::QueueingStrategy;
 
 /// One row per pod, then one per PodGroup.

@@ -60,6 +60,10 @@ async fn a_gang_holds_a_reservation_a_short_pod_starts_in_it_and_a_long_one_wait
     // Twenty minutes from when n2's pod was made, less what the test has taken so far.
     assert!(message.contains("expected to be enough at ") && message.contains(" UTC, in "), "{message}");
 
+    // Creation times are in seconds, and a pod made in the gang's second would be as old
+    // as the gang (queue order breaks that tie by kind, single pods first): these two come
+    // later, as jobs submitted behind a waiting gang do.
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
     // Ending in 5 minutes, before the gang's time: it starts now, in the held capacity.
     cluster.create(&api, &bounded(&cluster, "short", 2, 300, &[])).await;
     // Ending in 2 hours: it would delay the gang, so it waits.

@@ -10,6 +10,9 @@ use super::{GangFit, Workspace};
 use crate::engine::model::{Ending, Gang, GangKey, NodeIdx};
 use crate::engine::resources::{Capacity, Demand};
 
+/// Amounts per node.
+type PerNode = Vec<(NodeIdx, Demand)>;
+
 /// A gang's timed reservation.
 #[derive(Clone, Debug)]
 pub struct TimedReservation {
@@ -19,9 +22,9 @@ pub struct TimedReservation {
     pub shadow: i64,
     /// Per node, the part of what it takes at the shadow time that pods ending by then do
     /// not free: held from now.
-    hold: Vec<(NodeIdx, Demand)>,
+    hold: PerNode,
     /// Per node, the rest: what it counts on pods ending to free.
-    covered: Vec<(NodeIdx, Demand)>,
+    covered: PerNode,
 }
 
 /// What a gang that did not fit in free capacity gets from the timed reservations.
@@ -94,7 +97,7 @@ impl Timed {
     }
 
     /// What `gang` placed as `fit` at `shadow` holds from now, and what it counts on.
-    fn split(&self, gang: &Gang, fit: &GangFit, shadow: i64) -> (Vec<(NodeIdx, Demand)>, Vec<(NodeIdx, Demand)>) {
+    fn split(&self, gang: &Gang, fit: &GangFit, shadow: i64) -> (PerNode, PerNode) {
         let mut takes: Vec<(NodeIdx, Capacity, Capacity)> = Vec::new();
         for &(pod, node) in &fit.pods {
             let at = match takes.iter().position(|(n, _, _)| *n == node) {
