@@ -36,8 +36,9 @@ enum Command {
         /// Scheduler configuration file (default: the built-in default configuration).
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
-        #[arg(long, value_enum, default_value = "table")]
-        output: Output,
+        /// table, json, or (with --trace) html FILE: a self-contained page with plots.
+        #[arg(long, num_args = 1..=2, value_names = ["FORMAT", "FILE"], default_value = "table")]
+        output: Vec<String>,
         /// The simulation's clock (RFC 3339, such as 2026-12-04T09:00:00Z); default: the
         /// newest creationTimestamp or startTime in the input. Waits and minimum runtimes
         /// are measured against it.
@@ -52,6 +53,30 @@ enum Command {
         /// more work than can be done by the horizon) under every policy.
         #[arg(long)]
         overloaded: bool,
+        /// Replay a job trace (CSV; docs/simulator.md) under every policy, on the Node
+        /// objects of --cluster or on a generated cluster (--nodes).
+        #[arg(long, value_name = "FILE")]
+        trace: Option<PathBuf>,
+        /// A generated cluster of N nodes, for --trace or --generate-trace.
+        #[arg(long, value_name = "N")]
+        nodes: Option<usize>,
+        #[arg(long, value_name = "G", default_value_t = 8)]
+        gpus_per_node: u32,
+        /// Racks of the generated cluster (default: one per 8 nodes); nodes are numbered
+        /// across racks, two racks to a block.
+        #[arg(long, value_name = "R")]
+        racks: Option<usize>,
+        /// How long the replay runs (default: the last submission plus the longest runtime).
+        #[arg(long, value_name = "H")]
+        horizon_hours: Option<f64>,
+        /// Write a trace of the built-in fleet's job mix, --jobs jobs for --nodes nodes, and
+        /// stop.
+        #[arg(long, value_name = "FILE")]
+        generate_trace: Option<PathBuf>,
+        #[arg(long, value_name = "N", default_value_t = 100_000)]
+        jobs: usize,
+        #[arg(long, value_name = "SEED", default_value_t = 7)]
+        seed: u64,
     },
     /// Run the scheduler against a cluster: pods with `schedulerName: muster` (or the
     /// configured name) are placed by Muster.
@@ -211,8 +236,46 @@ fn run(command: Command) -> Result<(), String> {
             print!("{}", muster::k8s::crd::definitions_yaml().map_err(|e| format!("failed to render the CRDs: {e}"))?);
             Ok(())
         }
-        Command::Simulate { cluster, config, output, now, cycles, overloaded } => {
+        Command::Simulate {
+            cluster,
+            config,
+            output,
+            now,
+            cycles,
+            overloaded,
+            trace,
+            nodes,
+            gpus_per_node,
+            racks,
+            horizon_hours,
+            generate_trace,
+            jobs,
+            seed,
+        } => {
+            use muster::sim::replay::command as replay;
             let config = load_config(config)?;
+            let format = replay::Format::parse(&output)?;
+            if let Some(path) = generate_trace {
+                let nodes = nodes.ok_or("--generate-trace needs --nodes, the cluster the trace is made for")?;
+                print!("{}", replay::generate(&path, jobs, nodes, seed)?);
+                return Ok(());
+            }
+            if let Some(trace) = trace {
+                let cluster = match (nodes, cluster.is_empty()) {
+                    (Some(n), true) => replay::ClusterSource::Generated(replay::generated(n, gpus_per_node, racks)?),
+                    (None, false) => replay::ClusterSource::Files(cluster),
+                    (Some(_), false) => return Err("give either --cluster or --nodes for the trace, not both".into()),
+                    (None, true) => return Err("--trace needs a cluster: --cluster FILE or --nodes N".into()),
+                };
+                let options = replay::TraceOptions { trace, cluster, horizon_hours, format };
+                print!("{}", replay::run(&options, &config)?);
+                return Ok(());
+            }
+            let output = match format {
+                replay::Format::Table => Output::Table,
+                replay::Format::Json => Output::Json,
+                replay::Format::Html(_) => return Err("--output html is for --trace replays".into()),
+            };
             if cluster.is_empty() {
                 let text = muster::sim::builtin::run_builtin(&config, overloaded);
                 match output {

@@ -4,7 +4,7 @@
 use super::claims::ClaimPlacement;
 use super::dra::selectors::SelectorCache;
 use super::model::{Gang, GangKey, NodeIdx, Parked, PodKey, Reservation, Snapshot};
-use super::place::{Backfilled, GangFit, Scoring, Shortfall, Timed, Workspace};
+use super::place::{Backfilled, CapacityMemory, GangFit, Scoring, Shortfall, Timed, Workspace};
 use super::preempt::{Eviction, Evictor, PreemptionConfig, Room};
 use super::queues::admit::{admit, resolve};
 use super::queues::devices::DeviceCharges;
@@ -93,12 +93,36 @@ pub fn schedule(snapshot: &Snapshot, config: &CycleConfig) -> CycleOutcome {
     schedule_with(snapshot, config, &mut SelectorCache::default())
 }
 
+/// What a caller keeps from one cycle to the next so that a cycle repeats no work: compiled
+/// selectors and their results, and free capacity per node and domain. It changes no
+/// outcome, only the work.
+#[derive(Default)]
+pub struct CycleMemory {
+    pub selectors: SelectorCache,
+    pub capacity: CapacityMemory,
+}
+
 /// [`schedule`], reusing compiled selectors and their results from earlier cycles; the
 /// cache changes no outcome, only the work.
 pub fn schedule_with(snapshot: &Snapshot, config: &CycleConfig, selectors: &mut SelectorCache) -> CycleOutcome {
+    cycle(snapshot, config, selectors, &mut CapacityMemory::default())
+}
+
+/// [`schedule`], reusing everything `memory` kept from earlier cycles.
+pub fn schedule_remembering(snapshot: &Snapshot, config: &CycleConfig, memory: &mut CycleMemory) -> CycleOutcome {
+    cycle(snapshot, config, &mut memory.selectors, &mut memory.capacity)
+}
+
+fn cycle(
+    snapshot: &Snapshot,
+    config: &CycleConfig,
+    selectors: &mut SelectorCache,
+    capacity: &mut CapacityMemory,
+) -> CycleOutcome {
     selectors.trim(&snapshot.dra, snapshot.now, config.device_search.selector_idle_seconds);
     let devices = std::sync::Arc::new(DeviceCharges::new(snapshot, selectors));
-    let mut workspace = Workspace::new(snapshot, config.scoring, config.domain_choice, selectors, config.device_search);
+    let mut workspace =
+        Workspace::new(snapshot, config.scoring, config.domain_choice, selectors, config.device_search, capacity);
     let mut outcome = CycleOutcome::default();
     let tree = &snapshot.queues;
     let needs = GangNeeds::new(snapshot, &devices);
@@ -364,6 +388,7 @@ pub fn schedule_with(snapshot: &Snapshot, config: &CycleConfig, selectors: &mut 
         }
     }
     outcome.queues = queues;
+    workspace.remember(capacity);
     outcome
 }
 

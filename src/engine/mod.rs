@@ -18,5 +18,7 @@ pub mod reason;
 pub mod resources;
 pub mod topology;
 
-pub use cycle::{CycleConfig, CycleOutcome, Placement, Queueing, schedule, schedule_with};
+pub use cycle::{
+    CycleConfig, CycleMemory, CycleOutcome, Placement, Queueing, schedule, schedule_remembering, schedule_with,
+};
 pub use place::Scoring;

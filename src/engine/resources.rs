@@ -77,7 +77,9 @@ const DENSE_IDS: usize = 64;
 /// what it lists, however many names the cluster's other nodes offer.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Capacity {
-    dense: Vec<i64>,
+    /// Inline for the usual handful of resources: copying a node's capacity allocates
+    /// nothing.
+    dense: smallvec::SmallVec<[i64; 8]>,
     /// Ids from [`DENSE_IDS`] on, sorted.
     sparse: Vec<(ResourceId, i64)>,
 }
@@ -122,6 +124,19 @@ impl Capacity {
         }
         for &(id, amount) in &other.sparse {
             self.set(id, self.get(id) + amount);
+        }
+    }
+
+    /// Subtracts another capacity, resource by resource.
+    pub fn sub_capacity(&mut self, other: &Capacity) {
+        if self.dense.len() < other.dense.len() {
+            self.dense.resize(other.dense.len(), 0);
+        }
+        for (mine, theirs) in self.dense.iter_mut().zip(&other.dense) {
+            *mine -= theirs;
+        }
+        for &(id, amount) in &other.sparse {
+            self.set(id, self.get(id) - amount);
         }
     }
 

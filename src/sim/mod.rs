@@ -1,11 +1,13 @@
 //! The simulator: the scheduler's conversion and engine on an in-memory cluster read from
-//! YAML, and built-in scenarios beside a per-pod baseline.
+//! YAML, built-in scenarios beside a per-pod baseline, and replay of job traces.
 
 pub mod builtin;
 pub mod evict;
 pub mod expand;
 pub mod load;
 pub mod objects;
+pub mod placer;
+pub mod replay;
 pub mod run;
 pub mod scenarios;
 pub mod table;

@@ -2,46 +2,24 @@
 //! does (queued by priority then creation time, one at a time, each holding what it gets,
 //! scored LeastAllocated, kube-scheduler's default).
 
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
 use super::objects::{START, gpu_node, pod_group, training_pod};
+use super::placer::Placer;
+use super::replay::cluster::{Cluster, ClusterShape};
+use super::replay::report::Outcome;
+use super::replay::trace::TraceJob;
+use super::replay::{Comparison, compare};
 use super::run::apply;
-use crate::config::{Config, QueueingStrategy, ScoringStrategy};
+use crate::config::Config;
 use crate::engine::model::{GangKey, Parked};
 use crate::engine::reason::WaitReason;
 use crate::engine::schedule;
 use crate::k8s::assemble::{ClusterObjects, Memo, assemble_view};
 use crate::k8s::crd::PodGroupTopology;
 use crate::k8s::tracker::Tracker;
-
-/// Who places the pods.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub enum Placer {
-    Muster,
-    /// Muster with the first domain that fits, rather than the best fit, for comparison.
-    MusterFirstFit,
-    /// Muster with this queueing policy, whatever the configuration says.
-    Queueing(QueueingStrategy),
-    PerPodBaseline,
-}
-
-impl Placer {
-    fn config(self, muster: &Config) -> Config {
-        match self {
-            Placer::Muster => muster.clone(),
-            Placer::MusterFirstFit => Config { topology_fit: crate::config::TopologyFit::FirstFit, ..muster.clone() },
-            Placer::Queueing(queueing) => Config { queueing, ..muster.clone() },
-            Placer::PerPodBaseline => Config {
-                scoring: ScoringStrategy::Spread,
-                queueing: QueueingStrategy::BestEffortFifo,
-                ..muster.clone()
-            },
-        }
-    }
-}
 
 /// One cycle at `now`, its placements bound. A cycle places, in queue order, every gang
 /// that fits, and what did not fit cannot fit once others took capacity, so a second
@@ -297,209 +275,48 @@ pub fn fleet_jobs(shape: &FleetShape) -> Vec<Job> {
 pub struct Fleet {
     pub label: &'static str,
     pub shape: FleetShape,
-    pub results: Vec<FleetOutcome>,
+    pub comparison: Comparison,
 }
 
-#[derive(Clone, Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct FleetOutcome {
-    pub placer: Placer,
-    pub jobs: usize,
-    pub started: usize,
-    pub never_started: usize,
-    /// Share of the GPU-hours over the horizon spent by running jobs.
-    pub gpu_utilisation: f64,
-    /// GPU-hours held by pods of jobs that could not start yet.
-    pub stranded_gpu_hours: f64,
-    /// Minutes from arrival to start, over the jobs that started.
-    pub wait_p50_minutes: f64,
-    pub wait_p99_minutes: f64,
-    /// Jobs of at most 8 GPUs.
-    pub small_wait_p50_minutes: f64,
-    /// Jobs of 16 GPUs or more.
-    pub large_wait_p50_minutes: f64,
-    pub large_wait_p99_minutes: f64,
-    pub large_never_started: usize,
-    /// GPU-hours free but unusable by a large gang: free GPUs in racks with fewer than 16
-    /// free (the smallest large job, which needs one rack), while a large job waits.
-    pub fragmented_gpu_hours: f64,
-    /// The same, as a share of the free GPU-hours while a large job waits.
-    pub fragmented_share: f64,
-    /// GPU-hours of the jobs that ran to their end within the horizon.
-    pub completed_gpu_hours: f64,
-    /// Mean over every job that arrived of (wait + run) / max(run, 10 min); a job that
-    /// never started counts as waiting until the horizon (a lower bound).
-    pub mean_bounded_slowdown: f64,
-}
-
-/// Free GPUs per rack, from the nodes' allocatable and the pods bound to them.
-fn free_per_rack(objects: &ClusterObjects) -> BTreeMap<String, i64> {
-    let mut rack_of: BTreeMap<&str, &str> = BTreeMap::new();
-    let mut free: BTreeMap<String, i64> = BTreeMap::new();
-    for node in &objects.nodes {
-        let name = node.metadata.name.as_deref().unwrap_or("");
-        let rack = node.metadata.labels.as_ref().and_then(|l| l.get(RACK_LABEL)).map_or("", String::as_str);
-        rack_of.insert(name, rack);
-        *free.entry(rack.to_string()).or_default() += 8;
-    }
-    for pod in &objects.pods {
-        let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) else { continue };
-        let gpus: i64 = pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.containers.first())
-            .and_then(|c| c.resources.as_ref()?.limits.as_ref()?.get("nvidia.com/gpu"))
-            .and_then(|q| q.0.parse().ok())
-            .unwrap_or(0);
-        if let Some(rack) = rack_of.get(node) {
-            *free.entry(rack.to_string()).or_default() -= gpus;
-        }
-    }
-    free
-}
-
-const RACK_LABEL: &str = "topology.muster.dev/rack";
-
-pub fn fleet(placer: Placer, shape: &FleetShape, muster: &Config) -> FleetOutcome {
-    let config = placer.config(muster);
+/// The fleet's cluster: `nodes` nodes of 8 GPUs in racks of 8 nodes, two racks to a block.
+pub fn fleet_cluster(shape: &FleetShape, config: &Config) -> Cluster {
     let racks = shape.nodes.div_ceil(8).max(1);
-    // Racks of 8 nodes, two racks to a block; nodes are numbered across racks.
-    let nodes = (0..shape.nodes)
-        .map(|i| {
-            let rack = i % racks;
-            let mut node = gpu_node(&format!("node-{i:03}"), &format!("rack-{rack}"), 8);
-            node.metadata.resource_version = Some("sim-created".into());
-            node.metadata
-                .labels
-                .get_or_insert_default()
-                .insert("topology.muster.dev/block".into(), format!("block-{}", rack / 2));
-            node
-        })
-        .collect();
-    let mut objects = ClusterObjects { nodes, ..Default::default() };
-    let mut memo = Memo::new(&config);
-    let mut tracker = Tracker::default();
-    let jobs = fleet_jobs(shape);
-    let horizon = shape.horizon_hours * 3600;
-    let total_gpus = (shape.nodes * 8) as f64;
+    Cluster::generated(ClusterShape { nodes: shape.nodes, gpus_per_node: 8, racks }, config)
+}
 
-    let mut started: Vec<Option<i64>> = vec![None; jobs.len()];
-    let mut completions: BinaryHeap<Reverse<(i64, usize)>> = BinaryHeap::new();
-    let index: BTreeMap<&str, usize> = jobs.iter().enumerate().map(|(i, j)| (j.name.as_str(), i)).collect();
-    let (mut busy, mut stranded, mut completed) = (0f64, 0f64, 0f64);
-    let (mut fragmented, mut free_while_waiting) = (0f64, 0f64);
-    let (mut fragmented_now, mut free_now) = (0f64, 0f64);
-    let (mut now, mut next_arrival) = (0i64, 0usize);
-    let (mut running_gpus, mut held_gpus) = (0u32, 0u32);
-    let mut parking = Parking::new();
-    loop {
-        let arrival_at = jobs.get(next_arrival).map(|j| j.arrival);
-        let completion_at = completions.peek().map(|Reverse((t, _))| *t);
-        let Some(at) = [arrival_at, completion_at].into_iter().flatten().min().filter(|t| *t <= horizon) else { break };
-        busy += running_gpus as f64 * (at - now) as f64;
-        stranded += held_gpus as f64 * (at - now) as f64;
-        fragmented += fragmented_now * (at - now) as f64;
-        free_while_waiting += free_now * (at - now) as f64;
-        now = at;
-        let mut freed = false;
-        while let Some(Reverse((t, j))) = completions.peek().copied() {
-            if t != now {
-                break;
+/// The fleet's jobs as a trace: each pod asks for 4 cores and 32 GiB per GPU.
+pub fn fleet_trace(shape: &FleetShape) -> Vec<TraceJob> {
+    fleet_jobs(shape)
+        .into_iter()
+        .map(|job| {
+            let per_pod = i64::from(job.gpus_per_pod.max(1));
+            TraceJob {
+                id: job.name,
+                submit: job.arrival,
+                workers: job.pods,
+                gpus: job.gpus_per_pod,
+                gpu_fraction: None,
+                cpu_milli: 4000 * per_pod,
+                memory: 32 * per_pod * (1 << 30),
+                runtime: job.duration,
+                limit: job.limit,
+                queue: crate::engine::queues::DEFAULT_QUEUE.to_string(),
+                priority: 0,
+                gpu_model: None,
             }
-            completions.pop();
-            completed += f64::from(jobs[j].gpus()) * jobs[j].duration as f64;
-            let name = &jobs[j].name;
-            objects.pods.retain(|p| job_of(p.metadata.name.as_deref().unwrap_or("")) != name);
-            objects.muster_groups.retain(|g| g.metadata.name.as_ref() != Some(name));
-            running_gpus -= jobs[j].gpus();
-            freed = true;
-        }
-        while jobs.get(next_arrival).is_some_and(|j| j.arrival == now) {
-            let job = &jobs[next_arrival];
-            add_job(&mut objects, job, placer, &config.scheduler_name, |_| job.arrival);
-            next_arrival += 1;
-        }
-        settle_parked(&mut objects, &config, now, &mut memo, &mut tracker, &mut parking, freed);
-        held_gpus = 0;
-        for (name, placed) in placed_per_job(&objects) {
-            let j = index[name.as_str()];
-            if started[j].is_some() {
-                continue;
-            }
-            if placed == jobs[j].pods {
-                started[j] = Some(now);
-                running_gpus += jobs[j].gpus();
-                completions.push(Reverse((now + jobs[j].duration, j)));
-            } else {
-                held_gpus += placed as u32 * jobs[j].gpus_per_pod;
-            }
-        }
-        // The next large gang: the oldest large job that has arrived and not started.
-        let next_large = (0..next_arrival).find(|&j| started[j].is_none() && jobs[j].gpus() >= 16);
-        (fragmented_now, free_now) = match next_large {
-            Some(_) => {
-                // The smallest large gang, 16 GPUs: what no rack with fewer free can take.
-                let need = 16;
-                let free = free_per_rack(&objects);
-                let unusable: i64 = free.values().filter(|f| **f < need).sum();
-                (unusable as f64, free.values().sum::<i64>() as f64)
-            }
-            None => (0.0, 0.0),
-        };
-    }
-    fragmented += fragmented_now * (horizon - now) as f64;
-    free_while_waiting += free_now * (horizon - now) as f64;
-    busy += running_gpus as f64 * (horizon - now) as f64;
-    stranded += held_gpus as f64 * (horizon - now) as f64;
-
-    let waits = |keep: &dyn Fn(&Job) -> bool| {
-        let mut w: Vec<f64> = jobs
-            .iter()
-            .zip(&started)
-            .filter(|(j, _)| keep(j))
-            .filter_map(|(j, s)| s.map(|s| (s - j.arrival) as f64 / 60.0))
-            .collect();
-        w.sort_by(f64::total_cmp);
-        w
-    };
-    let percentile =
-        |w: &[f64], p: f64| if w.is_empty() { 0.0 } else { w[((w.len() - 1) as f64 * p).round() as usize] };
-    let all = waits(&|_| true);
-    let small = waits(&|j| j.gpus() <= 8);
-    let large = waits(&|j| j.gpus() >= 16);
-    let arrived = jobs.iter().filter(|j| j.arrival <= horizon).count();
-    let slowdowns: Vec<f64> = jobs
-        .iter()
-        .zip(&started)
-        .filter(|(j, _)| j.arrival <= horizon)
-        .map(|(j, s)| {
-            let wait = (s.unwrap_or(horizon) - j.arrival) as f64;
-            ((wait + j.duration as f64) / (j.duration.max(600) as f64)).max(1.0)
         })
-        .collect();
-    let started_count = started.iter().filter(|s| s.is_some()).count();
-    FleetOutcome {
-        placer,
-        jobs: arrived,
-        started: started_count,
-        never_started: arrived - started_count,
-        gpu_utilisation: busy / (total_gpus * horizon as f64),
-        stranded_gpu_hours: stranded / 3600.0,
-        wait_p50_minutes: percentile(&all, 0.5),
-        wait_p99_minutes: percentile(&all, 0.99),
-        small_wait_p50_minutes: percentile(&small, 0.5),
-        large_wait_p50_minutes: percentile(&large, 0.5),
-        large_wait_p99_minutes: percentile(&large, 0.99),
-        large_never_started: jobs
-            .iter()
-            .zip(&started)
-            .filter(|(j, s)| j.gpus() >= 16 && j.arrival <= horizon && s.is_none())
-            .count(),
-        fragmented_gpu_hours: fragmented / 3600.0,
-        fragmented_share: if free_while_waiting > 0.0 { fragmented / free_while_waiting } else { 0.0 },
-        completed_gpu_hours: completed / 3600.0,
-        mean_bounded_slowdown: slowdowns.iter().sum::<f64>() / slowdowns.len().max(1) as f64,
-    }
+        .collect()
+}
+
+/// The fleet under each of `placers`, over its horizon.
+pub fn fleet_compare(shape: &FleetShape, config: &Config, placers: &[Placer]) -> Comparison {
+    let cluster = fleet_cluster(shape, config);
+    compare(&cluster, &fleet_trace(shape), config, shape.horizon_hours * 3600, placers, false)
+}
+
+/// The fleet under one placer.
+pub fn fleet(placer: Placer, shape: &FleetShape, config: &Config) -> Outcome {
+    fleet_compare(shape, config, &[placer]).outcomes.remove(0)
 }
 
 #[cfg(test)]

@@ -2,8 +2,10 @@
 
 use std::fmt::Write;
 
+use super::replay::Comparison;
+use super::replay::report::Outcome;
 use super::run::Report;
-use super::scenarios::{Fleet, FleetOutcome, Placer, TwoJobsOutcome};
+use super::scenarios::{Fleet, TwoJobsOutcome};
 use crate::config::QueueingStrategy;
 
 /// One row per pod, then one per PodGroup.
@@ -103,14 +105,7 @@ pub fn builtin_table(two: &[TwoJobsOutcome; 2], fleets: &[Fleet], default: Queue
     for fleet in fleets {
         fleet_table(&mut out, fleet, default);
     }
-    let _ = writeln!(
-        out,
-        "\nStranded: GPUs held by pods of jobs that cannot start because the rest of their pods did not fit.\n\
-         Fragmented: while a job of 16+ GPUs waits, GPUs free but in racks with fewer than 16 free, which no\n\
-         large job can use (the baseline ignores racks: its figure says how scattered its free GPUs are).\n\
-         Bounded slowdown: (wait + run) / max(run, 10 min) per job, at least 1; jobs never started wait until\n\
-         the horizon."
-    );
+    let _ = writeln!(out, "\n{FIGURES}");
     out
 }
 
@@ -123,7 +118,12 @@ fn fleet_table(out: &mut String, fleet: &Fleet, default: QueueingStrategy) {
          running 1-6 h, {}% declaring a limit of 1-3x their runtime, jobs of 16+ GPUs requiring one rack; {} h horizon)\n",
         fleet.label, shape.nodes, shape.jobs, shape.arrival_hours, shape.limited_percent, shape.horizon_hours
     );
-    let results = &fleet.results;
+    comparison_table(out, &fleet.comparison, default);
+}
+
+/// A replay's table: a row per figure, a column per policy.
+pub fn comparison_table(out: &mut String, comparison: &Comparison, default: QueueingStrategy) {
+    let results = &comparison.outcomes;
     let row = |out: &mut String, label: &str, cells: Vec<String>| {
         let _ = write!(out, "  {label:<28}");
         for cell in cells {
@@ -131,17 +131,14 @@ fn fleet_table(out: &mut String, fleet: &Fleet, default: QueueingStrategy) {
         }
         let _ = writeln!(out);
     };
-    let each = |f: &dyn Fn(&FleetOutcome) -> String| results.iter().map(f).collect::<Vec<_>>();
+    let each = |f: &dyn Fn(&Outcome) -> String| results.iter().map(f).collect::<Vec<_>>();
     let minutes = |v: f64| format!("{v:.0} min");
-    let title = |o: &FleetOutcome| match o.placer {
-        Placer::PerPodBaseline => "per-pod baseline".to_string(),
-        Placer::Queueing(q) if q == default => format!("{} (default)", queueing_name(q)),
-        Placer::Queueing(q) => queueing_name(q).to_string(),
-        Placer::Muster => "Muster".to_string(),
-        Placer::MusterFirstFit => "Muster, first fit".to_string(),
-    };
-    row(out, "", each(&title));
+    let node = comparison.node_gpus;
+    row(out, "", each(&|o| o.placer.title(default)));
     row(out, "jobs started", each(&|o| format!("{} of {}", o.started, o.jobs)));
+    if results.iter().any(|o| o.stopped_at_limit > 0) {
+        row(out, "jobs stopped at their limit", each(&|o| o.stopped_at_limit.to_string()));
+    }
     row(out, "GPU utilisation", each(&|o| format!("{:.1}%", 100.0 * o.gpu_utilisation)));
     row(out, "GPU-hours of work completed", each(&|o| format!("{:.0}", o.completed_gpu_hours)));
     row(out, "GPU-hours stranded", each(&|o| format!("{:.0}", o.stranded_gpu_hours)));
@@ -152,19 +149,46 @@ fn fleet_table(out: &mut String, fleet: &Fleet, default: QueueingStrategy) {
     );
     row(out, "wait p50 (started jobs)", each(&|o| minutes(o.wait_p50_minutes)));
     row(out, "wait p99 (started jobs)", each(&|o| minutes(o.wait_p99_minutes)));
-    row(out, "  jobs <= 8 GPUs: p50", each(&|o| minutes(o.small_wait_p50_minutes)));
-    row(out, "  jobs >= 16 GPUs: p50", each(&|o| minutes(o.large_wait_p50_minutes)));
-    row(out, "  jobs >= 16 GPUs: p99", each(&|o| minutes(o.large_wait_p99_minutes)));
-    row(out, "  >= 16 GPUs never started", each(&|o| o.large_never_started.to_string()));
+    row(out, &format!("  jobs <= {node} GPUs: p50"), each(&|o| minutes(o.small_wait_p50_minutes)));
+    row(out, &format!("  jobs > {node} GPUs: p50"), each(&|o| minutes(o.large_wait_p50_minutes)));
+    row(out, &format!("  jobs > {node} GPUs: p99"), each(&|o| minutes(o.large_wait_p99_minutes)));
+    row(out, &format!("  > {node} GPUs never started"), each(&|o| o.large_never_started.to_string()));
+    let classes: Vec<String> =
+        results.first().map(|o| o.sizes.iter().map(|s| s.label.clone()).collect()).unwrap_or_default();
+    for label in &classes {
+        let cell = |o: &Outcome| {
+            o.sizes
+                .iter()
+                .find(|s| &s.label == label)
+                .map_or("-".to_string(), |s| format!("{:.0} / {:.0} min", s.wait_p50_minutes, s.wait_p99_minutes))
+        };
+        row(out, &format!("  {label}: p50 / p99"), each(&cell));
+    }
     row(out, "mean bounded slowdown", each(&|o| format!("{:.2}", o.mean_bounded_slowdown)));
-}
-
-/// A queueing policy as the configuration spells it.
-pub fn queueing_name(queueing: QueueingStrategy) -> &'static str {
-    match queueing {
-        QueueingStrategy::Backfill => "Backfill",
-        QueueingStrategy::StrictFifo => "StrictFIFO",
-        QueueingStrategy::BestEffortFifo => "BestEffortFIFO",
-        QueueingStrategy::TimedBackfill => "TimedBackfill",
+    for note in &comparison.notes {
+        let _ = writeln!(out, "\nnote: {note}");
     }
 }
+
+/// A trace's replay as a table, with what it was replayed on.
+pub fn trace_table(comparison: &Comparison, source: &str, default: QueueingStrategy) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{source}: {} jobs on {} ({} GPUs); {:.0} h horizon\n",
+        comparison.jobs,
+        comparison.cluster,
+        comparison.total_gpus,
+        comparison.horizon_seconds as f64 / 3600.0
+    );
+    comparison_table(&mut out, comparison, default);
+    let _ = writeln!(out, "\n{FIGURES}");
+    out
+}
+
+/// What the figures mean, under every comparison table.
+const FIGURES: &str = "Stranded: GPUs held by pods of jobs that cannot start because the rest of their pods did not fit.\n\
+Fragmented: while a job larger than a node waits, GPUs free but in racks with fewer free than the smallest\n\
+such job needs (the baseline ignores racks: its figure says how scattered its free GPUs are).\n\
+Bounded slowdown: (wait + run) / max(run, 10 min) per job, at least 1; jobs never started wait until\n\
+the horizon.";

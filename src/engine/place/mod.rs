@@ -9,6 +9,7 @@
 //! pods placed, with every device they claim, committed into the working copy, or nothing:
 //! every tentative change is undone.
 
+mod memory;
 mod reserve;
 mod score;
 mod shapes;
@@ -24,6 +25,7 @@ use super::dra::selectors::SelectorCache;
 use super::model::{Gang, NodeIdx, PodKey, Snapshot};
 use super::resources::{Capacity, ResourceId};
 use super::topology::DomainChoice;
+pub use memory::CapacityMemory;
 pub(crate) use score::Key;
 pub use score::Scoring;
 use shapes::{Shape, ShapeKey};
@@ -80,24 +82,9 @@ impl<'s> Workspace<'s> {
         domain_choice: DomainChoice,
         selectors: &'s mut SelectorCache,
         limits: crate::engine::dra::allocate::SearchLimits,
+        capacity: &mut CapacityMemory,
     ) -> Workspace<'s> {
-        let free: Vec<Capacity> = snapshot.nodes.iter().map(|n| n.free(&snapshot.resources)).collect();
-        let sum = |level: &crate::engine::topology::Level, of: &dyn Fn(usize) -> Capacity| -> Vec<Capacity> {
-            level
-                .domains
-                .iter()
-                .map(|d| {
-                    let mut total = Capacity::default();
-                    for &n in &d.nodes {
-                        total.add_capacity(&of(n as usize));
-                    }
-                    total
-                })
-                .collect()
-        };
-        let levels = &snapshot.topology.levels;
-        let domain_free = levels.iter().map(|l| sum(l, &|n| free[n].clone())).collect();
-        let domain_allocatable = levels.iter().map(|l| sum(l, &|n| snapshot.nodes[n].allocatable.clone())).collect();
+        let memory::Parts { free, domain_free, domain_allocatable } = capacity.parts(snapshot);
         // Extended resources (anything but the four built-ins) are the scarce ones.
         let accelerators = (4..snapshot.resources.len()).map(|i| ResourceId(i as u16)).collect();
         let topology = &snapshot.topology;
@@ -118,6 +105,12 @@ impl<'s> Workspace<'s> {
             claims: ClaimWork::new(&snapshot.dra, selectors, limits),
             journal: None,
         }
+    }
+
+    /// Gives the working copies back to the memory they came from, for the next cycle.
+    pub fn remember(self, capacity: &mut CapacityMemory) {
+        let Workspace { free, domain_free, domain_allocatable, .. } = self;
+        capacity.give_back(memory::Parts { free, domain_free, domain_allocatable });
     }
 
     /// Free capacity of a node in the working copy.

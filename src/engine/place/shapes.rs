@@ -46,6 +46,22 @@ pub(super) struct Shape {
     pub(super) devices: Option<ShapeDevices>,
     /// Why nodes could not allocate the shape's devices, found once per cycle for reasons.
     pub(super) device_rejections: Option<Vec<(NodeIdx, String)>>,
+    /// Per node: its place in `candidates` (`u32::MAX` for none); made when first needed.
+    rank: Vec<u32>,
+}
+
+impl Shape {
+    /// Per node, its place among the candidates (`u32::MAX`: not a candidate).
+    pub(super) fn rank(&mut self) -> &[u32] {
+        if self.rank.is_empty() {
+            let most = self.candidates.iter().map(|&n| n as usize + 1).max().unwrap_or(0);
+            self.rank = vec![u32::MAX; most];
+            for (i, &n) in self.candidates.iter().enumerate() {
+                self.rank[n as usize] = i as u32;
+            }
+        }
+        &self.rank
+    }
 }
 
 impl Workspace<'_> {
@@ -93,6 +109,7 @@ impl Workspace<'_> {
             capacity_when_empty,
             devices,
             device_rejections: None,
+            rank: Vec::new(),
         });
         self.shape_ids.insert(key, self.shapes.len() - 1);
         self.shapes.len() - 1

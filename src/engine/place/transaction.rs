@@ -60,14 +60,30 @@ impl Workspace<'_> {
 
     /// The nodes of a shape a scoped attempt tries, in order: the shape's candidates in the
     /// domain, taking first the inner domains with the most free capacity when spreading.
-    fn scoped_order(&self, shape: usize, within: Option<(usize, u32)>, spread: Option<(usize, Key)>) -> Vec<NodeIdx> {
-        let index = &self.snapshot.topology;
-        let mut order: Vec<NodeIdx> = self.shapes[shape]
-            .candidates
-            .iter()
-            .copied()
-            .filter(|&n| within.is_none_or(|(level, domain)| index.domain_of(level, n) == Some(domain)))
-            .collect();
+    fn scoped_order(
+        &mut self,
+        shape: usize,
+        within: Option<(usize, u32)>,
+        spread: Option<(usize, Key)>,
+    ) -> Vec<NodeIdx> {
+        let snapshot = self.snapshot;
+        let index = &snapshot.topology;
+        let mut order: Vec<NodeIdx> = match within {
+            // The domain's own nodes that are candidates, in the candidates' order: the
+            // cost follows the domain's size, not the cluster's.
+            Some((level, domain)) => {
+                let rank = self.shapes[shape].rank();
+                let mut nodes: Vec<NodeIdx> = index.levels[level].domains[domain as usize]
+                    .nodes
+                    .iter()
+                    .copied()
+                    .filter(|&n| rank.get(n as usize).is_some_and(|&r| r != u32::MAX))
+                    .collect();
+                nodes.sort_unstable_by_key(|&n| rank[n as usize]);
+                nodes
+            }
+            None => self.shapes[shape].candidates.clone(),
+        };
         if let Some((inner, key)) = spread {
             order.sort_by_cached_key(|&n| {
                 let free = index.domain_of(inner, n).map_or(0, |d| self.domain_key_free(inner, d, key));

@@ -1,0 +1,127 @@
+//! `muster simulate --trace FILE` and `--generate-trace FILE`: reading the arguments into a
+//! cluster and jobs, running the comparison, and writing it as a table, JSON or a page.
+
+use std::path::{Path, PathBuf};
+
+use super::cluster::{Cluster, ClusterShape};
+use super::trace::{self, TraceJob};
+use super::{compare, default_horizon, html};
+use crate::config::Config;
+use crate::sim::placer::POLICIES;
+use crate::sim::scenarios::{FleetShape, fleet_trace};
+
+/// How the comparison is written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Format {
+    Table,
+    Json,
+    /// A self-contained HTML page, to this file.
+    Html(PathBuf),
+}
+
+impl Format {
+    /// `--output table`, `--output json` or `--output html FILE`.
+    pub fn parse(values: &[String]) -> Result<Format, String> {
+        match values {
+            [] => Ok(Format::Table),
+            [kind] if kind == "table" => Ok(Format::Table),
+            [kind] if kind == "json" => Ok(Format::Json),
+            [kind, file] if kind == "html" => Ok(Format::Html(PathBuf::from(file))),
+            [kind] if kind == "html" => {
+                Err("--output html needs a file to write the page to: --output html FILE".into())
+            }
+            [kind, ..] if ["table", "json"].contains(&kind.as_str()) => {
+                Err(format!("--output {kind} takes no file; it writes to standard output"))
+            }
+            [kind, ..] => Err(format!("--output {kind:?} is not one of table, json, html FILE")),
+        }
+    }
+}
+
+/// The cluster a trace replays on.
+#[derive(Clone, Debug)]
+pub enum ClusterSource {
+    Generated(ClusterShape),
+    /// Node objects from these YAML files or folders.
+    Files(Vec<PathBuf>),
+}
+
+/// Everything `--trace` needs.
+#[derive(Clone, Debug)]
+pub struct TraceOptions {
+    pub trace: PathBuf,
+    pub cluster: ClusterSource,
+    pub horizon_hours: Option<f64>,
+    pub format: Format,
+}
+
+/// A generated cluster from `--nodes`, `--gpus-per-node` and `--racks` (default: racks of
+/// 8 nodes).
+pub fn generated(nodes: usize, gpus_per_node: u32, racks: Option<usize>) -> Result<ClusterShape, String> {
+    if nodes == 0 || gpus_per_node == 0 {
+        return Err("--nodes and --gpus-per-node must be at least 1".into());
+    }
+    let racks = racks.unwrap_or_else(|| nodes.div_ceil(8));
+    if racks == 0 || racks > nodes {
+        return Err(format!("--racks {racks}: a cluster of {nodes} nodes has between 1 and {nodes} racks"));
+    }
+    Ok(ClusterShape { nodes, gpus_per_node, racks })
+}
+
+/// Replays the trace under every policy and writes the comparison; returns what goes to
+/// standard output.
+pub fn run(options: &TraceOptions, config: &Config) -> Result<String, String> {
+    let jobs = read_trace(&options.trace)?;
+    let cluster = match &options.cluster {
+        ClusterSource::Generated(shape) => Cluster::generated(*shape, config),
+        ClusterSource::Files(paths) => {
+            let loaded = crate::sim::load::load(paths).map_err(|e| e.to_string())?;
+            Cluster::from_nodes(&loaded.objects.nodes, config)?
+        }
+    };
+    let horizon = match options.horizon_hours {
+        Some(hours) if hours > 0.0 => (hours * 3600.0) as i64,
+        Some(hours) => return Err(format!("--horizon-hours {hours}: the horizon must be after the start")),
+        None => default_horizon(&jobs),
+    };
+    let comparison = compare(&cluster, &jobs, config, horizon, &POLICIES, true);
+    let source = options.trace.display().to_string();
+    match &options.format {
+        Format::Table => Ok(crate::sim::table::trace_table(&comparison, &source, config.queueing)),
+        Format::Json => Ok(serde_json::to_string_pretty(&comparison).expect("serialisable") + "\n"),
+        Format::Html(path) => {
+            let page = html::page(&comparison, &jobs, &source, config.queueing);
+            std::fs::write(path, page).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            let mut text = crate::sim::table::trace_table(&comparison, &source, config.queueing);
+            text.push_str(&format!("\nThe page: {}\n", path.display()));
+            Ok(text)
+        }
+    }
+}
+
+fn read_trace(path: &Path) -> Result<Vec<TraceJob>, String> {
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot read the trace {}: {e}", path.display()))?;
+    let jobs = trace::read(std::io::BufReader::new(file), &path.display().to_string())?;
+    if jobs.is_empty() {
+        return Err(format!("{}: the trace has no jobs", path.display()));
+    }
+    Ok(jobs)
+}
+
+/// The built-in fleet's mix of jobs (1 to 64 GPUs, 1 to 6 hours, 36.4 GPU-hours a job on
+/// average), `jobs` of them for a cluster of `nodes` nodes of 8 GPUs, arriving at a steady
+/// rate that offers 90% of the cluster's GPU-hours; written as a trace.
+pub fn generate(path: &Path, jobs: usize, nodes: usize, seed: u64) -> Result<String, String> {
+    const GPU_HOURS_PER_JOB: f64 = 36.4;
+    let hours = jobs as f64 * GPU_HOURS_PER_JOB / (0.9 * 8.0 * nodes.max(1) as f64);
+    let shape = FleetShape { nodes, jobs, arrival_hours: hours.ceil().max(1.0) as i64, seed, ..FleetShape::default() };
+    let trace = fleet_trace(&shape);
+    let file = std::fs::File::create(path).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    trace::write(&trace, std::io::BufWriter::new(file))?;
+    Ok(format!(
+        "wrote {} jobs arriving over {} h for {nodes} nodes of 8 GPUs to {}\n",
+        trace.len(),
+        shape.arrival_hours,
+        path.display()
+    ))
+}

@@ -1,0 +1,377 @@
+//! One replay: a trace's jobs through the engine on one cluster under one placer, event by
+//! event (a job submitted, a job ending), with one scheduling cycle after each moment that
+//! has events. The snapshot is kept between cycles and changed only where an event changed
+//! the cluster, as the scheduler's kept state is, so a cycle costs what the engine does and
+//! not the cluster's size.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::sync::Arc;
+
+use super::cluster::{Cluster, MODEL_LABEL};
+use super::progress::Progress;
+use super::trace::TraceJob;
+use crate::config::Config;
+use crate::engine::model::{
+    Ending, Gang, GangKey, GangKind, NodeConstraints, NodeIdx, Parked, PendingPod, PodKey, Snapshot,
+};
+use crate::engine::queues::DEFAULT_QUEUE;
+use crate::engine::reason::WaitReason;
+use crate::engine::resources::{Demand, ResourceId};
+use crate::engine::topology::GangTopology;
+use crate::engine::{CycleConfig, CycleMemory, schedule_remembering};
+use crate::sim::placer::Placer;
+
+/// How many points the time series have over the horizon.
+pub const SERIES_POINTS: usize = 400;
+
+/// What happened to every job, and the cluster's figures integrated over time.
+#[derive(Clone, Debug)]
+pub struct Replay {
+    pub placer: Placer,
+    /// Per job: when it started (every worker placed).
+    pub started: Vec<Option<i64>>,
+    /// Per job: whether it ran to its end within the horizon, and whether its limit
+    /// stopped it first.
+    pub completed: Vec<bool>,
+    pub stopped_at_limit: Vec<bool>,
+    /// GPU-seconds: running jobs, pods held by jobs that had not started, free GPUs in
+    /// racks too full for the smallest large job while one waited, and all free GPUs then.
+    pub busy: f64,
+    pub stranded: f64,
+    pub fragmented: f64,
+    pub free_while_large_waits: f64,
+    /// GPUs in use by running jobs, averaged over each of [`SERIES_POINTS`] equal spans.
+    pub in_use: Vec<f64>,
+    pub cycles: usize,
+}
+
+/// A job's pods, as the engine asks for them.
+struct Shape {
+    demand: Demand,
+    constraints: Arc<NodeConstraints>,
+    topology: Option<GangTopology>,
+    gpus: i64,
+}
+
+/// Replays `jobs` (in submission order) on `cluster` until `horizon` seconds.
+pub fn replay(
+    cluster: &Cluster,
+    jobs: &[TraceJob],
+    placer: Placer,
+    config: &Config,
+    horizon: i64,
+    progress: Option<(&Progress, usize)>,
+) -> Replay {
+    let config = placer.config(config);
+    let cycle = config.cycle();
+    let mut state = State::new(cluster, jobs, placer, horizon);
+    let mut memory = CycleMemory::default();
+    let mut next = 0;
+    loop {
+        let submitted = jobs.get(next).map(|j| j.submit);
+        let ending = state.endings.peek().map(|Reverse((t, _))| *t);
+        let Some(now) = [submitted, ending].into_iter().flatten().min().filter(|t| *t <= horizon) else { break };
+        state.advance(now);
+        let mut freed = false;
+        while let Some(&Reverse((at, job))) = state.endings.peek() {
+            if at != now {
+                break;
+            }
+            state.endings.pop();
+            state.end(job);
+            freed = true;
+        }
+        while jobs.get(next).is_some_and(|j| j.submit == now) {
+            state.submit(next);
+            next += 1;
+        }
+        state.cycle(&cycle, &mut memory, freed);
+        if let Some((progress, slot)) = progress {
+            progress.report(slot, now, state.started_count);
+        }
+    }
+    state.advance(horizon);
+    state.finish()
+}
+
+struct State<'a> {
+    cluster: &'a Cluster,
+    jobs: &'a [TraceJob],
+    placer: Placer,
+    horizon: i64,
+    snapshot: Snapshot,
+    shapes: Vec<Option<Shape>>,
+    /// Gang name to job, for the gangs waiting.
+    by_name: HashMap<String, usize>,
+    parking: HashMap<GangKey, Parked>,
+    /// Per job: workers placed, and their nodes.
+    placed: Vec<usize>,
+    nodes_of: Vec<Vec<NodeIdx>>,
+    /// The job of each of `snapshot.endings`.
+    ending_job: Vec<usize>,
+    endings: BinaryHeap<Reverse<(i64, usize)>>,
+    rack_free: Vec<i64>,
+    /// The smallest large job's GPUs (a job larger than a node), capped at a rack.
+    large_need: i64,
+    large_waiting: usize,
+    running_gpus: i64,
+    held_gpus: i64,
+    started_count: usize,
+    now: i64,
+    replay: Replay,
+}
+
+impl<'a> State<'a> {
+    fn new(cluster: &'a Cluster, jobs: &'a [TraceJob], placer: Placer, horizon: i64) -> State<'a> {
+        let snapshot = Snapshot {
+            resources: cluster.resources.clone(),
+            nodes: Arc::new(cluster.nodes.clone()),
+            topology: cluster.topology.clone(),
+            ..Default::default()
+        };
+        let mut rack_free = vec![0i64; cluster.racks];
+        for (n, node) in cluster.nodes.iter().enumerate() {
+            rack_free[cluster.rack_of[n] as usize] += node.allocatable.get(cluster.gpu).max(0);
+        }
+        let large_need = jobs
+            .iter()
+            .map(|j| j.total_gpus())
+            .filter(|g| *g > cluster.node_gpus)
+            .min()
+            .map_or(0, |g| g.min(cluster.rack_gpus) as i64);
+        State {
+            cluster,
+            jobs,
+            placer,
+            horizon,
+            snapshot,
+            shapes: (0..jobs.len()).map(|_| None).collect(),
+            by_name: HashMap::new(),
+            parking: HashMap::new(),
+            placed: vec![0; jobs.len()],
+            nodes_of: vec![Vec::new(); jobs.len()],
+            ending_job: Vec::new(),
+            endings: BinaryHeap::new(),
+            rack_free,
+            large_need,
+            large_waiting: 0,
+            running_gpus: 0,
+            held_gpus: 0,
+            started_count: 0,
+            now: 0,
+            replay: Replay {
+                placer,
+                started: vec![None; jobs.len()],
+                completed: vec![false; jobs.len()],
+                stopped_at_limit: vec![false; jobs.len()],
+                busy: 0.0,
+                stranded: 0.0,
+                fragmented: 0.0,
+                free_while_large_waits: 0.0,
+                in_use: vec![0.0; SERIES_POINTS],
+                cycles: 0,
+            },
+        }
+    }
+
+    fn is_large(&self, job: usize) -> bool {
+        self.jobs[job].total_gpus() > self.cluster.node_gpus
+    }
+
+    /// Integrates the cluster's figures from the last moment to `now`.
+    fn advance(&mut self, now: i64) {
+        let span = (now - self.now) as f64;
+        if span <= 0.0 {
+            return;
+        }
+        self.replay.busy += self.running_gpus as f64 * span;
+        self.replay.stranded += self.held_gpus as f64 * span;
+        if self.large_waiting > 0 && self.large_need > 0 {
+            let free: i64 = self.rack_free.iter().sum();
+            let unusable: i64 = self.rack_free.iter().filter(|f| **f < self.large_need).sum();
+            self.replay.fragmented += unusable as f64 * span;
+            self.replay.free_while_large_waits += free as f64 * span;
+        }
+        spread(&mut self.replay.in_use, self.horizon, self.now, now, self.running_gpus as f64);
+        self.now = now;
+    }
+
+    fn shape(&self, job: &TraceJob) -> Shape {
+        let cluster = self.cluster;
+        let gpus = job.gpus_per_worker() as i64;
+        let mut entries = vec![(ResourceId::PODS, 1), (cluster.gpu, gpus)];
+        entries.extend([(cluster.cpu, job.cpu_milli), (cluster.memory, job.memory)].into_iter().filter(|e| e.1 > 0));
+        let mut constraints = NodeConstraints::default();
+        if let Some(model) = job.gpu_model.as_ref().filter(|_| !cluster.models.is_empty()) {
+            constraints.node_selector.push((MODEL_LABEL.to_string(), model.clone()));
+        }
+        // Jobs larger than a node want one rack, and need it when a rack can hold them.
+        let total = job.total_gpus();
+        let topology = cluster.rack_level.and_then(|rack| match (total > cluster.node_gpus, job.workers > 1) {
+            (true, _) if total <= cluster.rack_gpus => Some(GangTopology { required: Some(rack), preferred: None }),
+            (_, true) => Some(GangTopology { required: None, preferred: Some(rack) }),
+            _ => None,
+        });
+        Shape { demand: Demand::new(entries), constraints: Arc::new(constraints), topology, gpus }
+    }
+
+    fn submit(&mut self, j: usize) {
+        let job = &self.jobs[j];
+        let shape = self.shape(job);
+        let gang = |kind, name: String, pods: Vec<PendingPod>| Gang {
+            key: GangKey { kind, namespace: "default".into(), name },
+            min_member: pods.len(),
+            bound: 0,
+            pods,
+            priority: job.priority,
+            created: job.submit,
+            blocked: None,
+            topology: shape.topology,
+            queue: DEFAULT_QUEUE.to_string(),
+            preemption_delay: None,
+            last_evicted: None,
+            quota_owner: None,
+            preemptible: job.priority < 100,
+            parked: Parked::No,
+            max_run_seconds: job.limit,
+        };
+        let pod = |i: usize| PendingPod {
+            key: PodKey { namespace: "default".into(), name: format!("{}-{i}", job.id) },
+            demand: shape.demand.clone(),
+            constraints: shape.constraints.clone(),
+            devices: None,
+        };
+        if self.placer.gangs() {
+            let kind = if job.workers == 1 { GangKind::Single } else { GangKind::Muster };
+            self.snapshot.gangs.push(gang(kind, job.id.clone(), (0..job.workers).map(pod).collect()));
+            self.by_name.insert(job.id.clone(), j);
+        } else {
+            for i in 0..job.workers {
+                let single = gang(GangKind::Single, format!("{}-{i}", job.id), vec![pod(i)]);
+                self.by_name.insert(single.key.name.clone(), j);
+                self.snapshot.gangs.push(Gang { topology: None, ..single });
+            }
+        }
+        if self.is_large(j) {
+            self.large_waiting += 1;
+        }
+        self.shapes[j] = Some(shape);
+    }
+
+    fn end(&mut self, j: usize) {
+        let shape = self.shapes[j].take().expect("a running job has its shape");
+        let nodes = Arc::make_mut(&mut self.snapshot.nodes);
+        for &n in &self.nodes_of[j] {
+            nodes[n as usize].requested.sub(&shape.demand, 1);
+            self.rack_free[self.cluster.rack_of[n as usize] as usize] += shape.gpus;
+        }
+        self.nodes_of[j] = Vec::new();
+        self.running_gpus -= self.jobs[j].total_gpus() as i64;
+        if self.jobs[j].limit.is_some() {
+            let mut i = 0;
+            while i < self.ending_job.len() {
+                if self.ending_job[i] == j {
+                    self.ending_job.swap_remove(i);
+                    self.snapshot.endings.swap_remove(i);
+                } else {
+                    i += 1;
+                }
+            }
+        }
+    }
+
+    /// One cycle at `now`, its placements bound. Gangs that did not fit stay parked, as
+    /// the scheduler's unschedulable pool keeps them, until capacity is `freed`.
+    fn cycle(&mut self, config: &CycleConfig, memory: &mut CycleMemory, freed: bool) {
+        if self.snapshot.gangs.is_empty() {
+            return;
+        }
+        self.snapshot.now = self.now;
+        if freed {
+            self.parking.clear();
+        }
+        for gang in &mut self.snapshot.gangs {
+            gang.parked = self.parking.get(&gang.key).copied().unwrap_or_default();
+        }
+        let outcome = schedule_remembering(&self.snapshot, config, memory);
+        self.replay.cycles += 1;
+        let mut parked = HashMap::with_capacity(outcome.waiting.len());
+        for waiting in outcome.waiting {
+            let kept = match waiting.reason {
+                WaitReason::Unchanged => self.parking.get(&waiting.gang).copied(),
+                ref reason => reason.parkable(),
+            };
+            if let Some(kept) = kept {
+                parked.insert(waiting.gang, kept);
+            }
+        }
+        self.parking = parked;
+        if outcome.placements.is_empty() {
+            return;
+        }
+        let now = self.now;
+        for placement in &outcome.placements {
+            let j = self.by_name.remove(&placement.gang.name).expect("a placed gang is a waiting job's");
+            let job = &self.jobs[j];
+            let shape = self.shapes[j].as_ref().expect("a waiting job has its shape");
+            let nodes = Arc::make_mut(&mut self.snapshot.nodes);
+            for &(_, n) in &placement.pods {
+                nodes[n as usize].requested.add(&shape.demand, 1);
+                self.rack_free[self.cluster.rack_of[n as usize] as usize] -= shape.gpus;
+                self.nodes_of[j].push(n);
+                if let Some(limit) = job.limit {
+                    self.snapshot.endings.push(Ending { at: now + limit, node: n, demand: shape.demand.clone() });
+                    self.ending_job.push(j);
+                }
+            }
+            self.held_gpus += shape.gpus * placement.pods.len() as i64;
+            self.placed[j] += placement.pods.len();
+            if self.placed[j] == job.workers {
+                self.start(j);
+            }
+        }
+        let by_name = &self.by_name;
+        self.snapshot.gangs.retain(|g| by_name.contains_key(&g.key.name));
+    }
+
+    fn start(&mut self, j: usize) {
+        let job = &self.jobs[j];
+        let gpus = job.total_gpus() as i64;
+        self.held_gpus -= gpus;
+        self.running_gpus += gpus;
+        self.started_count += 1;
+        if self.is_large(j) {
+            self.large_waiting -= 1;
+        }
+        self.replay.started[j] = Some(self.now);
+        let run = job.limit.map_or(job.runtime, |limit| job.runtime.min(limit));
+        let end = self.now + run;
+        self.replay.stopped_at_limit[j] = run < job.runtime;
+        self.replay.completed[j] = run == job.runtime && end <= self.horizon;
+        self.endings.push(Reverse((end, j)));
+    }
+
+    fn finish(self) -> Replay {
+        self.replay
+    }
+}
+
+/// Adds `value` over [from, to) to the series' spans of `horizon`, as an average per span.
+fn spread(series: &mut [f64], horizon: i64, from: i64, to: i64, value: f64) {
+    if value == 0.0 || horizon <= 0 {
+        return;
+    }
+    let width = horizon as f64 / series.len() as f64;
+    let (from, to) = (from as f64, (to.min(horizon)) as f64);
+    let mut at = from;
+    while at < to {
+        let i = ((at / width) as usize).min(series.len() - 1);
+        let end = ((i + 1) as f64 * width).min(to);
+        series[i] += value * (end - at) / width;
+        if end <= at {
+            break;
+        }
+        at = end;
+    }
+}
