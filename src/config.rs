@@ -267,6 +267,10 @@ pub struct Config {
     pub reserve_after_seconds: u64,
     /// TimedBackfill: how many waiting gangs hold a timed reservation at once.
     pub backfill_depth: u32,
+    /// Backfill and TimedBackfill: preemptible gangs may run in capacity held for a
+    /// reservation, evicted whole when the reserved gang can start (a Queue's
+    /// `spec.opportunisticBackfill` decides for its gangs).
+    pub opportunistic_backfill: bool,
     /// A gang that did not fit is tried again after a change that could help it, or after
     /// this long at the latest (the unschedulable pool's flush).
     pub retry_unschedulable_seconds: u64,
@@ -310,6 +314,7 @@ impl Default for Config {
             queueing: QueueingStrategy::Backfill,
             reserve_after_seconds: 600,
             backfill_depth: 1,
+            opportunistic_backfill: false,
             retry_unschedulable_seconds: 60,
             pods_ready_timeout_seconds: 30 * 60,
             gang_broken_grace_seconds: 60,
@@ -446,6 +451,7 @@ impl Config {
                 QueueingStrategy::TimedBackfill => Queueing::TimedBackfill,
             },
             backfill_depth: self.backfill_depth.max(1) as usize,
+            opportunistic_backfill: self.opportunistic_backfill,
             reserve_after_seconds: i64::try_from(self.reserve_after_seconds).unwrap_or(i64::MAX),
             domain_choice: match self.topology_fit {
                 TopologyFit::BestFit => DomainChoice::BestFit,
@@ -487,6 +493,7 @@ struct PartialConfig {
     queueing: Option<QueueingStrategy>,
     reserve_after_seconds: Option<u64>,
     backfill_depth: Option<u32>,
+    opportunistic_backfill: Option<bool>,
     retry_unschedulable_seconds: Option<u64>,
     pods_ready_timeout_seconds: Option<u64>,
     gang_broken_grace_seconds: Option<u64>,
@@ -537,6 +544,7 @@ impl PartialConfig {
             queueing: self.queueing.unwrap_or(d.queueing),
             reserve_after_seconds: self.reserve_after_seconds.unwrap_or(d.reserve_after_seconds),
             backfill_depth: self.backfill_depth.unwrap_or(d.backfill_depth),
+            opportunistic_backfill: self.opportunistic_backfill.unwrap_or(d.opportunistic_backfill),
             retry_unschedulable_seconds: self.retry_unschedulable_seconds.unwrap_or(d.retry_unschedulable_seconds),
             pods_ready_timeout_seconds: self.pods_ready_timeout_seconds.unwrap_or(d.pods_ready_timeout_seconds),
             gang_broken_grace_seconds: self.gang_broken_grace_seconds.unwrap_or(d.gang_broken_grace_seconds),

@@ -118,6 +118,7 @@ fn apply(snapshot: &mut Snapshot, outcome: &CycleOutcome, templates: &HashMap<Ga
                     min_member,
                     pods: started,
                     created,
+                    opportunistic: placement.opportunistic.is_some(),
                 })
             }
         }

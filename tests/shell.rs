@@ -501,3 +501,45 @@ fn a_gang_past_its_max_run_seconds_is_evicted_whole_and_the_loop_wakes_for_it() 
     assert_eq!((evicted[0].0, evicted[0].1), (EvictionReason::MaxRunExceeded, 2));
     assert_eq!(evicted[0].2, "gang default/train has run 3600s, its maxRunSeconds is 3600; evicting it whole");
 }
+
+#[test]
+fn a_pod_bound_opportunistically_is_read_back_as_an_opportunistic_running_gang_even_without_queues() {
+    let mut group = pod_group("filler", 2, 0);
+    group.spec.max_run_seconds = Some(3600);
+    let started = |pod: Pod| {
+        let mut pod = bound(pod, "n1", "Running", true, 1000);
+        let time = k8s_openapi::jiff::Timestamp::from_second(1000).unwrap();
+        pod.status.as_mut().unwrap().start_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(time));
+        pod
+    };
+    let marked = |pod: Pod| {
+        let mut pod = started(pod);
+        pod.metadata.annotations.get_or_insert_default().insert("muster.dev/opportunistic".into(), "true".into());
+        pod
+    };
+    let objects = ClusterObjects {
+        nodes: vec![gpu_node("n1", "r1", 8)],
+        pods: vec![
+            marked(pod("f-0", Some("filler"))),
+            marked(pod("f-1", Some("filler"))),
+            started(pod("plain-0", Some("plain"))),
+        ],
+        muster_groups: vec![group, {
+            let mut plain = pod_group("plain", 1, 0);
+            plain.spec.max_run_seconds = Some(3600);
+            plain
+        }],
+        ..Default::default()
+    };
+    let out = assemble_view(&objects.view(), "muster", 2000, &mut Memo::default());
+    let snapshot = out.snapshot;
+    // No queue is configured: only the opportunistic gang is listed as running, whole.
+    assert_eq!(snapshot.running.len(), 1, "{:?}", snapshot.running);
+    let running = &snapshot.running[0];
+    assert_eq!(running.key.name, "filler");
+    assert!(running.opportunistic && running.preemptible);
+    assert_eq!(running.pods.len(), 2);
+    // It leaves whenever a reservation needs it, not by its bound: only the plain pod ends.
+    assert_eq!(snapshot.endings.len(), 1);
+    assert_eq!(snapshot.endings[0].at, 1000 + 3600);
+}

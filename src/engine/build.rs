@@ -204,6 +204,7 @@ impl SnapshotBuilder {
             min_member: pods.len(),
             pods,
             created: started,
+            opportunistic: false,
         });
         self
     }

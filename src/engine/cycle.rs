@@ -48,6 +48,10 @@ pub struct CycleConfig {
     pub backfill_depth: usize,
     /// Reclaim and preemption between and inside queues (only with Queue objects).
     pub preemption: PreemptionConfig,
+    /// Opportunistic backfill, for queues that do not say: a preemptible gang kept out of
+    /// capacity held for a reservation (Backfill's nodes, TimedBackfill's held capacity)
+    /// runs there, and is evicted whole when the reserved gang can start in its place.
+    pub opportunistic_backfill: bool,
     /// How far the device search may go per pod, per node and per cycle.
     pub device_search: super::dra::allocate::SearchLimits,
 }
@@ -59,6 +63,9 @@ pub struct Placement {
     pub gang: GangKey,
     pub pods: Vec<(PodKey, NodeIdx)>,
     pub claims: Vec<ClaimPlacement>,
+    /// Placed opportunistically in capacity held for this gang's reservation: the shell
+    /// marks its pods, and it is evicted whole when that gang can start.
+    pub opportunistic: Option<GangKey>,
 }
 
 /// The result of one cycle.
@@ -128,15 +135,17 @@ fn cycle(
     let needs = GangNeeds::new(snapshot, &devices);
     let mut queues = QueueState::new(snapshot, &needs, devices);
     let mut picker = Picker::new(snapshot, needs, &queues, &queue_order(&snapshot.gangs));
-    let held = hold_reservations(snapshot, &mut workspace, &mut queues, &picker, &mut outcome);
+    let served = hold_reservations(snapshot, &mut workspace, &mut queues, &picker, &mut outcome);
     let mut evictor = Evictor::new(snapshot, config.preemption, &queues);
     for placement in &outcome.placements {
         evictor.placed(&placement.gang);
     }
-    // The backfill reservation, at most one per cycle.
+    // The backfill reservation, at most one per cycle, and the gang and nodes it keeps.
     let mut reserved = false;
+    let mut held: Option<(GangKey, Vec<NodeIdx>)> = None;
     // TimedBackfill's reservations.
-    let mut timed = (config.queueing == Queueing::TimedBackfill).then(|| Timed::new(&snapshot.endings, snapshot.now));
+    let mut timed = (config.queueing == Queueing::TimedBackfill)
+        .then(|| Timed::new(&snapshot.endings, evictor.leaving(), snapshot.now));
     let depth = config.backfill_depth.max(1);
     // StrictFIFO: per leaf queue, the first gang that did not fit.
     let mut heads: Vec<Option<&GangKey>> = vec![None; tree.queues.len()];
@@ -166,7 +175,7 @@ fn cycle(
             None => break,
         };
         let gang = &snapshot.gangs[index];
-        if gang.pods.is_empty() || held.contains(&index) {
+        if gang.pods.is_empty() || served.contains(&index) {
             continue;
         }
         let wait = |reason| Waiting { gang: gang.key.clone(), reason };
@@ -195,6 +204,7 @@ fn cycle(
                             gang: gang.key.clone(),
                             pods: Workspace::keys(gang, &fit.pods),
                             claims: fit.claims,
+                            opportunistic: None,
                         });
                     }
                     Err(shortfall) => outcome.waiting.push(wait(shortfall_reason(*shortfall))),
@@ -256,13 +266,8 @@ fn cycle(
         // without a search; only the backfill reservation (made afresh every cycle) is
         // still made for it, by trying it.
         if gang.parked != Parked::No {
-            let room_for_one = match queueing {
-                Queueing::Backfill => !reserved,
-                Queueing::TimedBackfill => timed.as_ref().is_some_and(|t| t.reservations.len() < depth),
-                _ => false,
-            };
             let reservable = gang.parked == Parked::DidNotFit
-                && room_for_one
+                && room_for_one(queueing, reserved, timed.as_ref(), depth)
                 && starving(snapshot, config, gang, || {
                     tree.is_configured() && queues.beyond_deserved(tree, leaf, picker.need_now(index))
                 });
@@ -310,7 +315,7 @@ fn cycle(
                 }
                 // Into capacity held for a timed reservation, if it ends first.
                 let mut delays = None;
-                match timed.as_mut().map(|t| t.backfill(&mut workspace, admitted_gang, snapshot.now)) {
+                match timed.as_mut().map(|t| t.backfill(&mut workspace, admitted_gang, snapshot.now, false)) {
                     Some(Backfilled::Placed(fit)) => {
                         evictor.placed(&gang.key);
                         outcome.placements.push(placed(&mut queues, snapshot, leaf, admitted_gang, fit));
@@ -321,9 +326,19 @@ fn cycle(
                     }
                     Some(Backfilled::No) | None => {}
                 }
+                // A gang that could never fit must not hold the cluster hostage, and one that
+                // already has its minimum bound is only waiting for optional extra pods.
+                let starving = starving(snapshot, config, gang, || {
+                    tree.is_configured() && queues.beyond_deserved(tree, leaf, picker.need_now(index))
+                });
+                let waits = !never_fits && gang.still_needed() > 0;
+                // The gang the cycle's first reservation is for takes back what runs
+                // opportunistically (a later one could take what the first counts on).
+                let first = !reserved && timed.as_ref().is_none_or(|t| t.reservations.is_empty());
+                let turn = waits && starving && first && room_for_one(queueing, reserved, timed.as_ref(), depth);
                 if !never_fits {
                     let need = picker.need_now(index).to_vec();
-                    match evictor.make_room(&mut workspace, &mut queues, admitted_gang, leaf, &need) {
+                    match evictor.make_room(&mut workspace, &mut queues, admitted_gang, leaf, &need, turn) {
                         Ok(plan) => {
                             picker.changed(tree, leaf);
                             let mut victims: Vec<GangKey> = Vec::new();
@@ -342,6 +357,11 @@ fn cycle(
                             if queueing == Queueing::StrictFifo && heads[leaf].is_none() {
                                 heads[leaf] = Some(&gang.key);
                             }
+                            if let Some(timed) = timed.as_mut() {
+                                for eviction in &plan.evictions {
+                                    timed.gone(&eviction.pods);
+                                }
+                            }
                             outcome.evictions.extend(plan.evictions);
                             outcome.waiting.push(wait(WaitReason::Room { shortfall: Box::new(reason), room }));
                             continue;
@@ -350,17 +370,31 @@ fn cycle(
                         Err(None) => {}
                     }
                 }
-                // A gang that could never fit must not hold the cluster hostage, and one that
-                // already has its minimum bound is only waiting for optional extra pods.
-                let starving = starving(snapshot, config, gang, || {
-                    tree.is_configured() && queues.beyond_deserved(tree, leaf, picker.need_now(index))
-                });
-                if !never_fits && gang.still_needed() > 0 {
+                // Opportunistic backfill: kept out of held capacity, a preemptible gang that
+                // opted in runs there until the reserved gang can start.
+                if waits && gang.preemptible && tree.opportunistic_backfill(leaf, config.opportunistic_backfill) {
+                    let now = snapshot.now;
+                    if let Some((fit, holder)) = opportunistic(
+                        &mut workspace,
+                        timed.as_mut(),
+                        held.as_ref(),
+                        admitted_gang,
+                        delays.as_ref(),
+                        now,
+                    ) {
+                        evictor.placed(&gang.key);
+                        let mut placement = placed(&mut queues, snapshot, leaf, admitted_gang, fit);
+                        placement.opportunistic = Some(holder);
+                        outcome.placements.push(placement);
+                        continue;
+                    }
+                }
+                if waits {
                     match (queueing, timed.as_mut()) {
                         (Queueing::StrictFifo, _) if heads[leaf].is_none() => heads[leaf] = Some(&gang.key),
                         (Queueing::Backfill, _) if starving && !reserved => {
                             reserved = true;
-                            workspace.reserve_for(gang);
+                            held = Some((gang.key.clone(), workspace.reserve_around(gang, evictor.leaving())));
                         }
                         (Queueing::TimedBackfill, Some(timed)) if starving && timed.reservations.len() < depth => {
                             // Devices are not counted as pods end: a gang that claims some
@@ -375,7 +409,7 @@ fn cycle(
                                 }
                                 None if !reserved => {
                                     reserved = true;
-                                    workspace.reserve_for(gang);
+                                    held = Some((gang.key.clone(), workspace.reserve_around(gang, evictor.leaving())));
                                 }
                                 None => {}
                             }
@@ -390,6 +424,36 @@ fn cycle(
     outcome.queues = queues;
     workspace.remember(capacity);
     outcome
+}
+
+/// Whether the cycle can still give a gang of a leaf queueing by `queueing` a reservation.
+fn room_for_one(queueing: Queueing, reserved: bool, timed: Option<&Timed>, depth: usize) -> bool {
+    match queueing {
+        Queueing::Backfill => !reserved,
+        Queueing::TimedBackfill => timed.is_some_and(|t| t.reservations.len() < depth),
+        _ => false,
+    }
+}
+
+/// Places `gang`, kept out of capacity held for a reservation, in that capacity anyway:
+/// TimedBackfill's held capacity when it would delay a timed reservation (`delays`), else
+/// the nodes Backfill's reservation keeps (`held`). Returns the placement and the gang the
+/// capacity is held for.
+fn opportunistic(
+    workspace: &mut Workspace<'_>,
+    timed: Option<&mut Timed>,
+    held: Option<&(GangKey, Vec<NodeIdx>)>,
+    gang: &Gang,
+    delays: Option<&WaitReason>,
+    now: i64,
+) -> Option<(GangFit, GangKey)> {
+    if let (Some(timed), Some(WaitReason::DelaysReservation { gang: holder, .. })) = (timed, delays)
+        && let Backfilled::Placed(fit) = timed.backfill(workspace, gang, now, true)
+    {
+        return Some((fit, holder.clone()));
+    }
+    let (holder, nodes) = held?;
+    Some((workspace.place_on_reserved(gang, nodes)?, holder.clone()))
 }
 
 /// Whether a gang that does not fit has waited long enough for the backfill reservation.
@@ -416,7 +480,12 @@ fn shortfall_reason(shortfall: Shortfall) -> WaitReason {
 /// `fit`'s pod indices are into `gang.pods`.
 fn placed(queues: &mut QueueState, snapshot: &Snapshot, leaf: usize, gang: &Gang, fit: GangFit) -> Placement {
     queues.charge_placed(&snapshot.queues, &snapshot.dra, leaf, gang, &fit.pods, &fit.claims);
-    Placement { gang: gang.key.clone(), pods: Workspace::keys(gang, &fit.pods), claims: fit.claims }
+    Placement {
+        gang: gang.key.clone(),
+        pods: Workspace::keys(gang, &fit.pods),
+        claims: fit.claims,
+        opportunistic: None,
+    }
 }
 
 /// The reservation for a gang that evictions were made for: the nodes of its trial.

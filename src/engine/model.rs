@@ -238,6 +238,10 @@ pub struct RunningGang {
     /// When it was created (its PodGroup, else its oldest pod), in seconds: "newer" in
     /// `LowerOrNewerEqualPriority` compares creation times.
     pub created: i64,
+    /// It was placed in capacity held for a reservation (opportunistic backfill; the shell
+    /// reads the marker its pods were bound with): the reserved gang evicts it whole once
+    /// it can start in its place.
+    pub opportunistic: bool,
 }
 
 impl RunningGang {
@@ -292,11 +296,14 @@ pub struct Snapshot {
     pub topology: DomainIndex,
     /// Team queues; with no Queue objects, only the implicit default.
     pub queues: QueueTree,
-    /// Muster's running gangs, listed only when queues are configured (they are what
-    /// queues hold). Pods already terminating are not listed: they are leaving.
+    /// Muster's running gangs, listed when queues are configured (they are what queues
+    /// hold), and opportunistic ones always (a reservation may evict them). Pods already
+    /// terminating are not listed: they are leaving.
     pub running: Vec<RunningGang>,
     /// Reservations made by earlier cycles' evictions.
     pub reservations: Vec<Reservation>,
-    /// Bound pods of Muster's with a known runtime bound, in any order.
+    /// Bound pods of Muster's with a known runtime bound, in any order; not opportunistic
+    /// ones, which leave whenever a reservation needs their capacity (timed backfill counts
+    /// them from `running`).
     pub endings: Vec<Ending>,
 }

@@ -64,6 +64,10 @@ pub struct GangBinding {
     pub uids: std::collections::HashMap<PodKey, String>,
     /// Claims to allocate or reserve before any pod is bound.
     pub claims: Vec<ClaimWrite>,
+    /// Placed opportunistically in capacity held for this gang's reservation: every pod
+    /// is bound with [`super::view::OPPORTUNISTIC_ANNOTATION`], so that later cycles (and a
+    /// restarted scheduler) know the gang leaves when that gang can start.
+    pub opportunistic: Option<GangKey>,
 }
 
 /// Why one step of a gang's transaction failed.
@@ -197,7 +201,8 @@ impl Binder {
             .enumerate()
             .map(|(index, (pod, node))| async move {
                 let uid = binding.uids.get(&pod).map(String::as_str);
-                let result = self.bind_pod(gang, index, &pod, &node, uid).await;
+                let opportunistic = binding.opportunistic.is_some();
+                let result = self.bind_pod(gang, index, &pod, &node, uid, opportunistic).await;
                 (pod, result)
             })
             .collect();
@@ -245,6 +250,7 @@ impl Binder {
         pod: &PodKey,
         node: &str,
         uid: Option<&str>,
+        opportunistic: bool,
     ) -> Result<(), BindError> {
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
         let mut injected_transient = false;
@@ -260,12 +266,7 @@ impl Binder {
                 HookAction::LoseAnswer => lose_answer = true,
             }
         }
-        let body = json!({
-            "apiVersion": "v1",
-            "kind": "Binding",
-            "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": uid},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
-        });
+        let body = binding_body(pod, node, uid, opportunistic);
         let params = PostParams::default();
         let failed =
             |e: RequestError| BindError::Bind { pod: pod.clone(), node: node.to_string(), reason: e.to_string() };
@@ -334,6 +335,21 @@ pub async fn delete(client: &kube::Client, retry: Retry, pod: &PodKey, uid: Opti
     }
 }
 
+/// The Binding of `pod` to `node`. The API server copies a Binding's annotations onto the
+/// pod in the same write, so the opportunistic marker lands with the binding itself.
+fn binding_body(pod: &PodKey, node: &str, uid: Option<&str>, opportunistic: bool) -> serde_json::Value {
+    let mut metadata = json!({"name": pod.name, "namespace": pod.namespace, "uid": uid});
+    if opportunistic {
+        metadata["annotations"] = json!({super::view::OPPORTUNISTIC_ANNOTATION: "true"});
+    }
+    json!({
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": metadata,
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -355,6 +371,7 @@ mod tests {
             pods: vec![(pod.clone(), "n1".into())],
             uids: Default::default(),
             claims: Vec::new(),
+            opportunistic: None,
         };
         let BindOutcome::RolledBack { evicted, errors } = binder.bind_gang(&binding).await else {
             panic!("nothing may be bound")
@@ -362,6 +379,16 @@ mod tests {
         assert!(evicted.is_empty());
         let reason = errors[0].1.to_string();
         assert!(reason.contains("not sent: this replica may no longer lead"), "{reason}");
+    }
+
+    #[test]
+    fn an_opportunistic_binding_carries_the_marker_the_api_server_copies_onto_the_pod() {
+        let pod = PodKey { namespace: "ml".into(), name: "p-0".into() };
+        let body = binding_body(&pod, "n1", Some("uid-1"), true);
+        assert_eq!(body["metadata"]["annotations"]["muster.dev/opportunistic"], "true");
+        assert_eq!((body["metadata"]["uid"].as_str(), body["target"]["name"].as_str()), (Some("uid-1"), Some("n1")));
+        let plain = binding_body(&pod, "n1", Some("uid-1"), false);
+        assert!(plain["metadata"].get("annotations").is_none());
     }
 
     /// An API server that answers every request after 100 ms, counting how many it holds at
@@ -401,6 +428,7 @@ mod tests {
             pods: (0..8).map(|i| (PodKey { namespace: "ml".into(), name: format!("g{g}-{i}") }, "n1".into())).collect(),
             uids: Default::default(),
             claims: Vec::new(),
+            opportunistic: None,
         };
         let outcomes = futures::future::join_all((0..5).map(|g| binder.clone().bind(gang(g)))).await;
         for outcome in outcomes {

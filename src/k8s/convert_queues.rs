@@ -129,6 +129,7 @@ pub fn queue_spec(queue: &Queue, namespaces: &[&Namespace], names: &mut Resource
     spec.parent = queue.spec.parent.clone().filter(|p| !p.is_empty());
     spec.priority = queue.spec.priority.unwrap_or(DEFAULT_PRIORITY);
     spec.created = created(&queue.metadata);
+    spec.opportunistic_backfill = queue.spec.opportunistic_backfill;
     let mut problems = Vec::new();
     for (key, r) in &queue.spec.resources {
         match rule(names, key, r) {

@@ -47,6 +47,12 @@ pub struct QueueSpec {
     pub preemption: Option<QueuePreemption>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub admission: Option<QueueAdmission>,
+    /// Whether the queue's preemptible gangs may run in capacity held for another gang's
+    /// reservation (Backfill's nodes, TimedBackfill's held capacity), to be evicted whole
+    /// when that gang can start. Unset: the parent queue's, at the top the scheduler's
+    /// `opportunisticBackfill`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opportunistic_backfill: Option<bool>,
 }
 
 /// One resource key's budget.

@@ -29,6 +29,16 @@ pub const PLUGIN_GROUP_LABEL: &str = "scheduling.x-k8s.io/pod-group";
 /// The annotation that puts a pod in a KAI Scheduler PodGroup (read when KAI is imported).
 pub const KAI_GROUP_ANNOTATION: &str = "pod-group-name";
 
+/// The annotation a pod bound opportunistically (in capacity held for another gang's
+/// reservation) carries, written through its Binding: `"true"`. The gang is evicted whole
+/// when the reserved gang can start in its place.
+pub const OPPORTUNISTIC_ANNOTATION: &str = "muster.dev/opportunistic";
+
+/// Whether a pod was bound opportunistically ([`OPPORTUNISTIC_ANNOTATION`]).
+pub fn opportunistic(meta: &ObjectMeta) -> bool {
+    meta.annotations.as_ref().and_then(|a| a.get(OPPORTUNISTIC_ANNOTATION)).is_some_and(|v| v == "true")
+}
+
 /// The label naming a gang's queue, on its PodGroup or its pods.
 pub const QUEUE_LABEL: &str = "muster.dev/queue";
 /// KAI Scheduler's queue labels, current and before v0.6.

@@ -192,7 +192,7 @@ impl Metrics {
             ),
             evictions: counter_vec(
                 "muster_evictions_total",
-                "Gangs evicted, once per gang and eviction, by reason: the safety net (BindFailed, PodsReadyTimeout, GangBroken) whole gangs, queues (Reclaimed, Preempted) whole gangs or their pods above minMember.",
+                "Gangs evicted, once per gang and eviction, by reason: the safety net (BindFailed, PodsReadyTimeout, GangBroken, MaxRunExceeded) whole gangs, queues (Reclaimed, Preempted) whole gangs or their pods above minMember, a reservation (Opportunistic) whole gangs that ran in its held capacity.",
                 &["reason"],
             ),
             claims_given_back: counter(
@@ -314,7 +314,15 @@ impl Metrics {
         for result in ["scheduled", "unschedulable", "error", "bind_failed"] {
             metrics.gang_attempts.with_label_values(&[result]);
         }
-        for reason in ["BindFailed", "PodsReadyTimeout", "GangBroken", "Reclaimed", "Preempted"] {
+        for reason in [
+            "BindFailed",
+            "PodsReadyTimeout",
+            "GangBroken",
+            "MaxRunExceeded",
+            "Reclaimed",
+            "Preempted",
+            "Opportunistic",
+        ] {
             metrics.evictions.with_label_values(&[reason]);
         }
         metrics.catalog = catalog.into_inner();

@@ -301,6 +301,7 @@ fn apply(snapshot: &mut Snapshot, outcome: &CycleOutcome, templates: &HashMap<Ga
                 min_member: gang.min_member,
                 pods: started,
                 created: gang.created,
+                opportunistic: placement.opportunistic.is_some(),
             }),
         }
     }

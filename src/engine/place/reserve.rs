@@ -1,21 +1,52 @@
 //! Reservations: the nodes a blocked gang needs are kept free of later gangs in the cycle,
 //! so that a large gang is not overtaken forever by smaller ones.
 
-use super::Workspace;
-use crate::engine::model::{Gang, NodeIdx};
+use super::{GangFit, Workspace};
+use crate::engine::model::{Gang, NodeIdx, RunningPod};
 use crate::engine::resources::ResourceId;
 
 impl Workspace<'_> {
+    /// [`Workspace::reserve_for`], choosing the nodes as if the pods of `leaving` (those
+    /// that run opportunistically, and leave when the gang needs their capacity) were gone.
+    pub fn reserve_around<'p>(&mut self, gang: &Gang, leaving: impl Iterator<Item = &'p RunningPod>) -> Vec<NodeIdx> {
+        let mut leaving = leaving.peekable();
+        if leaving.peek().is_none() {
+            return self.reserve_for(gang);
+        }
+        let mark = self.trial();
+        for pod in leaving {
+            self.release(pod);
+        }
+        let nodes = self.reserve_for(gang);
+        self.undo_trial(mark);
+        nodes
+    }
+
+    /// Places `gang` with the reserved `nodes` open to it (opportunistic backfill); they
+    /// stay reserved for every other gang.
+    pub fn place_on_reserved(&mut self, gang: &Gang, nodes: &[NodeIdx]) -> Option<GangFit> {
+        for &node in nodes {
+            self.reserved[node as usize] = false;
+        }
+        let fit = self.place(gang).ok();
+        for &node in nodes {
+            self.reserved[node as usize] = true;
+        }
+        fit
+    }
+
     /// Keeps the nodes a blocked gang would need free for it: the statically feasible nodes
     /// with the most free capacity for its pods, until together they could hold the pods it
     /// needs once what runs there finishes. Later gangs in the cycle avoid those nodes.
-    pub fn reserve_for(&mut self, gang: &Gang) {
+    /// Returns the nodes it reserved.
+    pub fn reserve_for(&mut self, gang: &Gang) -> Vec<NodeIdx> {
+        let mut reserved = Vec::new();
         let mut needed = gang.still_needed().max(1);
         // A gang that needs one domain is kept one domain: the best one for it.
         let domain = if gang.topology.is_some_and(|t| t.required.is_some()) {
             match self.reservation_domain(gang) {
                 Some(domain) => Some(domain),
-                None => return,
+                None => return reserved,
             }
         } else {
             None
@@ -75,8 +106,10 @@ impl Workspace<'_> {
             }
             if holds > 0 {
                 self.reserved[node as usize] = true;
+                reserved.push(node);
                 needed -= holds;
             }
         }
+        reserved
     }
 }

@@ -3,11 +3,13 @@
 //! *shadow time*), from when the pods running will end by their runtime bounds; what a gang
 //! will take then beyond what ends by then is held from now. Later gangs are placed around
 //! what is held, or into it when their own bound ends before every shadow time and every
-//! reserved gang still fits at its shadow time afterwards.
+//! reserved gang still fits at its shadow time afterwards. Pods that run opportunistically
+//! leave whenever a reservation needs their capacity: they count as ending now, and an
+//! opportunistic gang placed in held capacity is placed as one that ends now.
 
 use super::transaction::take;
 use super::{GangFit, Workspace};
-use crate::engine::model::{Ending, Gang, GangKey, NodeIdx};
+use crate::engine::model::{Ending, Gang, GangKey, NodeIdx, PodKey, RunningPod};
 use crate::engine::resources::{Capacity, Demand};
 
 /// Amounts per node.
@@ -45,17 +47,29 @@ pub struct Timed {
     endings: Vec<Ending>,
     /// Pods placed into held capacity in this cycle, ending by their bound.
     placed: Vec<Ending>,
+    /// Pods running opportunistically: evicted when a reservation needs them, so gone as
+    /// soon as it does.
+    leaving: Vec<(PodKey, Ending)>,
     pub reservations: Vec<TimedReservation>,
 }
 
 impl Timed {
-    pub fn new(endings: &[Ending], now: i64) -> Timed {
+    /// `leaving`: the pods that run opportunistically.
+    pub fn new<'p>(endings: &[Ending], leaving: impl Iterator<Item = &'p RunningPod>, now: i64) -> Timed {
         let endings = endings.iter().map(|e| Ending { at: e.at.max(now), ..e.clone() }).collect();
-        Timed { endings, placed: Vec::new(), reservations: Vec::new() }
+        let leaving = leaving
+            .map(|pod| (pod.key.clone(), Ending { at: now, node: pod.node, demand: pod.demand.clone() }))
+            .collect();
+        Timed { endings, placed: Vec::new(), leaving, reservations: Vec::new() }
+    }
+
+    /// Opportunistic pods evicted in this cycle: what they free is taken already.
+    pub fn gone(&mut self, pods: &[PodKey]) {
+        self.leaving.retain(|(key, _)| !pods.contains(key));
     }
 
     fn all_endings(&self) -> impl Iterator<Item = &Ending> {
-        self.endings.iter().chain(&self.placed)
+        self.endings.iter().chain(&self.placed).chain(self.leaving.iter().map(|(_, e)| e))
     }
 
     /// Whether `gang` would fit at time `at`, once the pods ending by then are gone and the
@@ -146,13 +160,20 @@ impl Timed {
 
     /// Tries `gang`, which did not fit in free capacity, in the capacity held for the
     /// reservations: placed only when its bound ends before every shadow time and every
-    /// reserved gang still fits at its own afterwards.
-    pub fn backfill(&mut self, workspace: &mut Workspace<'_>, gang: &Gang, now: i64) -> Backfilled {
+    /// reserved gang still fits at its own afterwards. `opportunistic`: it is placed to be
+    /// evicted when a reserved gang needs its capacity, so it counts as ending now.
+    pub fn backfill(
+        &mut self,
+        workspace: &mut Workspace<'_>,
+        gang: &Gang,
+        now: i64,
+        opportunistic: bool,
+    ) -> Backfilled {
         let Some(first) = self.reservations.iter().filter(|r| !r.hold.is_empty()).min_by_key(|r| r.shadow) else {
             return Backfilled::No;
         };
         let delays = Backfilled::Delays { gang: first.gang.key.clone(), shadow: first.shadow };
-        let ends = gang.max_run_seconds.map(|bound| now.saturating_add(bound));
+        let ends = if opportunistic { Some(now) } else { gang.max_run_seconds.map(|bound| now.saturating_add(bound)) };
         let short = ends.is_some_and(|end| self.reservations.iter().all(|r| end <= r.shadow));
         let mark = workspace.trial();
         for reservation in &self.reservations {

@@ -3,9 +3,12 @@
 //! share are evicted for it (reclaim), else lower-priority gangs of its own queue
 //! (preemption). Victims are chosen in bundles that never leave a gang below its
 //! minMember, kept only when a full trial placement of the gang succeeds, trimmed to the
-//! fewest, and the capacity they free is reserved for the gang until it binds.
+//! fewest, and the capacity they free is reserved for the gang until it binds. Gangs that
+//! run opportunistically in capacity held for a reservation are evicted whole for the
+//! reserved gang once it can start in their place (`opportunistic`).
 
 mod candidates;
+mod opportunistic;
 mod plan;
 #[cfg(test)]
 mod tests;
@@ -25,6 +28,9 @@ pub enum EvictionReason {
     /// For a gang of higher priority: in the same queue, or (`borrowWithinParent`) in a
     /// queue that must borrow from one over its quota.
     Preempted,
+    /// It ran opportunistically in capacity held for a reservation, and the reserved gang
+    /// can start now in its place (opportunistic backfill).
+    Opportunistic,
 }
 
 impl EvictionReason {
@@ -32,6 +38,7 @@ impl EvictionReason {
         match self {
             EvictionReason::Reclaimed => "Reclaimed",
             EvictionReason::Preempted => "Preempted",
+            EvictionReason::Opportunistic => "Opportunistic",
         }
     }
 }

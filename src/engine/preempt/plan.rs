@@ -24,13 +24,13 @@ pub struct Plan {
 /// Plans evictions through one cycle: remembers which pods are already taken, so that no
 /// pod is offered to two gangs, and how many gangs were evicted.
 pub struct Evictor<'a> {
-    snapshot: &'a Snapshot,
-    config: PreemptionConfig,
+    pub(super) snapshot: &'a Snapshot,
+    pub(super) config: PreemptionConfig,
     /// Per running gang, per pod: evicted in this cycle.
-    gone: Vec<Vec<bool>>,
-    evicted_gangs: usize,
+    pub(super) gone: Vec<Vec<bool>>,
+    pub(super) evicted_gangs: usize,
     /// Running gangs that got more pods in this cycle: not victims now.
-    grown: Vec<bool>,
+    pub(super) grown: Vec<bool>,
     /// What queues held when the cycle started, less what was evicted since: whether a
     /// queue is beyond its share is judged on this, so that gangs placed in this cycle do
     /// not make a queue's older gangs victims in the same cycle (one picture per cycle).
@@ -68,9 +68,11 @@ impl<'a> Evictor<'a> {
     }
 
     /// Tries to make room for `gang` (the pods its queue admits) in `leaf`, needing `need`
-    /// per queue key now. On success the gang's placement is in `workspace` and `state`
-    /// holds it (and no longer the victims); otherwise nothing changed, and `Err` says why
-    /// evictions do not help it yet, when there is something to say.
+    /// per queue key now; `reservation`: the gang is the one the cycle's reservation is
+    /// for, which first takes back what runs opportunistically in held capacity. On
+    /// success the gang's placement is in `workspace` and `state` holds it (and no longer
+    /// the victims); otherwise nothing changed, and `Err` says why evictions do not help it
+    /// yet, when there is something to say.
     pub fn make_room(
         &mut self,
         workspace: &mut Workspace<'_>,
@@ -78,11 +80,20 @@ impl<'a> Evictor<'a> {
         gang: &Gang,
         leaf: usize,
         need: &[i64],
+        reservation: bool,
     ) -> Result<Plan, Option<Room>> {
         let snapshot = self.snapshot;
         let tree = &snapshot.queues;
         // Only a gang short of its minMember evicts: pods beyond it are optional.
-        if !tree.is_configured() || snapshot.running.is_empty() || gang.still_needed() == 0 {
+        if snapshot.running.is_empty() || gang.still_needed() == 0 {
+            return Err(None);
+        }
+        // Gangs placed in held capacity were placed on the understanding that they leave
+        // when the reserved gang can start: they go before anyone the queues would evict.
+        if reservation && let Some(plan) = self.reclaim_held(workspace, state, gang, leaf) {
+            return Ok(plan);
+        }
+        if !tree.is_configured() {
             return Err(None);
         }
         if self.config.max_evicted_gangs > 0 && self.evicted_gangs >= self.config.max_evicted_gangs {
@@ -271,7 +282,7 @@ impl<'a> Evictor<'a> {
     }
 
     /// Pods of the chosen bundles, each once, as (running gang, pod).
-    fn pods_of(&self, bundles: &[Bundle], chosen: &[usize]) -> Vec<(usize, usize)> {
+    pub(super) fn pods_of(&self, bundles: &[Bundle], chosen: &[usize]) -> Vec<(usize, usize)> {
         let mut pods: Vec<(usize, usize)> =
             chosen.iter().flat_map(|&i| bundles[i].pods.iter().map(move |&p| (bundles[i].running, p))).collect();
         pods.sort_unstable();
@@ -280,7 +291,7 @@ impl<'a> Evictor<'a> {
     }
 
     /// Places the gang with the pods of `chosen` gone; keeps the result only with `keep`.
-    fn trial(
+    pub(super) fn trial(
         &self,
         workspace: &mut Workspace<'_>,
         gang: &Gang,
@@ -420,25 +431,25 @@ impl<'a> Evictor<'a> {
         }
         let fit = self.trial(workspace, gang, bundles, &chosen, true)?;
         workspace.hold_leftover(pods.iter().map(|&(r, p)| &snapshot.running[r].pods[p]), gang, &fit);
-        Some(self.commit(state, gang, leaf, kind, pods, fit))
+        let reason = match kind {
+            Kind::Reclaim => EvictionReason::Reclaimed,
+            Kind::Preempt | Kind::Borrow => EvictionReason::Preempted,
+        };
+        Some(self.commit(state, gang, leaf, reason, pods, fit))
     }
 
     /// Records the evictions, and moves what the victims held in their queues to the gang.
-    fn commit(
+    pub(super) fn commit(
         &mut self,
         state: &mut QueueState,
         gang: &Gang,
         leaf: usize,
-        kind: Kind,
+        reason: EvictionReason,
         pods: Vec<(usize, usize)>,
         fit: GangFit,
     ) -> Plan {
         let snapshot = self.snapshot;
         let tree = &snapshot.queues;
-        let reason = match kind {
-            Kind::Reclaim => EvictionReason::Reclaimed,
-            Kind::Preempt | Kind::Borrow => EvictionReason::Preempted,
-        };
         let mut evictions: Vec<Eviction> = Vec::new();
         let mut grace = 0;
         for (r, p) in pods {

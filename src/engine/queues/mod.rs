@@ -129,6 +129,10 @@ pub struct QueueSpec {
     pub namespaces: Option<Vec<String>>,
     /// None: the cycle's queueing policy.
     pub queueing: Option<QueueingStrategy>,
+    /// Whether its preemptible gangs may run in capacity held for a reservation, evicted
+    /// whole when the reserved gang can start (`spec.opportunisticBackfill`). None: its
+    /// parent's, at the top the configuration's.
+    pub opportunistic_backfill: Option<bool>,
     pub preemption: QueuePreemption,
     /// What the shell found wrong with the object (an unknown resource key, a bad
     /// quantity); gangs in it wait with this reason.
@@ -151,6 +155,7 @@ impl QueueSpec {
             stopped: false,
             namespaces: None,
             queueing: None,
+            opportunistic_backfill: None,
             preemption: QueuePreemption::default(),
             problem: None,
             origin: None,

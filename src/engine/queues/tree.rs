@@ -237,6 +237,12 @@ impl QueueTree {
         std::iter::successors(Some(queue), |&q| self.queues[q].parent)
     }
 
+    /// Whether gangs of `leaf` may run opportunistically in held capacity: the first
+    /// queue on its path that says, else `default` (the configuration's).
+    pub fn opportunistic_backfill(&self, leaf: usize, default: bool) -> bool {
+        self.path(leaf).find_map(|q| self.queues[q].spec.opportunistic_backfill).unwrap_or(default)
+    }
+
     /// The position of `id` among the tree's keys.
     pub fn key_index(&self, id: ResourceId) -> Option<usize> {
         self.keys.binary_search(&id).ok()

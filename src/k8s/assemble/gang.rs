@@ -16,7 +16,7 @@ use crate::engine::topology::{DomainIndex, GangTopology};
 use crate::k8s::convert_dra::{self, ClaimIndex, HeldDevices};
 use crate::k8s::convert_queues::{self, QueueRules};
 use crate::k8s::groups::{self, GroupSpec, annotated_topology, created};
-use crate::k8s::view::{ClusterView, pod_key};
+use crate::k8s::view::{self, ClusterView, pod_key};
 
 /// What a gang's pods are read against: everything in the snapshot but pods.
 pub(super) struct Context<'v, 'a> {
@@ -25,17 +25,19 @@ pub(super) struct Context<'v, 'a> {
     pub default_priority: i32,
     pub facts: &'v HashMap<GangKey, GroupSpec>,
     pub rules: QueueRules<'a>,
-    /// Whether queues are configured: only then are running gangs listed.
+    /// Whether queues are configured: only then are running gangs listed (opportunistic
+    /// ones always are).
     pub queued: bool,
     pub claims: &'v ClaimIndex<'a>,
-    pub held: Option<HeldDevices<'v>>,
+    /// What running pods' claims hold, made the first time a listed pod needs it.
+    pub held: std::cell::OnceCell<HeldDevices<'v>>,
     pub dra: &'v DraSnapshot,
     pub served: &'v HashSet<String>,
     pub node_index: &'v HashMap<String, usize>,
     pub nodes: &'v [EngineNode],
 }
 
-impl Context<'_, '_> {
+impl<'v> Context<'v, '_> {
     fn class_priority(&self, name: Option<&String>) -> Option<i32> {
         name.and_then(|n| self.classes.get(n.as_str()).copied())
     }
@@ -48,6 +50,10 @@ impl Context<'_, '_> {
         let spec = pod.spec.as_ref()?;
         spec.priority.or_else(|| self.class_priority(spec.priority_class_name.as_ref()))
     }
+
+    fn held(&self) -> &HeldDevices<'v> {
+        self.held.get_or_init(|| HeldDevices::new(self.dra, &self.claims.by_name))
+    }
 }
 
 /// What one gang adds to the snapshot.
@@ -55,7 +61,7 @@ impl Context<'_, '_> {
 pub(super) struct GangPart {
     /// Its pods waiting to be placed, when any can be considered.
     pub pending: Option<Gang>,
-    /// Its running pods, listed when queues are configured.
+    /// Its running pods, listed when queues are configured or they run opportunistically.
     pub running: Option<RunningGang>,
     /// Its pods bound and not terminating.
     pub bound: usize,
@@ -101,10 +107,14 @@ pub(super) fn fold(
                 continue;
             }
             part.bound += 1;
+            // A pod bound opportunistically leaves whenever a reservation needs it: the
+            // engine counts it as ending then, not by its bound.
+            let opportunistic = view::opportunistic(&pod.metadata);
             let bound = pod_deadline(pod).into_iter().chain(group.and_then(|g| g.max_run_seconds)).min();
+            let bound = bound.filter(|_| !opportunistic);
             // A pod whose quota Kueue keeps is capacity in use, as another scheduler's
             // would be.
-            let listed = ctx.queued && ctx.rules.quota_owner(pod).is_none();
+            let listed = (ctx.queued && ctx.rules.quota_owner(pod).is_none()) || opportunistic;
             if !listed && bound.is_none() {
                 continue;
             }
@@ -136,14 +146,16 @@ pub(super) fn fold(
                 min_member: group.map_or(1, |g| g.min_member),
                 pods: Vec::new(),
                 created: group.map_or(i64::MAX, |g| g.created),
+                opportunistic: false,
             });
             entry.created = entry.created.min(created(&pod.metadata));
+            entry.opportunistic |= opportunistic;
             entry.pods.push(RunningPod {
                 key: pod_key(&pod.metadata),
                 node: node as u32,
                 demand,
                 started,
-                devices: ctx.held.as_ref().map_or_else(Vec::new, |h| h.of(pod)),
+                devices: ctx.held().of(pod),
                 grace_seconds: spec.and_then(|s| s.termination_grace_period_seconds).unwrap_or(30),
             });
             continue;

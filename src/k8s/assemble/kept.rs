@@ -17,7 +17,7 @@ use crate::engine::model::{GangKey, Node as EngineNode, PodKey};
 use crate::engine::queues::QueueTree;
 use crate::engine::resources::Demand;
 use crate::engine::topology::DomainIndex;
-use crate::k8s::convert_dra::{self, ClaimIndex, HeldDevices};
+use crate::k8s::convert_dra::{self, ClaimIndex};
 use crate::k8s::convert_queues::{self, QueueRules};
 use crate::k8s::groups::{self, GroupSpec};
 use crate::k8s::journal::{Mark, ObjectKey, Seen};
@@ -342,8 +342,8 @@ impl<'v, 'a> Context<'v, 'a> {
             rules: QueueRules::new(&view.namespaces, view.kueue_imported.then_some(view.local_queues.as_slice())),
             queued,
             claims,
-            // What running pods' claims hold, for queues to account.
-            held: queued.then(|| HeldDevices::new(&base.dra, &claims.by_name)),
+            // What running pods' claims hold, for queues to account and evictions to free.
+            held: std::cell::OnceCell::new(),
             dra: &base.dra,
             served: &base.served,
             node_index: &base.node_index,

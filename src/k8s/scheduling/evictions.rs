@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use super::{CycleReport, Scheduler};
 use crate::engine::model::{GangKey, PodKey};
+use crate::engine::preempt::EvictionReason;
 use crate::k8s::cache::Cache;
 use crate::k8s::writer::Write;
 
@@ -51,11 +52,21 @@ impl Scheduler {
             } else {
                 format!("{} pod(s) of {} above its minMember evicted", eviction.pods.len(), eviction.gang)
             };
-            let why = match eviction.reason {
-                crate::engine::preempt::EvictionReason::Reclaimed => "whose queue is owed this capacity",
-                crate::engine::preempt::EvictionReason::Preempted => "of higher priority",
+            let message = match eviction.reason {
+                EvictionReason::Reclaimed => {
+                    format!(
+                        "{what} ({reason}) to make room for {}, whose queue is owed this capacity",
+                        eviction.preemptor
+                    )
+                }
+                EvictionReason::Preempted => {
+                    format!("{what} ({reason}) to make room for {}, of higher priority", eviction.preemptor)
+                }
+                EvictionReason::Opportunistic => format!(
+                    "{what} ({reason}) to make room for the reservation of {}; it ran opportunistically in held capacity",
+                    eviction.preemptor
+                ),
             };
-            let message = format!("{what} ({reason}) to make room for {}, {why}", eviction.preemptor);
             tracing::info!(gang = %eviction.gang, preemptor = %eviction.preemptor, reason, pods = eviction.pods.len(), "{message}");
             self.metrics.evictions.with_label_values(&[reason]).inc();
             self.last_eviction.insert(eviction.gang.clone(), (reason, message.clone(), snapshot.now));
@@ -71,7 +82,12 @@ impl Scheduler {
                     writes.push(Write::PodEvent {
                         pod: Self::pod_ref(cache, &pod.key),
                         warning: false,
-                        reason: if reason == "Reclaimed" { "Reclaiming" } else { "Preempting" }.into(),
+                        reason: match eviction.reason {
+                            EvictionReason::Reclaimed => "Reclaiming",
+                            EvictionReason::Preempted => "Preempting",
+                            EvictionReason::Opportunistic => "ReclaimingReservation",
+                        }
+                        .into(),
                         note: format!(
                             "evicting {} pod(s) of {} ({reason}) to make room",
                             eviction.pods.len(),

@@ -260,7 +260,12 @@ impl Scheduler {
                 }
                 let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
                 for pod in &bound {
-                    let note = format!("Successfully assigned {pod} to {} ({})", node_of[pod], binding.gang);
+                    let mut note = format!("Successfully assigned {pod} to {} ({})", node_of[pod], binding.gang);
+                    if let Some(holder) = &binding.opportunistic {
+                        note += &format!(
+                            ", opportunistically: in capacity held for {holder}, evicted whole when that gang can start"
+                        );
+                    }
                     self.writer.submit(Write::PodEvent {
                         pod: Self::pod_ref(&cache, pod),
                         warning: false,
@@ -411,6 +416,7 @@ impl Scheduler {
                     pods,
                     uids,
                     claims,
+                    opportunistic: placement.opportunistic.clone(),
                 },
                 assumed,
             ));
