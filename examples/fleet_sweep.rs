@@ -2,7 +2,9 @@
 //! built-in fleet of `muster simulate`: `cargo run --release --example fleet_sweep`.
 
 use muster::config::Config;
-use muster::sim::scenarios::{FleetOutcome, FleetShape, Placer, fleet};
+use muster::sim::placer::Placer;
+use muster::sim::replay::report::Outcome as FleetOutcome;
+use muster::sim::scenarios::{FleetShape, fleet};
 
 fn cells(o: &FleetOutcome) -> String {
     format!(

@@ -75,6 +75,10 @@ enum Command {
         generate_trace: Option<PathBuf>,
         #[arg(long, value_name = "N", default_value_t = 100_000)]
         jobs: usize,
+        /// With --trace: only these columns (baseline, StrictFIFO, BestEffortFIFO, Backfill,
+        /// TimedBackfill); may be given several times. Default: all of them.
+        #[arg(long, value_name = "NAME")]
+        policy: Vec<String>,
         #[arg(long, value_name = "SEED", default_value_t = 7)]
         seed: u64,
     },
@@ -251,6 +255,7 @@ fn run(command: Command) -> Result<(), String> {
             generate_trace,
             jobs,
             seed,
+            policy,
         } => {
             use muster::sim::replay::command as replay;
             let config = load_config(config)?;
@@ -267,7 +272,7 @@ fn run(command: Command) -> Result<(), String> {
                     (Some(_), false) => return Err("give either --cluster or --nodes for the trace, not both".into()),
                     (None, true) => return Err("--trace needs a cluster: --cluster FILE or --nodes N".into()),
                 };
-                let options = replay::TraceOptions { trace, cluster, horizon_hours, format };
+                let options = replay::TraceOptions { trace, cluster, horizon_hours, format, policies: policy };
                 print!("{}", replay::run(&options, &config)?);
                 return Ok(());
             }

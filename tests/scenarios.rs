@@ -2,7 +2,8 @@
 //! baseline does, and the fleet figures are consistent.
 
 use muster::config::Config;
-use muster::sim::scenarios::{FleetShape, Placer, fleet, fleet_jobs, two_jobs};
+use muster::sim::placer::Placer;
+use muster::sim::scenarios::{FleetShape, fleet, fleet_jobs, two_jobs};
 
 #[test]
 fn two_jobs_gangs_run_one_whole_then_the_other_and_per_pod_deadlocks() {

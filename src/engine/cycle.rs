@@ -584,7 +584,7 @@ fn hold_reservations(
         }
     }
     for n in keep {
-        workspace.reserved[n as usize] = true;
+        workspace.set_reserved(n, true);
     }
     served
 }

@@ -57,6 +57,20 @@ impl Placer {
     }
 }
 
+/// A column by the name `--policy` takes: `baseline` or a queueing policy's name.
+pub fn parse_policy(name: &str) -> Result<Placer, String> {
+    if name.eq_ignore_ascii_case("baseline") {
+        return Ok(Placer::PerPodBaseline);
+    }
+    POLICIES
+        .iter()
+        .copied()
+        .find(|p| matches!(p, Placer::Queueing(q) if queueing_name(*q).eq_ignore_ascii_case(name)))
+        .ok_or_else(|| {
+            format!("--policy {name:?} is not one of baseline, StrictFIFO, BestEffortFIFO, Backfill, TimedBackfill")
+        })
+}
+
 /// A queueing policy as the configuration spells it.
 pub fn queueing_name(queueing: QueueingStrategy) -> &'static str {
     match queueing {

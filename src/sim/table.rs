@@ -121,38 +121,33 @@ fn fleet_table(out: &mut String, fleet: &Fleet, default: QueueingStrategy) {
     comparison_table(out, &fleet.comparison, default);
 }
 
-/// A replay's table: a row per figure, a column per policy.
-pub fn comparison_table(out: &mut String, comparison: &Comparison, default: QueueingStrategy) {
+/// A replay's figures: a row per figure (its label, then a cell per policy), the titles
+/// first with an empty label.
+pub fn comparison_rows(comparison: &Comparison, default: QueueingStrategy) -> Vec<(String, Vec<String>)> {
     let results = &comparison.outcomes;
-    let row = |out: &mut String, label: &str, cells: Vec<String>| {
-        let _ = write!(out, "  {label:<28}");
-        for cell in cells {
-            let _ = write!(out, " {cell:<18}");
-        }
-        let _ = writeln!(out);
-    };
-    let each = |f: &dyn Fn(&Outcome) -> String| results.iter().map(f).collect::<Vec<_>>();
+    let mut rows: Vec<(String, Vec<String>)> = Vec::new();
+    let mut row =
+        |label: &str, f: &dyn Fn(&Outcome) -> String| rows.push((label.to_string(), results.iter().map(f).collect()));
     let minutes = |v: f64| format!("{v:.0} min");
     let node = comparison.node_gpus;
-    row(out, "", each(&|o| o.placer.title(default)));
-    row(out, "jobs started", each(&|o| format!("{} of {}", o.started, o.jobs)));
+    row("", &|o| o.placer.title(default));
+    row("jobs started", &|o| format!("{} of {}", o.started, o.jobs));
     if results.iter().any(|o| o.stopped_at_limit > 0) {
-        row(out, "jobs stopped at their limit", each(&|o| o.stopped_at_limit.to_string()));
+        row("jobs stopped at their limit", &|o| o.stopped_at_limit.to_string());
     }
-    row(out, "GPU utilisation", each(&|o| format!("{:.1}%", 100.0 * o.gpu_utilisation)));
-    row(out, "GPU-hours of work completed", each(&|o| format!("{:.0}", o.completed_gpu_hours)));
-    row(out, "GPU-hours stranded", each(&|o| format!("{:.0}", o.stranded_gpu_hours)));
-    row(
-        out,
-        "GPU-hours fragmented",
-        each(&|o| format!("{:.0} ({:.0}%)", o.fragmented_gpu_hours, 100.0 * o.fragmented_share)),
-    );
-    row(out, "wait p50 (started jobs)", each(&|o| minutes(o.wait_p50_minutes)));
-    row(out, "wait p99 (started jobs)", each(&|o| minutes(o.wait_p99_minutes)));
-    row(out, &format!("  jobs <= {node} GPUs: p50"), each(&|o| minutes(o.small_wait_p50_minutes)));
-    row(out, &format!("  jobs > {node} GPUs: p50"), each(&|o| minutes(o.large_wait_p50_minutes)));
-    row(out, &format!("  jobs > {node} GPUs: p99"), each(&|o| minutes(o.large_wait_p99_minutes)));
-    row(out, &format!("  > {node} GPUs never started"), each(&|o| o.large_never_started.to_string()));
+    if results.iter().any(|o| o.evictions > 0) {
+        row("gangs evicted", &|o| o.evictions.to_string());
+    }
+    row("GPU utilisation", &|o| format!("{:.1}%", 100.0 * o.gpu_utilisation));
+    row("GPU-hours of work completed", &|o| format!("{:.0}", o.completed_gpu_hours));
+    row("GPU-hours stranded", &|o| format!("{:.0}", o.stranded_gpu_hours));
+    row("GPU-hours fragmented", &|o| format!("{:.0} ({:.0}%)", o.fragmented_gpu_hours, 100.0 * o.fragmented_share));
+    row("wait p50 (started jobs)", &|o| minutes(o.wait_p50_minutes));
+    row("wait p99 (started jobs)", &|o| minutes(o.wait_p99_minutes));
+    row(&format!("  jobs <= {node} GPUs: p50"), &|o| minutes(o.small_wait_p50_minutes));
+    row(&format!("  jobs > {node} GPUs: p50"), &|o| minutes(o.large_wait_p50_minutes));
+    row(&format!("  jobs > {node} GPUs: p99"), &|o| minutes(o.large_wait_p99_minutes));
+    row(&format!("  > {node} GPUs never started"), &|o| o.large_never_started.to_string());
     let classes: Vec<String> =
         results.first().map(|o| o.sizes.iter().map(|s| s.label.clone()).collect()).unwrap_or_default();
     for label in &classes {
@@ -162,9 +157,23 @@ pub fn comparison_table(out: &mut String, comparison: &Comparison, default: Queu
                 .find(|s| &s.label == label)
                 .map_or("-".to_string(), |s| format!("{:.0} / {:.0} min", s.wait_p50_minutes, s.wait_p99_minutes))
         };
-        row(out, &format!("  {label}: p50 / p99"), each(&cell));
+        row(&format!("  {label}: p50 / p99"), &cell);
     }
-    row(out, "mean bounded slowdown", each(&|o| format!("{:.2}", o.mean_bounded_slowdown)));
+    row("mean bounded slowdown", &|o| format!("{:.2}", o.mean_bounded_slowdown));
+    rows
+}
+
+/// A replay's table: a row per figure, a column per policy, then the notes.
+pub fn comparison_table(out: &mut String, comparison: &Comparison, default: QueueingStrategy) {
+    let rows = comparison_rows(comparison, default);
+    let width = rows.iter().flat_map(|(_, cells)| cells.iter().map(String::len)).max().unwrap_or(0).max(16) + 2;
+    for (label, cells) in &rows {
+        let mut line = format!("  {label:<28}");
+        for cell in cells {
+            let _ = write!(line, " {cell:<width$}");
+        }
+        let _ = writeln!(out, "{}", line.trim_end());
+    }
     for note in &comparison.notes {
         let _ = writeln!(out, "\nnote: {note}");
     }

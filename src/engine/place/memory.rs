@@ -3,17 +3,45 @@
 //!
 //! The memory keeps the snapshot's free capacity per node and per topology domain as last
 //! seen (the base), and the working copies the last cycle's workspace changed. Before a
-//! cycle, nodes whose allocatable or requested capacity changed are brought into the base
-//! (their domains by the difference), and whatever the last workspace changed is copied
-//! back from the base. Both are found by comparing small inline values, never by summing.
+//! cycle, the nodes the last workspace changed (it notes them) are copied back from the
+//! base with their domains, and nodes whose allocatable or requested capacity changed in
+//! the snapshot (found by comparing small inline values) are brought into the base, their
+//! domains by the difference. Nothing is summed again.
 
-use super::super::model::Snapshot;
+use super::super::model::{NodeIdx, Snapshot};
 use super::super::resources::Capacity;
 use super::super::topology::DomainIndex;
 
+/// Free capacity per node in a workspace, noting every node changed, so that the memory
+/// puts back only those.
+#[derive(Debug, Default)]
+pub(crate) struct FreeCapacity {
+    caps: Vec<Capacity>,
+    touched: Vec<NodeIdx>,
+    /// Counts changes: equal generations, equal capacity (the workspace sets it back when
+    /// it undoes an attempt exactly).
+    pub generation: u64,
+}
+
+impl FreeCapacity {
+    /// A node's free capacity, to change.
+    pub fn touch(&mut self, node: NodeIdx) -> &mut Capacity {
+        self.touched.push(node);
+        self.generation += 1;
+        &mut self.caps[node as usize]
+    }
+}
+
+impl std::ops::Index<usize> for FreeCapacity {
+    type Output = Capacity;
+    fn index(&self, node: usize) -> &Capacity {
+        &self.caps[node]
+    }
+}
+
 /// The free capacity a workspace starts from, and the domains' allocatable capacity.
 pub(crate) struct Parts {
-    pub free: Vec<Capacity>,
+    pub free: FreeCapacity,
     pub domain_free: Vec<Vec<Capacity>>,
     pub domain_allocatable: Vec<Vec<Capacity>>,
 }
@@ -28,7 +56,7 @@ pub struct CapacityMemory {
     base_free: Vec<Capacity>,
     base_domain_free: Vec<Vec<Capacity>>,
     /// The working copies, back from the last workspace (empty while one has them).
-    free: Vec<Capacity>,
+    free: FreeCapacity,
     domain_free: Vec<Vec<Capacity>>,
     domain_allocatable: Vec<Vec<Capacity>>,
     /// How many cycles started from scratch (tests).
@@ -61,7 +89,7 @@ impl CapacityMemory {
         let levels = &snapshot.topology.levels;
         self.names == snapshot.resources.len()
             && self.seen.len() == snapshot.nodes.len()
-            && self.free.len() == snapshot.nodes.len()
+            && self.free.caps.len() == snapshot.nodes.len()
             && self.shape.len() == levels.len()
             && self.shape.iter().zip(levels).all(|(seen, level)| *seen == level.node_domain)
             && self.base_domain_free.iter().zip(levels).all(|(seen, level)| seen.len() == level.domains.len())
@@ -96,25 +124,26 @@ impl CapacityMemory {
         };
         self.base_domain_free = sum(&|n| self.base_free[n].clone());
         self.domain_allocatable = sum(&|n| snapshot.nodes[n].allocatable.clone());
-        self.free = self.base_free.clone();
+        self.free = FreeCapacity { caps: self.base_free.clone(), touched: Vec::new(), generation: 0 };
         self.domain_free = self.base_domain_free.clone();
     }
 
     fn bring_up_to_date(&mut self, snapshot: &Snapshot) {
         let topology: &DomainIndex = &snapshot.topology;
         // What the last cycle's workspace changed, back to the base.
-        for (work, base) in self.free.iter_mut().zip(&self.base_free) {
-            if work != base {
-                work.clone_from(base);
-            }
-        }
-        for (work, base) in self.domain_free.iter_mut().zip(&self.base_domain_free) {
-            for (w, b) in work.iter_mut().zip(base) {
-                if w != b {
-                    w.clone_from(b);
+        let mut touched = std::mem::take(&mut self.free.touched);
+        touched.sort_unstable();
+        touched.dedup();
+        for &n in &touched {
+            self.free.caps[n as usize].clone_from(&self.base_free[n as usize]);
+            for (level, domains) in self.domain_free.iter_mut().enumerate() {
+                if let Some(d) = topology.domain_of(level, n) {
+                    domains[d as usize].clone_from(&self.base_domain_free[level][d as usize]);
                 }
             }
         }
+        touched.clear();
+        self.free.touched = touched;
         // Nodes that changed since the last cycle, into the base and the working copies.
         for (n, node) in snapshot.nodes.iter().enumerate() {
             let (allocatable, requested) = &self.seen[n];
@@ -132,7 +161,7 @@ impl CapacityMemory {
                     self.domain_allocatable[level][d].add_capacity(&node.allocatable);
                 }
             }
-            self.free[n].clone_from(&free);
+            self.free.caps[n].clone_from(&free);
             self.base_free[n] = free;
             self.seen[n] = (node.allocatable.clone(), node.requested.clone());
         }

@@ -58,12 +58,16 @@ pub struct Workspace<'s> {
     pub(crate) snapshot: &'s Snapshot,
     scoring: Scoring,
     pub(crate) domain_choice: DomainChoice,
-    free: Vec<Capacity>,
+    free: memory::FreeCapacity,
     /// Per topology level, per domain: the free capacity of its nodes, kept with `free`.
     pub(crate) domain_free: Vec<Vec<Capacity>>,
     /// Per topology level, per domain: its nodes' allocatable capacity.
     pub(crate) domain_allocatable: Vec<Vec<Capacity>>,
-    pub(crate) reserved: Vec<bool>,
+    reserved: Vec<bool>,
+    /// The last shortfall computed, with what it was computed for and the capacity's
+    /// generation then: gangs of the same shapes that fail one after another (pods of one
+    /// job under the per-pod policy, copies of one job) are explained once.
+    shortfall_memo: Option<(u64, transaction::Attempt, Shortfall)>,
     /// The level bin-packing keeps whole: the innermost configured one whose domains hold
     /// several nodes (racks, unless configured otherwise).
     pack_level: Option<usize>,
@@ -71,6 +75,9 @@ pub struct Workspace<'s> {
     shape_ids: HashMap<ShapeKey, usize>,
     accelerators: Vec<ResourceId>,
     pub(crate) claims: ClaimWork<'s>,
+    /// Whether free capacity grew beyond what the cycle started with somewhere (a trial gave
+    /// back what running pods hold): shapes' `open` lists are then not enough.
+    pub(crate) grown: bool,
     /// During a trial (eviction plans), every change of free capacity, to undo it.
     journal: Option<Vec<(NodeIdx, crate::engine::resources::Demand, i64)>>,
 }
@@ -103,6 +110,8 @@ impl<'s> Workspace<'s> {
             shape_ids: HashMap::new(),
             accelerators,
             claims: ClaimWork::new(&snapshot.dra, selectors, limits),
+            grown: false,
+            shortfall_memo: None,
             journal: None,
         }
     }
@@ -111,6 +120,18 @@ impl<'s> Workspace<'s> {
     pub fn remember(self, capacity: &mut CapacityMemory) {
         let Workspace { free, domain_free, domain_allocatable, .. } = self;
         capacity.give_back(memory::Parts { free, domain_free, domain_allocatable });
+    }
+
+    /// Keeps `node` from (or opens it to) gangs placed later in the cycle.
+    pub fn set_reserved(&mut self, node: NodeIdx, reserved: bool) {
+        if self.reserved[node as usize] != reserved {
+            self.reserved[node as usize] = reserved;
+            self.free.generation += 1;
+        }
+    }
+
+    pub fn is_reserved(&self, node: NodeIdx) -> bool {
+        self.reserved[node as usize]
     }
 
     /// Free capacity of a node in the working copy.

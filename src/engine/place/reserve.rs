@@ -26,11 +26,11 @@ impl Workspace<'_> {
     /// stay reserved for every other gang.
     pub fn place_on_reserved(&mut self, gang: &Gang, nodes: &[NodeIdx]) -> Option<GangFit> {
         for &node in nodes {
-            self.reserved[node as usize] = false;
+            self.set_reserved(node, false);
         }
         let fit = self.place(gang).ok();
         for &node in nodes {
-            self.reserved[node as usize] = true;
+            self.set_reserved(node, true);
         }
         fit
     }
@@ -105,7 +105,7 @@ impl Workspace<'_> {
                 holds = holds.min(self.snapshot.dra.node_devices.get(node as usize).map_or(0, Vec::len));
             }
             if holds > 0 {
-                self.reserved[node as usize] = true;
+                self.set_reserved(node, true);
                 reserved.push(node);
                 needed -= holds;
             }

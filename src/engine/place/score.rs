@@ -50,15 +50,19 @@ fn devices_asked(pod: &PendingPod) -> i64 {
     claimed + devices.extended.iter().map(|e| i64::from(e.count)).sum::<i64>()
 }
 
+/// A candidate node's place in the scoring order, the node last.
+pub(super) type SortKey = ((i64, i64, i64, i64), NodeIdx);
+
 impl Workspace<'_> {
-    /// Orders a shape's candidate nodes, best first, by the scoring strategy: on the
-    /// resource the shape needs most (`key_resource`), or on free devices `with_devices`.
-    pub(super) fn order_candidates(
+    /// Each of a shape's candidate nodes with its place in the scoring strategy's order
+    /// (smallest first): on the resource the shape needs most (`key_resource`), or on free
+    /// devices `with_devices`. Keys are unique (the node breaks ties).
+    pub(super) fn candidate_keys(
         &self,
-        candidates: &mut [NodeIdx],
+        candidates: &[NodeIdx],
         key_resource: Option<ResourceId>,
         with_devices: bool,
-    ) {
+    ) -> Vec<SortKey> {
         let free = &self.free;
         let nodes = &self.snapshot.nodes;
         let accelerators = &self.accelerators;
@@ -100,7 +104,7 @@ impl Workspace<'_> {
                 ((first, 0, -b, -c), n)
             }
         };
-        candidates.sort_by_cached_key(|&n| scored(n));
+        candidates.iter().map(|&n| scored(n)).collect()
     }
 
     /// The free amount of `key` in a domain.

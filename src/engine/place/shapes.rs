@@ -5,6 +5,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use super::Workspace;
+use super::score::SortKey;
 use crate::engine::claims::ShapeDevices;
 use crate::engine::filter::check_static;
 use crate::engine::model::{Gang, NodeConstraints, NodeIdx, PendingPod, PodDevices};
@@ -36,9 +37,17 @@ pub(super) struct ShapeKey {
 
 pub(super) struct Shape {
     pub(super) demand: Demand,
-    /// Nodes passing the static filters, best first.
+    /// Nodes passing the static filters: best first once `sorted` (node order until then;
+    /// [`Shape::sorted_candidates`] sorts them by `keys` when first needed in order).
     pub(super) candidates: Vec<NodeIdx>,
-    /// Candidates before this index cannot take even one pod of the shape.
+    sorted: bool,
+    keys: Vec<SortKey>,
+    /// The candidates that could take a pod of the shape when it was made, best first, made
+    /// while capacity had only shrunk in the cycle: until it grows (a trial gives capacity
+    /// back), no other candidate can take one, and placement scans only these.
+    pub(super) open: Option<Vec<NodeIdx>>,
+    /// Nodes before this index of the list placement scans (`open` while capacity has not
+    /// grown, else the candidates) cannot take even one pod of the shape.
     pub(super) cursor: usize,
     pub(super) static_rejections: NodeRejections,
     /// Pods of the shape an empty cluster could hold (capped at `usize::MAX`).
@@ -51,9 +60,21 @@ pub(super) struct Shape {
 }
 
 impl Shape {
+    /// The candidates, best first.
+    pub(super) fn sorted_candidates(&mut self) -> &[NodeIdx] {
+        if !self.sorted {
+            self.keys.sort_unstable();
+            self.candidates = self.keys.iter().map(|&(_, n)| n).collect();
+            self.keys = Vec::new();
+            self.sorted = true;
+        }
+        &self.candidates
+    }
+
     /// Per node, its place among the candidates (`u32::MAX`: not a candidate).
     pub(super) fn rank(&mut self) -> &[u32] {
         if self.rank.is_empty() {
+            self.sorted_candidates();
             let most = self.candidates.iter().map(|&n| n as usize + 1).max().unwrap_or(0);
             self.rank = vec![u32::MAX; most];
             for (i, &n) in self.candidates.iter().enumerate() {
@@ -100,10 +121,19 @@ impl Workspace<'_> {
             d.error = self.claims.runtime_error(d, &candidates);
         }
         let key_resource = self.accelerators.iter().copied().find(|&r| pod.demand.get(r) > 0);
-        self.order_candidates(&mut candidates, key_resource, devices.is_some());
+        let keys = self.candidate_keys(&candidates, key_resource, devices.is_some());
+        let open = (!self.grown && devices.is_none()).then(|| {
+            let mut open: Vec<SortKey> =
+                keys.iter().copied().filter(|&(_, n)| self.free[n as usize].fit_count(&pod.demand, 1) > 0).collect();
+            open.sort_unstable();
+            open.into_iter().map(|(_, n)| n).collect()
+        });
         self.shapes.push(Shape {
             demand: pod.demand.clone(),
             candidates,
+            sorted: false,
+            keys,
+            open,
             cursor: 0,
             static_rejections,
             capacity_when_empty,
@@ -111,6 +141,10 @@ impl Workspace<'_> {
             device_rejections: None,
             rank: Vec::new(),
         });
+        if self.shapes.last().is_some_and(|s| s.devices.is_some()) {
+            // Device shapes are searched pod by pod in the candidates' order, always.
+            self.shapes.last_mut().expect("just made").sorted_candidates();
+        }
         self.shape_ids.insert(key, self.shapes.len() - 1);
         self.shapes.len() - 1
     }

@@ -10,6 +10,7 @@ use crate::engine::reason::{NodeRejection, NodeRejections};
 use crate::engine::resources::ResourceId;
 
 /// Why a gang did not fit.
+#[derive(Clone)]
 pub struct Shortfall {
     pub fit: usize,
     pub needed: usize,

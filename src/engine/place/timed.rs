@@ -228,6 +228,7 @@ impl Workspace<'_> {
     fn adjust(&mut self, node: NodeIdx, demand: &Demand, k: i64) {
         take(&mut self.free, &mut self.domain_free, &mut self.journal, &self.snapshot.topology, node, demand, k);
         if k < 0 {
+            self.grown = true;
             for shape in &mut self.shapes {
                 shape.cursor = 0;
             }

@@ -19,6 +19,16 @@ enum Delta {
 /// A gang's tentative placement: pod index within the gang → node.
 pub type Assignment = Vec<(usize, NodeIdx)>;
 
+/// What a failed placement attempt tried: its shapes with their pods, how many it placed
+/// before it gave up, how many it needed, and where.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Attempt {
+    groups: Vec<(usize, usize)>,
+    fit: usize,
+    needed: usize,
+    scope: Scope,
+}
+
 /// A gang that fits: its pods' nodes and every claim they allocate or reserve.
 #[derive(Debug, Default)]
 pub struct GangFit {
@@ -29,7 +39,7 @@ pub struct GangFit {
 /// Takes `k` copies of `demand` from a node's free capacity and from its domains' (and,
 /// during a trial, notes it in the journal).
 pub(super) fn take(
-    free: &mut [Capacity],
+    free: &mut super::memory::FreeCapacity,
     domain_free: &mut [Vec<Capacity>],
     journal: &mut Option<Vec<(NodeIdx, Demand, i64)>>,
     topology: &DomainIndex,
@@ -40,7 +50,7 @@ pub(super) fn take(
     if let Some(journal) = journal {
         journal.push((node, demand.clone(), k));
     }
-    free[node as usize].sub(demand, k);
+    free.touch(node).sub(demand, k);
     for (level, domains) in domain_free.iter_mut().enumerate() {
         if let Some(d) = topology.domain_of(level, node) {
             domains[d as usize].sub(demand, k);
@@ -82,7 +92,7 @@ impl Workspace<'_> {
                 nodes.sort_unstable_by_key(|&n| rank[n as usize]);
                 nodes
             }
-            None => self.shapes[shape].candidates.clone(),
+            None => self.shapes[shape].sorted_candidates().to_vec(),
         };
         if let Some((inner, key)) = spread {
             order.sort_by_cached_key(|&n| {
@@ -97,6 +107,7 @@ impl Workspace<'_> {
     pub(crate) fn place_in(&mut self, gang: &Gang, scope: Scope) -> Result<GangFit, Box<Shortfall>> {
         let needed = gang.still_needed();
         let groups = self.groups(gang);
+        let generation = self.free.generation;
         let saved_cursors: Vec<(usize, usize)> = groups.iter().map(|(s, _)| (*s, self.shapes[*s].cursor)).collect();
         let claims_mark = self.claims.mark();
         let mut fit = GangFit { pods: Vec::with_capacity(gang.pods.len()), claims: Vec::new() };
@@ -112,11 +123,16 @@ impl Workspace<'_> {
                 }
                 Scope::Spread { inner, key } => Some(self.scoped_order(*shape_id, None, Some((inner, key)))),
             };
+            let open = !self.grown && self.shapes[*shape_id].open.is_some();
+            if order.is_none() && !open {
+                self.shapes[*shape_id].sorted_candidates();
+            }
             let mut i = if order.is_some() { 0 } else { self.shapes[*shape_id].cursor };
             let mut leading = true;
             loop {
                 let node = match &order {
                     Some(order) => order.get(i).copied(),
+                    None if open => self.shapes[*shape_id].open.as_ref().and_then(|o| o.get(i)).copied(),
                     None => self.shapes[*shape_id].candidates.get(i).copied(),
                 };
                 let Some(node) = node else { break };
@@ -161,7 +177,26 @@ impl Workspace<'_> {
             self.shapes[shape_id].cursor = cursor;
         }
         self.claims.rollback(claims_mark);
-        let mut shortfall = self.shortfall(gang, &groups, fit.pods.len(), needed, scope);
+        // Everything tried was given back: capacity is as it was.
+        self.free.generation = generation;
+        let attempt = Attempt {
+            groups: groups.iter().map(|(shape, members)| (*shape, members.len())).collect(),
+            fit: fit.pods.len(),
+            needed,
+            scope,
+        };
+        let mut shortfall = match self.shortfall_memo.take() {
+            // Devices are explained per pod, so only shapes without them are remembered.
+            Some((generation, ref seen, ref found))
+                if generation == self.free.generation
+                    && *seen == attempt
+                    && groups.iter().all(|(shape, _)| self.shapes[*shape].devices.is_none()) =>
+            {
+                found.clone()
+            }
+            _ => self.shortfall(gang, &groups, fit.pods.len(), needed, scope),
+        };
+        self.shortfall_memo = Some((self.free.generation, attempt, shortfall.clone()));
         shortfall.error = error;
         Err(Box::new(shortfall))
     }

@@ -15,13 +15,19 @@ pub struct TrialMark {
     journal: usize,
     claims: ClaimMark,
     cursors: Vec<usize>,
+    grown: bool,
 }
 
 impl Workspace<'_> {
     /// Starts recording changes so that they can be undone to this point.
     pub fn trial(&mut self) -> TrialMark {
         let journal = self.journal.get_or_insert_with(Vec::new).len();
-        TrialMark { journal, claims: self.claims.mark(), cursors: self.shapes.iter().map(|s| s.cursor).collect() }
+        TrialMark {
+            journal,
+            claims: self.claims.mark(),
+            cursors: self.shapes.iter().map(|s| s.cursor).collect(),
+            grown: self.grown,
+        }
     }
 
     /// Gives back what a running pod holds: its requests on its node and its own devices.
@@ -42,6 +48,7 @@ impl Workspace<'_> {
         for shape in &mut self.shapes {
             shape.cursor = 0;
         }
+        self.grown = true;
     }
 
     /// Undoes everything since `mark`.
@@ -55,6 +62,8 @@ impl Workspace<'_> {
         for (i, shape) in self.shapes.iter_mut().enumerate() {
             shape.cursor = mark.cursors.get(i).copied().unwrap_or(0);
         }
+        // Capacity is as it was at the mark: grown only if it had grown then.
+        self.grown = mark.grown;
         if mark.journal == 0 {
             self.journal = None;
         }

@@ -7,7 +7,7 @@ use super::cluster::{Cluster, ClusterShape};
 use super::trace::{self, TraceJob};
 use super::{compare, default_horizon, html};
 use crate::config::Config;
-use crate::sim::placer::POLICIES;
+use crate::sim::placer::{POLICIES, parse_policy};
 use crate::sim::scenarios::{FleetShape, fleet_trace};
 
 /// How the comparison is written.
@@ -53,6 +53,8 @@ pub struct TraceOptions {
     pub cluster: ClusterSource,
     pub horizon_hours: Option<f64>,
     pub format: Format,
+    /// The columns, by `--policy` name; empty: every policy.
+    pub policies: Vec<String>,
 }
 
 /// A generated cluster from `--nodes`, `--gpus-per-node` and `--racks` (default: racks of
@@ -84,7 +86,12 @@ pub fn run(options: &TraceOptions, config: &Config) -> Result<String, String> {
         Some(hours) => return Err(format!("--horizon-hours {hours}: the horizon must be after the start")),
         None => default_horizon(&jobs),
     };
-    let comparison = compare(&cluster, &jobs, config, horizon, &POLICIES, true);
+    let placers = if options.policies.is_empty() {
+        POLICIES.to_vec()
+    } else {
+        options.policies.iter().map(|p| parse_policy(p)).collect::<Result<Vec<_>, _>>()?
+    };
+    let comparison = compare(&cluster, &jobs, config, horizon, &placers, true);
     let source = options.trace.display().to_string();
     match &options.format {
         Format::Table => Ok(crate::sim::table::trace_table(&comparison, &source, config.queueing)),

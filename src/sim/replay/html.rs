@@ -1,11 +1,182 @@
-//! The comparison as one self-contained HTML page.
+//! The comparison as one self-contained HTML page: the figures as a table, GPUs in use over
+//! time per policy, and the distribution of waits per job size, as inline SVG (no script,
+//! no external asset), for `--output html FILE`.
+
+use std::fmt::Write;
 
 use super::Comparison;
+use super::report::size_class;
 use super::trace::TraceJob;
 use crate::config::QueueingStrategy;
 
-pub fn page(comparison: &Comparison, _jobs: &[TraceJob], source: &str, default: QueueingStrategy) -> String {
-    let mut table = String::new();
-    crate::sim::table::comparison_table(&mut table, comparison, default);
-    format!("<!doctype html><title>{source}</title><pre>{table}</pre>")
+/// Line colours, one per policy column (colour-blind safe).
+const COLOURS: [&str; 6] = ["#0072b2", "#e69f00", "#009e73", "#cc79a7", "#d55e00", "#56b4e9"];
+const WIDTH: f64 = 720.0;
+const HEIGHT: f64 = 240.0;
+const MARGIN: f64 = 48.0;
+
+pub fn page(comparison: &Comparison, jobs: &[TraceJob], source: &str, default: QueueingStrategy) -> String {
+    let mut out = String::new();
+    let titles: Vec<String> = comparison.outcomes.iter().map(|o| o.placer.title(default)).collect();
+    let _ = write!(
+        out,
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>Muster replay: {}</title>\n<style>{STYLE}</style></head><body>\n",
+        escape(source)
+    );
+    let _ = writeln!(
+        out,
+        "<h1>Replay of {}</h1>\n<p>{} jobs on {} ({} GPUs), {:.0} h horizon; every policy on the same trace.</p>",
+        escape(source),
+        comparison.jobs,
+        escape(&comparison.cluster),
+        comparison.total_gpus,
+        comparison.horizon_seconds as f64 / 3600.0
+    );
+    out.push_str(&figures_table(comparison, default));
+    legend(&mut out, &titles);
+    let _ = writeln!(out, "<h2>GPUs in use by running jobs</h2>");
+    in_use_plot(&mut out, comparison);
+    let _ = writeln!(out, "<h2>Waits by job size</h2><p>Share of each size's jobs started within a wait.</p>");
+    let mut classes: Vec<(usize, String)> =
+        jobs.iter().map(|j| size_class(j.total_gpus(), comparison.node_gpus)).collect();
+    classes.sort();
+    classes.dedup();
+    for (class, label) in classes {
+        let members: Vec<usize> = (0..jobs.len())
+            .filter(|&j| jobs[j].submit <= comparison.horizon_seconds)
+            .filter(|&j| size_class(jobs[j].total_gpus(), comparison.node_gpus).0 == class)
+            .collect();
+        let _ = writeln!(out, "<h3>{} ({} jobs)</h3>", escape(&label), members.len());
+        wait_plot(&mut out, comparison, &members);
+    }
+    out.push_str("</body></html>\n");
+    out
+}
+
+const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:60em}\
+table{border-collapse:collapse;font-size:.9em}td,th{padding:.2em .8em;text-align:right;border-bottom:1px solid #ddd}\
+td:first-child,th:first-child{text-align:left}svg{display:block;margin:.5em 0}\
+.legend span{display:inline-block;margin-right:1.5em}.legend i{display:inline-block;width:1.5em;height:.3em;\
+vertical-align:middle;margin-right:.4em}text{font-size:11px;fill:#444}";
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+/// The figures as an HTML table, then the notes.
+fn figures_table(comparison: &Comparison, default: QueueingStrategy) -> String {
+    let mut out = String::from("<table>\n");
+    for (i, (label, cells)) in crate::sim::table::comparison_rows(comparison, default).iter().enumerate() {
+        let tag = if i == 0 { "th" } else { "td" };
+        let _ = write!(out, "<tr><{tag}>{}</{tag}>", escape(label.trim()));
+        for cell in cells {
+            let _ = write!(out, "<{tag}>{}</{tag}>", escape(cell));
+        }
+        out.push_str("</tr>\n");
+    }
+    out.push_str("</table>\n");
+    for note in &comparison.notes {
+        let _ = writeln!(out, "<p>note: {}</p>", escape(note));
+    }
+    out
+}
+
+fn legend(out: &mut String, titles: &[String]) {
+    out.push_str("<p class=\"legend\">");
+    for (i, title) in titles.iter().enumerate() {
+        let _ =
+            write!(out, "<span><i style=\"background:{}\"></i>{}</span>", COLOURS[i % COLOURS.len()], escape(title));
+    }
+    out.push_str("</p>\n");
+}
+
+/// Axes with `y_ticks` labelled by `y_label` and `x_ticks` by `x_label`, over [0, x_max] and
+/// [0, y_max].
+fn axes(out: &mut String, x_max: f64, y_max: f64, x_label: &dyn Fn(f64) -> String, y_label: &dyn Fn(f64) -> String) {
+    let _ = write!(
+        out,
+        "<svg width=\"{}\" height=\"{}\" role=\"img\"><g stroke=\"#bbb\">",
+        WIDTH + MARGIN + 10.0,
+        HEIGHT + 30.0
+    );
+    for i in 0..=4 {
+        let y = 5.0 + HEIGHT * (1.0 - i as f64 / 4.0);
+        let _ = write!(out, "<line x1=\"{MARGIN}\" x2=\"{}\" y1=\"{y:.1}\" y2=\"{y:.1}\"/>", MARGIN + WIDTH);
+    }
+    out.push_str("</g>");
+    for i in 0..=4 {
+        let y = 5.0 + HEIGHT * (1.0 - i as f64 / 4.0);
+        let value = y_max * i as f64 / 4.0;
+        let _ = write!(
+            out,
+            "<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
+            MARGIN - 4.0,
+            y + 4.0,
+            y_label(value)
+        );
+        let x = MARGIN + WIDTH * i as f64 / 4.0;
+        let _ = write!(
+            out,
+            "<text x=\"{x:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
+            HEIGHT + 22.0,
+            x_label(x_max * i as f64 / 4.0)
+        );
+    }
+}
+
+fn polyline(out: &mut String, points: &[(f64, f64)], colour: &str) {
+    let _ = write!(out, "<polyline fill=\"none\" stroke=\"{colour}\" stroke-width=\"1.5\" points=\"");
+    for (x, y) in points {
+        let _ = write!(out, "{x:.1},{y:.1} ");
+    }
+    out.push_str("\"/>");
+}
+
+fn in_use_plot(out: &mut String, comparison: &Comparison) {
+    let total = f64::from(comparison.total_gpus.max(1));
+    let hours = comparison.horizon_seconds as f64 / 3600.0;
+    axes(out, hours, total, &|h| format!("{h:.0} h"), &|g| format!("{g:.0}"));
+    for (i, series) in comparison.in_use.iter().enumerate() {
+        let n = series.len().max(1) as f64;
+        let points: Vec<(f64, f64)> = series
+            .iter()
+            .enumerate()
+            .map(|(k, v)| (MARGIN + WIDTH * (k as f64 + 0.5) / n, 5.0 + HEIGHT * (1.0 - v / total)))
+            .collect();
+        polyline(out, &points, COLOURS[i % COLOURS.len()]);
+    }
+    out.push_str("</svg>\n");
+}
+
+/// The share of `members` started within each wait, per policy: a step line up to the
+/// longest wait any policy gave them.
+fn wait_plot(out: &mut String, comparison: &Comparison, members: &[usize]) {
+    let longest = comparison
+        .waits
+        .iter()
+        .flat_map(|waits| members.iter().filter_map(|&j| waits[j]))
+        .fold(0.0f64, f64::max)
+        .max(1.0);
+    let count = members.len().max(1) as f64;
+    axes(out, longest, 100.0, &|m| format!("{m:.0} min"), &|p| format!("{p:.0}%"));
+    for (i, waits) in comparison.waits.iter().enumerate() {
+        let mut sorted: Vec<f64> = members.iter().filter_map(|&j| waits[j]).collect();
+        sorted.sort_by(f64::total_cmp);
+        let x = |m: f64| MARGIN + WIDTH * m / longest;
+        let y = |share: f64| 5.0 + HEIGHT * (1.0 - share);
+        let mut points = vec![(x(0.0), y(0.0))];
+        // One point per distinct wait, at most 400 of them.
+        let step = (sorted.len() / 400).max(1);
+        for (k, wait) in sorted.iter().enumerate() {
+            if (k + 1) % step == 0 || k + 1 == sorted.len() {
+                let share = (k + 1) as f64 / count;
+                points.push((x(*wait), points.last().map_or(y(0.0), |p| p.1)));
+                points.push((x(*wait), y(share)));
+            }
+        }
+        let last = points.last().map_or(y(0.0), |p| p.1);
+        points.push((x(longest), last));
+        polyline(out, &points, COLOURS[i % COLOURS.len()]);
+    }
+    out.push_str("</svg>\n");
 }

@@ -48,6 +48,8 @@ pub struct Comparison {
     pub notes: Vec<String>,
 }
 
+const TIMED: Placer = Placer::Queueing(crate::config::QueueingStrategy::TimedBackfill);
+
 /// The default horizon: the last submission plus the longest runtime.
 pub fn default_horizon(jobs: &[TraceJob]) -> i64 {
     jobs.iter().map(|j| j.submit).max().unwrap_or(0) + jobs.iter().map(|j| j.runtime).max().unwrap_or(0)
@@ -64,14 +66,19 @@ pub fn compare(
     show_progress: bool,
 ) -> Comparison {
     let progress = Progress::new(placers.len(), horizon, jobs.len());
-    let slots: Vec<(usize, Placer)> = placers.iter().copied().enumerate().collect();
+    // The costliest replays first, so that the threads end together: the per-pod
+    // baseline (a gang per pod) and timed backfill (trials for the shadow time).
+    let mut slots: Vec<(usize, Placer)> = placers.iter().copied().enumerate().collect();
+    slots.sort_by_key(|&(slot, placer)| (!matches!(placer, Placer::PerPodBaseline | TIMED), slot));
     let run = || {
         in_parallel(&slots, |&(slot, placer)| {
             let progress = show_progress.then_some((&progress, slot));
-            run::replay(cluster, jobs, placer, config, horizon, progress)
+            (slot, run::replay(cluster, jobs, placer, config, horizon, progress))
         })
     };
-    let replays = if show_progress { progress.around(run) } else { run() };
+    let mut replays = if show_progress { progress.around(run) } else { run() };
+    replays.sort_by_key(|(slot, _)| *slot);
+    let replays: Vec<run::Replay> = replays.into_iter().map(|(_, replay)| replay).collect();
     let mut notes = Vec::new();
     let fractions = jobs.iter().filter(|j| j.gpu_fraction.is_some()).count();
     if fractions > 0 {

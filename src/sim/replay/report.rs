@@ -60,6 +60,8 @@ pub struct Outcome {
     /// By queue or team, when the trace names more than one.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub queues: Vec<GroupFigures>,
+    /// Times a running gang was evicted (opportunistic backfill) and started again later.
+    pub evictions: usize,
     /// Scheduling cycles run.
     pub cycles: usize,
 }
@@ -167,6 +169,7 @@ pub fn outcome(replay: &Replay, jobs: &[TraceJob], total_gpus: u32, node_gpus: u
         } else {
             Vec::new()
         },
+        evictions: replay.evictions,
         cycles: replay.cycles,
     }
 }

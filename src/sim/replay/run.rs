@@ -13,7 +13,8 @@ use super::progress::Progress;
 use super::trace::TraceJob;
 use crate::config::Config;
 use crate::engine::model::{
-    Ending, Gang, GangKey, GangKind, NodeConstraints, NodeIdx, Parked, PendingPod, PodKey, Snapshot,
+    Ending, Gang, GangKey, GangKind, NodeConstraints, NodeIdx, Parked, PendingPod, PodKey, RunningGang, RunningPod,
+    Snapshot,
 };
 use crate::engine::queues::DEFAULT_QUEUE;
 use crate::engine::reason::WaitReason;
@@ -44,6 +45,8 @@ pub struct Replay {
     /// GPUs in use by running jobs, averaged over each of [`SERIES_POINTS`] equal spans.
     pub in_use: Vec<f64>,
     pub cycles: usize,
+    /// Gangs evicted (opportunistic backfill), each started again later.
+    pub evictions: usize,
 }
 
 /// A job's pods, as the engine asks for them.
@@ -70,17 +73,20 @@ pub fn replay(
     let mut next = 0;
     loop {
         let submitted = jobs.get(next).map(|j| j.submit);
-        let ending = state.endings.peek().map(|Reverse((t, _))| *t);
+        let ending = state.endings.peek().map(|Reverse((t, _, _))| *t);
         let Some(now) = [submitted, ending].into_iter().flatten().min().filter(|t| *t <= horizon) else { break };
         state.advance(now);
         let mut freed = false;
-        while let Some(&Reverse((at, job))) = state.endings.peek() {
+        while let Some(&Reverse((at, job, run))) = state.endings.peek() {
             if at != now {
                 break;
             }
             state.endings.pop();
-            state.end(job);
-            freed = true;
+            // A run that was evicted ends no more.
+            if run == state.runs[job] {
+                state.end(job);
+                freed = true;
+            }
         }
         while jobs.get(next).is_some_and(|j| j.submit == now) {
             state.submit(next);
@@ -110,7 +116,12 @@ struct State<'a> {
     nodes_of: Vec<Vec<NodeIdx>>,
     /// The job of each of `snapshot.endings`.
     ending_job: Vec<usize>,
-    endings: BinaryHeap<Reverse<(i64, usize)>>,
+    /// When running jobs end: (time, job, which run of the job).
+    endings: BinaryHeap<Reverse<(i64, usize, u32)>>,
+    /// Per job: how many times it started (an evicted job starts again).
+    runs: Vec<u32>,
+    /// Opportunistic gangs running, by name, to evict.
+    opportunistic: HashMap<String, usize>,
     rack_free: Vec<i64>,
     /// The smallest large job's GPUs (a job larger than a node), capped at a rack.
     large_need: i64,
@@ -153,6 +164,8 @@ impl<'a> State<'a> {
             nodes_of: vec![Vec::new(); jobs.len()],
             ending_job: Vec::new(),
             endings: BinaryHeap::new(),
+            runs: vec![0; jobs.len()],
+            opportunistic: HashMap::new(),
             rack_free,
             large_need,
             large_waiting: 0,
@@ -171,6 +184,7 @@ impl<'a> State<'a> {
                 free_while_large_waits: 0.0,
                 in_use: vec![0.0; SERIES_POINTS],
                 cycles: 0,
+                evictions: 0,
             },
         }
     }
@@ -260,13 +274,24 @@ impl<'a> State<'a> {
     }
 
     fn end(&mut self, j: usize) {
-        let shape = self.shapes[j].take().expect("a running job has its shape");
+        self.release(j);
+        self.shapes[j] = None;
+    }
+
+    /// Gives back what job `j`'s pods hold.
+    fn release(&mut self, j: usize) {
+        let shape = self.shapes[j].as_ref().expect("a placed job has its shape");
+        if self.opportunistic.remove(&self.jobs[j].id).is_some() {
+            let id = &self.jobs[j].id;
+            self.snapshot.running.retain(|r| &r.key.name != id);
+        }
         let nodes = Arc::make_mut(&mut self.snapshot.nodes);
         for &n in &self.nodes_of[j] {
             nodes[n as usize].requested.sub(&shape.demand, 1);
             self.rack_free[self.cluster.rack_of[n as usize] as usize] += shape.gpus;
         }
         self.nodes_of[j] = Vec::new();
+        self.placed[j] = 0;
         self.running_gpus -= self.jobs[j].total_gpus() as i64;
         if self.jobs[j].limit.is_some() {
             let mut i = 0;
@@ -289,7 +314,7 @@ impl<'a> State<'a> {
         }
         self.snapshot.now = self.now;
         if freed {
-            self.parking.clear();
+            self.unpark();
         }
         for gang in &mut self.snapshot.gangs {
             gang.parked = self.parking.get(&gang.key).copied().unwrap_or_default();
@@ -307,6 +332,14 @@ impl<'a> State<'a> {
             }
         }
         self.parking = parked;
+        // Capacity freed by evictions is held for the gang they were made for, as the
+        // scheduler keeps it between cycles.
+        self.snapshot.reservations = outcome.reservations;
+        for eviction in &outcome.evictions {
+            if let Some(j) = self.opportunistic.get(&eviction.gang.name).copied() {
+                self.evict(j);
+            }
+        }
         if outcome.placements.is_empty() {
             return;
         }
@@ -320,10 +353,35 @@ impl<'a> State<'a> {
                 nodes[n as usize].requested.add(&shape.demand, 1);
                 self.rack_free[self.cluster.rack_of[n as usize] as usize] -= shape.gpus;
                 self.nodes_of[j].push(n);
-                if let Some(limit) = job.limit {
+                // Opportunistic gangs count as leaving whenever they are in the way.
+                if let Some(limit) = job.limit.filter(|_| placement.opportunistic.is_none()) {
                     self.snapshot.endings.push(Ending { at: now + limit, node: n, demand: shape.demand.clone() });
                     self.ending_job.push(j);
                 }
+            }
+            if placement.opportunistic.is_some() {
+                self.snapshot.running.push(RunningGang {
+                    key: placement.gang.clone(),
+                    queue: DEFAULT_QUEUE.to_string(),
+                    priority: job.priority,
+                    preemptible: true,
+                    min_member: job.workers,
+                    pods: placement
+                        .pods
+                        .iter()
+                        .map(|(key, node)| RunningPod {
+                            key: key.clone(),
+                            node: *node,
+                            demand: shape.demand.clone(),
+                            started: now,
+                            devices: Vec::new(),
+                            grace_seconds: 0,
+                        })
+                        .collect(),
+                    created: job.submit,
+                    opportunistic: true,
+                });
+                self.opportunistic.insert(job.id.clone(), j);
             }
             self.held_gpus += shape.gpus * placement.pods.len() as i64;
             self.placed[j] += placement.pods.len();
@@ -333,6 +391,50 @@ impl<'a> State<'a> {
         }
         let by_name = &self.by_name;
         self.snapshot.gangs.retain(|g| by_name.contains_key(&g.key.name));
+    }
+
+    /// After capacity was freed: gangs that could now fit leave the unschedulable pool.
+    /// A gang stays parked only when it provably cannot fit: fewer slots for its pods' GPUs
+    /// on the nodes (in one rack, when it requires one) than it needs, counting GPUs alone.
+    fn unpark(&mut self) {
+        if self.parking.is_empty() {
+            return;
+        }
+        let (cluster, nodes) = (self.cluster, &self.snapshot.nodes);
+        // Per GPUs a pod asks: slots in the cluster, and in the best rack.
+        let mut slots: HashMap<i64, (i64, i64)> = HashMap::new();
+        let mut slots_for = |gpus: i64| -> (i64, i64) {
+            *slots.entry(gpus).or_insert_with(|| {
+                let mut per_rack = vec![0i64; cluster.racks];
+                for (n, node) in nodes.iter().enumerate() {
+                    let free = node.allocatable.get(cluster.gpu) - node.requested.get(cluster.gpu);
+                    per_rack[cluster.rack_of[n] as usize] += if gpus > 0 { free.max(0) / gpus } else { i64::MAX / 4 };
+                }
+                (per_rack.iter().sum(), per_rack.iter().copied().max().unwrap_or(0))
+            })
+        };
+        let (by_name, shapes, jobs, gangs) = (&self.by_name, &self.shapes, self.jobs, self.placer.gangs());
+        self.parking.retain(|key, _| {
+            let Some(&j) = by_name.get(&key.name) else { return false };
+            let Some(shape) = shapes[j].as_ref() else { return false };
+            let (total, best_rack) = slots_for(shape.gpus);
+            let pods = if gangs { jobs[j].workers as i64 } else { 1 };
+            let rack = shape.topology.is_some_and(|t| t.required.is_some());
+            (if rack { best_rack } else { total }) < pods
+        });
+    }
+
+    /// Evicts running job `j` whole: its capacity back, the job waiting again (its wait
+    /// still counted from its submission), its end no more.
+    fn evict(&mut self, j: usize) {
+        self.release(j);
+        self.runs[j] += 1;
+        self.replay.evictions += 1;
+        self.replay.started[j] = None;
+        self.replay.completed[j] = false;
+        self.replay.stopped_at_limit[j] = false;
+        self.started_count -= 1;
+        self.submit(j);
     }
 
     fn start(&mut self, j: usize) {
@@ -349,7 +451,8 @@ impl<'a> State<'a> {
         let end = self.now + run;
         self.replay.stopped_at_limit[j] = run < job.runtime;
         self.replay.completed[j] = run == job.runtime && end <= self.horizon;
-        self.endings.push(Reverse((end, j)));
+        self.runs[j] += 1;
+        self.endings.push(Reverse((end, j, self.runs[j])));
     }
 
     fn finish(self) -> Replay {
