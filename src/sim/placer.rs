@@ -45,6 +45,16 @@ impl Placer {
         self != Placer::PerPodBaseline
     }
 
+    /// Its name as `--policy` takes it.
+    pub fn name(self) -> String {
+        match self {
+            Placer::PerPodBaseline => "baseline".to_string(),
+            Placer::Queueing(q) => queueing_name(q).to_string(),
+            Placer::Muster => "Muster".to_string(),
+            Placer::MusterFirstFit => "Muster, first fit".to_string(),
+        }
+    }
+
     /// Its column title; `default` is the configured policy.
     pub fn title(self, default: QueueingStrategy) -> String {
         match self {

@@ -25,6 +25,9 @@ pub struct GroupFigures {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Outcome {
+    /// As `--policy` names it: `baseline`, `StrictFIFO`, `BestEffortFIFO`, `Backfill`,
+    /// `TimedBackfill`.
+    pub policy: String,
     pub placer: Placer,
     /// Jobs submitted within the horizon.
     pub jobs: usize,
@@ -142,6 +145,7 @@ pub fn outcome(replay: &Replay, jobs: &[TraceJob], total_gpus: u32, node_gpus: u
     let stopped_at_limit = replay.stopped_at_limit.iter().zip(&replay.started).filter(|(s, t)| **s && t.is_some());
     let (all, small, large) = (all.figures("all".into()), small.figures(String::new()), large.figures(String::new()));
     Outcome {
+        policy: replay.placer.name(),
         placer: replay.placer,
         jobs: all.jobs,
         started: all.started,
