@@ -72,6 +72,10 @@ pub fn evict(objects: &mut ClusterObjects, evictions: &[Eviction], cycle: usize,
             if let Some(spec) = pod.spec.as_mut() {
                 spec.node_name = None;
             }
+            // Recreated by its controller: no marker of how the last one was bound.
+            if let Some(annotations) = pod.metadata.annotations.as_mut() {
+                annotations.remove(crate::k8s::view::OPPORTUNISTIC_ANNOTATION);
+            }
             if let Some(status) = pod.status.as_mut() {
                 status.start_time = None;
                 if let Some(extended) = status.extended_resource_claim_status.take() {

@@ -233,6 +233,14 @@ pub fn apply(objects: &mut ClusterObjects, snapshot: &Snapshot, outcome: &CycleO
                 // It starts as it is bound: its runtime bound counts from now.
                 objects.pods[i].status.get_or_insert_default().start_time =
                     Some(crate::k8s::status::k8s_time(snapshot.now));
+                // Bound as the scheduler binds it: marked when it runs opportunistically.
+                if placement.opportunistic.is_some() {
+                    objects.pods[i]
+                        .metadata
+                        .annotations
+                        .get_or_insert_default()
+                        .insert(crate::k8s::view::OPPORTUNISTIC_ANNOTATION.into(), "true".into());
+                }
                 touch(&mut objects.pods[i].metadata);
                 count += 1;
             }

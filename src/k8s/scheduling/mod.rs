@@ -34,10 +34,9 @@ use super::watch::Wake;
 use super::writer::{PodRef, Write, Writer};
 use crate::config::{Config, QueueingStrategy};
 use crate::engine::CycleConfig;
-use crate::engine::dra::selectors::SelectorCache;
 use crate::engine::model::{GangKey, PodKey, Reservation};
 use crate::engine::reason::WaitReason;
-use crate::engine::schedule_with;
+use crate::engine::{CycleMemory, schedule_remembering};
 use crate::metrics::Metrics;
 
 /// Changes arriving within this long of each other share one cycle.
@@ -89,7 +88,8 @@ pub struct Scheduler {
     evicting: HashMap<GangKey, (Instant, Vec<PodKey>)>,
     last_eviction: HashMap<GangKey, (&'static str, String, i64)>,
     memo: Memo,
-    selectors: SelectorCache,
+    /// What the engine keeps between cycles: compiled selectors, free capacity.
+    memory: CycleMemory,
     /// Gangs bound whose pods are not all Running yet: (created, minMember).
     awaiting_running: HashMap<GangKey, (i64, usize)>,
     /// Capacity freed by evictions and held for the gangs they were made for, from the
@@ -144,7 +144,7 @@ impl Scheduler {
             releases: ReleaseTracker::default(),
             evicting: HashMap::new(),
             last_eviction: HashMap::new(),
-            selectors: SelectorCache::default(),
+            memory: CycleMemory::default(),
             awaiting_running: HashMap::new(),
             reservations: Vec::new(),
             next_wake: None,
@@ -373,17 +373,17 @@ impl Scheduler {
         assembled.snapshot.reservations = std::mem::take(&mut self.reservations);
 
         let cel_started = Instant::now();
-        let evaluations_before = self.selectors.evaluations;
-        decide::warm_selectors(&assembled.snapshot, &mut self.selectors);
-        if self.selectors.evaluations > evaluations_before {
+        let evaluations_before = self.memory.selectors.evaluations;
+        decide::warm_selectors(&assembled.snapshot, &mut self.memory.selectors);
+        if self.memory.selectors.evaluations > evaluations_before {
             self.metrics.cel_evaluation_duration.observe(cel_started.elapsed().as_secs_f64());
-            self.metrics.cel_evaluations.inc_by(self.selectors.evaluations - evaluations_before);
+            self.metrics.cel_evaluations.inc_by(self.memory.selectors.evaluations - evaluations_before);
         }
         phase("cel", cel_started);
         let engine_started = Instant::now();
-        let evaluations_before = self.selectors.evaluations;
-        let outcome = schedule_with(&assembled.snapshot, &self.cycle_config, &mut self.selectors);
-        self.metrics.cel_evaluations.inc_by(self.selectors.evaluations - evaluations_before);
+        let evaluations_before = self.memory.selectors.evaluations;
+        let outcome = schedule_remembering(&assembled.snapshot, &self.cycle_config, &mut self.memory);
+        self.metrics.cel_evaluations.inc_by(self.memory.selectors.evaluations - evaluations_before);
         phase("engine", engine_started);
         tracing::debug!(placed = outcome.placements.len(), waiting = outcome.waiting.len(), elapsed = ?started.elapsed(), "cycle");
         self.reservations = outcome.reservations.clone();

@@ -96,7 +96,7 @@ fn axes(out: &mut String, x_max: f64, y_max: f64, x_label: &dyn Fn(f64) -> Strin
     let _ = write!(
         out,
         "<svg width=\"{}\" height=\"{}\" role=\"img\"><g stroke=\"#bbb\">",
-        WIDTH + MARGIN + 10.0,
+        WIDTH + MARGIN + 36.0,
         HEIGHT + 30.0
     );
     for i in 0..=4 {
