@@ -4,10 +4,14 @@
 //! can start in its place, and not before.
 
 use muster::engine::build::{GPU, SnapshotBuilder};
-use muster::engine::model::{GangKey, Snapshot};
+use muster::engine::model::GangKey;
 use muster::engine::preempt::{EvictionReason, Room};
 use muster::engine::reason::WaitReason;
 use muster::engine::{CycleConfig, CycleOutcome, Queueing, schedule};
+
+#[path = "backfill/support.rs"]
+mod support;
+use support::*;
 
 fn timed(opportunistic: bool) -> CycleConfig {
     CycleConfig {
@@ -22,45 +26,8 @@ fn backfill(opportunistic: bool) -> CycleConfig {
     CycleConfig { queueing: Queueing::Backfill, ..timed(opportunistic) }
 }
 
-fn gpus(n: i64) -> [(&'static str, i64); 2] {
-    [(GPU, n), ("cpu", 1000)]
-}
-
-fn four_nodes() -> SnapshotBuilder {
-    let mut builder = SnapshotBuilder::new();
-    for node in ["n1", "n2", "n3", "n4"] {
-        builder = builder.gpu_node(node, 64, 512, 8, &[]);
-    }
-    builder
-}
-
-/// As tests/timed_backfill.rs: n1 runs 4 GPUs until 3600, n2 4 until 7200, n3 and n4 run 6
-/// each with no known end; `big` (two 8-GPU pods) is expected to fit at 7200, holding the 4
-/// free GPUs of n1 and n2 from now.
-fn busy() -> SnapshotBuilder {
-    four_nodes()
-        .ending("n1", &gpus(4), 3600)
-        .ending("n2", &gpus(4), 7200)
-        .used("n3", &[(GPU, 6)])
-        .used("n4", &[(GPU, 6)])
-        .gang("big", 2, 2, &gpus(8))
-}
-
 fn key(name: &str) -> GangKey {
     GangKey { kind: muster::engine::model::GangKind::Muster, namespace: "default".into(), name: name.into() }
-}
-
-fn reason<'o>(outcome: &'o CycleOutcome, gang: &str) -> Option<&'o WaitReason> {
-    outcome.waiting.iter().find(|w| w.gang.name == gang).map(|w| &w.reason)
-}
-
-fn message(outcome: &CycleOutcome, gang: &str) -> String {
-    outcome.waiting.iter().find(|w| w.gang.name == gang).map(|w| w.to_string()).unwrap_or_default()
-}
-
-fn nodes_of(snapshot: &Snapshot, outcome: &CycleOutcome, gang: &str) -> Vec<String> {
-    let placement = outcome.placements.iter().find(|p| p.gang.name == gang);
-    placement.map_or_else(Vec::new, |p| p.pods.iter().map(|(_, n)| snapshot.nodes[*n as usize].name.clone()).collect())
 }
 
 fn evicted(outcome: &CycleOutcome) -> Vec<(String, EvictionReason, String, bool)> {

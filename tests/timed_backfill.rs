@@ -3,45 +3,15 @@
 //! now only around what is held for it, or in it when their own bound ends first.
 
 use muster::engine::build::{GPU, SnapshotBuilder};
-use muster::engine::model::Snapshot;
 use muster::engine::reason::WaitReason;
-use muster::engine::{CycleConfig, CycleOutcome, Queueing, schedule};
+use muster::engine::{CycleConfig, Queueing, schedule};
+
+#[path = "backfill/support.rs"]
+mod support;
+use support::*;
 
 fn timed() -> CycleConfig {
     CycleConfig { queueing: Queueing::TimedBackfill, reserve_after_seconds: 0, ..CycleConfig::default() }
-}
-
-fn gpus(n: i64) -> [(&'static str, i64); 2] {
-    [(GPU, n), ("cpu", 1000)]
-}
-
-/// Four nodes of 8 GPUs at time 0: n1 runs 4 GPUs until 3600, n2 runs 4 until 7200, n3 and
-/// n4 run 6 each with no known end. A gang of two 8-GPU pods fits only once n1 and n2 are
-/// empty: at 7200, holding the 4 free GPUs of each from now.
-fn busy() -> SnapshotBuilder {
-    SnapshotBuilder::new()
-        .gpu_node("n1", 64, 512, 8, &[])
-        .gpu_node("n2", 64, 512, 8, &[])
-        .gpu_node("n3", 64, 512, 8, &[])
-        .gpu_node("n4", 64, 512, 8, &[])
-        .ending("n1", &gpus(4), 3600)
-        .ending("n2", &gpus(4), 7200)
-        .used("n3", &[(GPU, 6)])
-        .used("n4", &[(GPU, 6)])
-        .gang("big", 2, 2, &gpus(8))
-}
-
-fn reason<'o>(outcome: &'o CycleOutcome, gang: &str) -> Option<&'o WaitReason> {
-    outcome.waiting.iter().find(|w| w.gang.name == gang).map(|w| &w.reason)
-}
-
-fn message(outcome: &CycleOutcome, gang: &str) -> String {
-    outcome.waiting.iter().find(|w| w.gang.name == gang).map(|w| w.to_string()).unwrap_or_default()
-}
-
-fn nodes_of(snapshot: &Snapshot, outcome: &CycleOutcome, gang: &str) -> Vec<String> {
-    let placement = outcome.placements.iter().find(|p| p.gang.name == gang);
-    placement.map_or_else(Vec::new, |p| p.pods.iter().map(|(_, n)| snapshot.nodes[*n as usize].name.clone()).collect())
 }
 
 #[test]
