@@ -81,6 +81,16 @@ enum Command {
         policy: Vec<String>,
         #[arg(long, value_name = "SEED", default_value_t = 7)]
         seed: u64,
+        /// Replay Alibaba's openb GPU-sharing trace (the folder of its CSV files) under its
+        /// paper's protocol: pods arrive until they ask for 130% of the GPUs, none leaves.
+        #[arg(long, value_name = "DIR")]
+        openb: Option<PathBuf>,
+        /// With --openb: which pod list (openb_pod_list_<NAME>.csv).
+        #[arg(long, value_name = "NAME", default_value = "default")]
+        openb_workload: String,
+        /// With --openb: the seeds, FIRST-LAST or a comma-separated list.
+        #[arg(long, value_name = "SEEDS", default_value = "42-51")]
+        seeds: String,
     },
     /// Run the scheduler against a cluster: pods with `schedulerName: muster` (or the
     /// configured name) are placed by Muster.
@@ -256,10 +266,28 @@ fn run(command: Command) -> Result<(), String> {
             jobs,
             seed,
             policy,
+            openb,
+            openb_workload,
+            seeds,
         } => {
             use muster::sim::replay::command as replay;
             let config = load_config(config)?;
             let format = replay::Format::parse(&output)?;
+            if let Some(dir) = openb {
+                let seeds = parse_seeds(&seeds)?;
+                let json = match format {
+                    replay::Format::Table => false,
+                    replay::Format::Json => true,
+                    replay::Format::Html(_) => return Err("--openb writes a table or json".into()),
+                };
+                let options = muster::sim::openb::OpenbOptions { dir, workload: openb_workload, seeds, json };
+                let report = muster::sim::openb::replay(&options, &config)?;
+                match options.json {
+                    true => println!("{}", serde_json::to_string_pretty(&report).expect("serialisable")),
+                    false => print!("{}", muster::sim::openb::table(&report)),
+                }
+                return Ok(());
+            }
             if let Some(path) = generate_trace {
                 let nodes = nodes.ok_or("--generate-trace needs --nodes, the cluster the trace is made for")?;
                 print!("{}", replay::generate(&path, jobs, nodes, seed)?);
@@ -322,4 +350,15 @@ fn run(command: Command) -> Result<(), String> {
             Ok(())
         }
     }
+}
+
+/// Seeds as `FIRST-LAST` or `A,B,C`.
+fn parse_seeds(text: &str) -> Result<Vec<u64>, String> {
+    let bad = || format!("--seeds {text:?}: give FIRST-LAST (42-51) or a comma-separated list");
+    if let Some((first, last)) = text.split_once('-') {
+        let (first, last): (u64, u64) =
+            (first.trim().parse().map_err(|_| bad())?, last.trim().parse().map_err(|_| bad())?);
+        return if first <= last && last - first < 1000 { Ok((first..=last).collect()) } else { Err(bad()) };
+    }
+    text.split(',').map(|s| s.trim().parse().map_err(|_| bad())).collect()
 }

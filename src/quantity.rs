@@ -165,6 +165,24 @@ impl Quantity {
     }
 }
 
+impl Quantity {
+    /// `milli` thousandths of the quantity, in whole units, rounded down.
+    pub fn scale_milli_floor(self, milli: u32) -> Quantity {
+        let units = (self.nanos / NANO) * i128::from(milli) / 1000;
+        Quantity { nanos: units * NANO }
+    }
+
+    /// The largest multiple of `step` above `base` that is at most `self` (`base` when
+    /// `self` is below it).
+    pub fn round_down_to_step(self, base: Quantity, step: Quantity) -> Quantity {
+        if step.nanos <= 0 || self <= base {
+            return base.max(self);
+        }
+        let steps = (self.nanos - base.nanos) / step.nanos;
+        Quantity { nanos: base.nanos + steps * step.nanos }
+    }
+}
+
 impl fmt::Display for Quantity {
     /// Whole numbers as they are (`85899345920`), others with their decimals (`1.5`).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

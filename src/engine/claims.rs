@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use super::dra::allocate::{self, Allocator, ClaimToAllocate, Failure, ResolvedSpec, SearchLimits};
 use super::dra::model::{
-    AllocatedDevice, AllocationMode, ClaimKey, ClaimNeed, ClaimSpec, DeviceNodes, DraSnapshot, ExtendedRequest,
-    NodeSelector, Request, SubRequest,
+    AllocatedDevice, ClaimKey, ClaimNeed, ClaimSpec, DeviceNodes, DraSnapshot, ExtendedRequest, GpuShare, NodeSelector,
+    Request, SHARED_CAPACITY, SubRequest,
 };
 use super::dra::selectors::SelectorCache;
 use super::dra::state::{DeviceState, Mark};
@@ -82,18 +82,7 @@ fn extended_spec(requests: &[&ExtendedRequest]) -> Arc<ClaimSpec> {
     Arc::new(ClaimSpec {
         requests: requests
             .iter()
-            .map(|r| Request {
-                name: r.request_name.clone(),
-                alternatives: vec![SubRequest {
-                    result_name: r.request_name.clone(),
-                    class: r.class.clone(),
-                    selectors: Vec::new(),
-                    mode: AllocationMode::ExactCount(r.count),
-                    admin_access: false,
-                    tolerations: Vec::new(),
-                    capacity: Vec::new(),
-                }],
-            })
+            .map(|r| Request { name: r.request_name.clone(), alternatives: vec![r.sub_request()] })
             .collect(),
         constraints: Vec::new(),
     })
@@ -172,6 +161,23 @@ impl<'s> ClaimWork<'s> {
         self.dra.node_devices[node as usize].iter().filter(|&&d| self.state.is_free(d)).count()
     }
 
+    /// For packing GPU fractions: the least capacity a partly shared device of `node`
+    /// would have left after taking `sub`'s share; None when none can take it.
+    pub fn share_left_after(&self, node: NodeIdx, sub: &SubRequest) -> Option<crate::quantity::Quantity> {
+        let dra = self.dra;
+        dra.node_devices[node as usize]
+            .iter()
+            .filter(|&&d| dra.devices[d as usize].allow_multiple_allocations && !self.state.is_free(d))
+            .filter_map(|&d| {
+                let device = &dra.devices[d as usize];
+                let i = device.capacity_index(SHARED_CAPACITY)?;
+                let amount = sub.consumes(device, i)?;
+                let (whole, left) = self.state.left(dra, d, SHARED_CAPACITY);
+                (!whole && left >= amount).then(|| left.checked_sub(amount).unwrap_or_default())
+            })
+            .min()
+    }
+
     /// Resolves a shape's needs: class selectors and request selectors, compiled once.
     pub fn shape(&mut self, pod: &Arc<PodDevices>) -> ShapeDevices {
         let mut error = None;
@@ -194,6 +200,9 @@ impl<'s> ClaimWork<'s> {
         for request in &pod.extended {
             if error.is_none() && !self.dra.classes.contains_key(&request.class) {
                 error = Some(format!("{}: device class {} does not exist", request.resource_name, request.class));
+            }
+            if error.is_none() && request.share.is_some() {
+                error = share_problem(self.dra, request);
             }
         }
         ShapeDevices { pod: pod.clone(), resolved, variants: HashMap::new(), error }
@@ -388,12 +397,41 @@ impl ClaimWork<'_> {
     }
 }
 
+/// Why a GPU fraction can be had nowhere: no device allows several allocations, or none
+/// can grant the memory asked for.
+fn share_problem(dra: &DraSnapshot, request: &ExtendedRequest) -> Option<String> {
+    let sub = request.sub_request();
+    let mut shareable = 0;
+    let mut largest = crate::quantity::Quantity::ZERO;
+    for device in dra.devices.iter().filter(|d| d.allow_multiple_allocations) {
+        let Some(i) = device.capacity_index(SHARED_CAPACITY) else { continue };
+        shareable += 1;
+        largest = largest.max(device.capacity[i].1.value);
+        if sub.consumes(device, i).is_some_and(|q| q <= device.capacity[i].1.value) {
+            return None;
+        }
+    }
+    let mib = |q: crate::quantity::Quantity| q.units_ceil() >> 20;
+    Some(match (shareable, request.share) {
+        (0, _) => "a GPU fraction needs a GPU that allows several allocations (allowMultipleAllocations, with a \
+                   memory capacity), and no device published does: run the node agent with --sharing"
+            .to_string(),
+        (_, Some(GpuShare::Memory(q))) => format!(
+            "gpu-memory asks for {} MiB of one GPU, more than any shareable GPU can give (the largest has {} MiB)",
+            mib(q),
+            mib(largest)
+        ),
+        _ => "no shareable GPU's request policy grants the fraction asked for".to_string(),
+    })
+}
+
 /// Which of the pod's DRA-servable extended resources `node` does not list as allocatable.
 fn missing_mask(extended: &[ExtendedRequest], node: &Node) -> u64 {
     extended
         .iter()
         .take(64)
         .enumerate()
-        .filter(|(_, r)| node.allocatable.get(r.resource) <= 0)
+        // A GPU fraction is a share of a device: DRA serves it everywhere.
+        .filter(|(_, r)| r.share.is_some() || node.allocatable.get(r.resource) <= 0)
         .fold(0u64, |mask, (i, _)| mask | (1 << i))
 }

@@ -9,6 +9,7 @@ pub mod clock;
 pub mod cycle;
 pub mod dra;
 pub mod filter;
+pub mod fragmentation;
 pub mod model;
 pub mod node;
 pub mod place;

@@ -9,16 +9,17 @@ use k8s_openapi::api::core::v1::{
     PodExtendedResourceClaimStatus,
 };
 use k8s_openapi::api::resource::v1::{
-    AllocationResult, DeviceAllocationResult, DeviceRequest, DeviceRequestAllocationResult, ExactDeviceRequest,
-    ResourceClaim, ResourceClaimConsumerReference, ResourceClaimSpec,
+    AllocationResult, CapacityRequirements, DeviceAllocationResult, DeviceRequest, DeviceRequestAllocationResult,
+    ExactDeviceRequest, ResourceClaim, ResourceClaimConsumerReference, ResourceClaimSpec,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as KubeQuantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 
 use super::convert_dra::EXTENDED_CLAIM_ANNOTATION;
 use crate::engine::claims::{Allocation, ClaimPlacement};
-use crate::engine::dra::model::{DraSnapshot, NodeSelector};
+use crate::engine::dra::model::{DraSnapshot, ExtendedRequest, GpuShare, NodeSelector, SHARED_CAPACITY};
 use crate::engine::model::PodKey;
+use crate::quantity::Quantity;
 
 /// The finalizer that keeps an allocated claim from being deleted while in use.
 pub const FINALIZER: &str = "resource.kubernetes.io/delete-protection";
@@ -119,6 +120,9 @@ pub fn extended_claim(pod: &PodKey, uid: &str, placement: &ClaimPlacement) -> Re
                 device_class_name: r.class.clone(),
                 allocation_mode: Some("ExactCount".into()),
                 count: Some(i64::from(r.count)),
+                capacity: share_asked(placement, r).map(|amount| CapacityRequirements {
+                    requests: Some([(SHARED_CAPACITY.to_string(), KubeQuantity(amount.to_string()))].into()),
+                }),
                 ..Default::default()
             }),
             first_available: None,
@@ -146,6 +150,23 @@ pub fn extended_claim(pod: &PodKey, uid: &str, placement: &ClaimPlacement) -> Re
             }),
         }),
         status: None,
+    }
+}
+
+/// The memory a GPU fraction's request asks of each device, as its claim states it: the
+/// amount of `gpu-memory`, or for `gpu-fraction` the least share its devices were given.
+fn share_asked(placement: &ClaimPlacement, request: &ExtendedRequest) -> Option<Quantity> {
+    match request.share? {
+        GpuShare::Memory(amount) => Some(amount),
+        GpuShare::Fraction(_) => placement
+            .allocation
+            .iter()
+            .flat_map(|a| &a.devices)
+            .filter(|d| d.request == request.request_name)
+            .flat_map(|d| d.consumed.iter().flatten())
+            .filter(|(name, _)| name == SHARED_CAPACITY)
+            .map(|(_, amount)| *amount)
+            .min(),
     }
 }
 

@@ -6,6 +6,7 @@ pub mod evict;
 pub mod expand;
 pub mod load;
 pub mod objects;
+pub mod openb;
 pub mod placer;
 pub mod replay;
 pub mod run;

@@ -5,7 +5,7 @@
 //! claim for every template a pod names, before the first cycle) and the API server's
 //! side of binding (pods get their node, claims their allocation and reservation).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::api::core::v1::{Pod, PodResourceClaimStatus};
 use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceClaimStatus};
@@ -34,6 +34,9 @@ pub struct DeviceResult {
     pub driver: String,
     pub pool: String,
     pub device: String,
+    /// For a share of a device that allows several allocations: what it consumes.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub consumed: BTreeMap<String, String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -343,6 +346,7 @@ fn pod_devices(pod: &Pod, claims: &HashMap<(String, String), &ResourceClaim>) ->
                 driver: r.driver.clone(),
                 pool: r.pool.clone(),
                 device: r.device.clone(),
+                consumed: consumed(r),
             });
         }
     }
@@ -357,10 +361,15 @@ fn pod_devices(pod: &Pod, claims: &HashMap<(String, String), &ResourceClaim>) ->
                 driver: r.driver.clone(),
                 pool: r.pool.clone(),
                 device: r.device.clone(),
+                consumed: consumed(r),
             });
         }
     }
     devices
+}
+
+fn consumed(result: &k8s_openapi::api::resource::v1::DeviceRequestAllocationResult) -> BTreeMap<String, String> {
+    result.consumed_capacity.iter().flatten().map(|(name, q)| (name.clone(), q.0.clone())).collect()
 }
 
 fn allocated(

@@ -178,9 +178,13 @@ pub fn two_jobs(placer: Placer, muster: &Config) -> TwoJobsOutcome {
 }
 
 /// A small deterministic random source (SplitMix64), so scenarios repeat exactly.
-struct Random(u64);
+pub(crate) struct Random(u64);
 
 impl Random {
+    pub(crate) fn new(seed: u64) -> Random {
+        Random(seed)
+    }
+
     fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
@@ -189,7 +193,7 @@ impl Random {
         z ^ (z >> 31)
     }
 
-    fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         self.next() % n
     }
 }

@@ -170,6 +170,12 @@ struct Search<'s, 'a> {
     error: Option<String>,
 }
 
+/// The capacity a request takes a share of (a fraction's, or the first it names an amount
+/// of), by which its devices are packed.
+fn shared_capacity(sub: &SubRequest) -> Option<&str> {
+    sub.fraction.as_ref().map(|f| f.capacity.as_str()).or_else(|| sub.capacity.first().map(|(name, _)| name.as_str()))
+}
+
 /// Allocates every claim on `node`, all or nothing, in at most `limit` steps (the steps
 /// taken are added to `steps`); on success the devices are taken in the allocator's state
 /// and returned per claim, in the order given.
@@ -259,8 +265,8 @@ impl Search<'_, '_> {
             let sub = &self.claims[c].spec.spec.requests[r].alternatives[a];
             let fits = match sub.mode {
                 AllocationMode::ExactCount(n) => {
-                    let shared =
-                        candidates.iter().any(|&d| self.alloc.dra.devices[d as usize].allow_multiple_allocations);
+                    let shared = !sub.distinct
+                        && candidates.iter().any(|&d| self.alloc.dra.devices[d as usize].allow_multiple_allocations);
                     if candidates.len() < n as usize && !shared {
                         let label = self.label(c, r);
                         let found = candidates.len();
@@ -338,9 +344,25 @@ impl Search<'_, '_> {
             let has_capacity = sub.capacity.iter().all(|(name, amount)| {
                 device.capacity_index(name).is_some_and(|i| device.capacity[i].1.value >= *amount)
             });
-            if has_capacity {
+            // A fraction is a share: only a device that allows several allocations has one.
+            let shares = sub
+                .fraction
+                .as_ref()
+                .is_none_or(|f| device.allow_multiple_allocations && device.capacity_index(&f.capacity).is_some());
+            if has_capacity && shares {
                 found.push(d);
             }
+        }
+        if let Some(name) = shared_capacity(sub)
+            && found.iter().any(|&d| dra.devices[d as usize].allow_multiple_allocations)
+        {
+            // Best fit among shared devices: the one with the least of the capacity left
+            // first, so partly shared devices fill before a fresh one is opened.
+            let state = &*self.alloc.state;
+            found.sort_by_cached_key(|&d| match dra.devices[d as usize].allow_multiple_allocations {
+                true => state.left(dra, d, name),
+                false => (true, Quantity::ZERO),
+            });
         }
         self.candidates[c][r][a] = Some(found.clone());
         Some(found)
@@ -356,14 +378,8 @@ impl Search<'_, '_> {
             return if state.is_free(d) && state.counters_fit(dra, d) { Ok(None) } else { Err(()) };
         }
         let mut amounts = Vec::with_capacity(device.capacity.len());
-        for (i, (_, capacity)) in device.capacity.iter().enumerate() {
-            let requested =
-                sub.capacity.iter().find(|(asked, _)| device.capacity_index(asked) == Some(i)).map(|(_, q)| *q);
-            let amount = match &capacity.policy {
-                Some(policy) => policy.consumed(requested, capacity.value).ok_or(())?,
-                None => requested.unwrap_or(capacity.value),
-            };
-            amounts.push((i, amount));
+        for i in 0..device.capacity.len() {
+            amounts.push((i, sub.consumes(device, i).ok_or(())?));
         }
         let state = &*self.alloc.state;
         if state.share_fits(dra, d, &amounts) && state.counters_fit(dra, d) { Ok(Some(amounts)) } else { Err(()) }
@@ -444,10 +460,11 @@ impl Search<'_, '_> {
             if self.steps >= self.limit || self.error.is_some() {
                 return false;
             }
-            if candidates.len() - i < need && !self.alloc.dra.devices[d as usize].allow_multiple_allocations {
+            let shared = self.alloc.dra.devices[d as usize].allow_multiple_allocations && !sub.distinct;
+            if candidates.len() - i < need && !shared {
                 break;
             }
-            if self.already_in_claim(c, d) {
+            if self.already_in_claim(c, d) || (sub.distinct && self.chosen[c].iter().any(|ch| ch.device == d)) {
                 continue;
             }
             let holding = if sub.admin_access { Ok(None) } else { self.holding(d, sub) };
@@ -458,7 +475,7 @@ impl Search<'_, '_> {
             let mark = self.alloc.state.mark();
             self.choose(c, r, a, d, holding);
             // A shared device may give this claim another share.
-            let next = if self.alloc.dra.devices[d as usize].allow_multiple_allocations { i } else { i + 1 };
+            let next = if shared { i } else { i + 1 };
             if self.pick(item, a, candidates, need - 1, next) {
                 return true;
             }

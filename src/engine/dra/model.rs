@@ -81,6 +81,24 @@ impl CapacityPolicy {
         }
         Some(requested)
     }
+
+    /// What `milli` thousandths of a device whose capacity is `full` consumes: the share,
+    /// rounded down to a step or valid value the policy grants, at least its minimum; None
+    /// when the policy grants nothing that small or large.
+    pub fn fraction(&self, milli: u32, full: Quantity) -> Option<Quantity> {
+        let share = full.scale_milli_floor(milli);
+        if !self.values.is_empty() {
+            return self.values.iter().copied().rev().find(|v| *v <= share).or_else(|| self.values.first().copied());
+        }
+        if let Some((min, max, step)) = self.range {
+            let amount = match step {
+                Some(step) => share.round_down_to_step(min, step),
+                None => share.max(min),
+            };
+            return max.is_none_or(|m| amount <= m).then_some(amount);
+        }
+        Some(share)
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -204,7 +222,43 @@ pub struct SubRequest {
     pub tolerations: Vec<DeviceToleration>,
     /// `capacity.requests`: name → amount, for shared devices.
     pub capacity: Vec<(String, Quantity)>,
+    /// A share of each device's capacity rather than an amount: what a GPU fraction asks
+    /// (`gpu-fraction: "0.25"` takes a quarter of the memory of whichever GPU it gets).
+    pub fraction: Option<CapacityFraction>,
+    /// Each device at most once, even one that allows several allocations (the GPUs of a
+    /// fraction of several GPUs are different GPUs).
+    pub distinct: bool,
 }
+
+impl SubRequest {
+    /// What taking `device` (one that allows several allocations) for this request
+    /// consumes of its capacity `i`, as the device's policy grants it; None when the policy
+    /// cannot grant it.
+    pub fn consumes(&self, device: &Device, i: usize) -> Option<Quantity> {
+        let capacity = &device.capacity[i].1;
+        if let Some(fraction) = self.fraction.as_ref().filter(|f| device.capacity_index(&f.capacity) == Some(i)) {
+            let policy = capacity.policy.clone().unwrap_or_default();
+            return policy.fraction(fraction.milli, capacity.value);
+        }
+        let requested =
+            self.capacity.iter().find(|(asked, _)| device.capacity_index(asked) == Some(i)).map(|(_, q)| *q);
+        match &capacity.policy {
+            Some(policy) => policy.consumed(requested, capacity.value),
+            None => Some(requested.unwrap_or(capacity.value)),
+        }
+    }
+}
+
+/// Thousandths of a named capacity of the device allocated, rounded down to what the
+/// device's request policy grants (so that four quarters always fit on one device).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct CapacityFraction {
+    pub capacity: String,
+    pub milli: u32,
+}
+
+/// The GPU capacity fractions are taken from.
+pub const SHARED_CAPACITY: &str = "memory";
 
 /// A request of a claim: its alternatives, tried in order (one for `exactly`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -313,6 +367,42 @@ pub struct ExtendedRequest {
     pub container: String,
     /// `container-<i>-request-<j>`, as Kubernetes names it.
     pub request_name: String,
+    /// A GPU fraction (KAI's `gpu-fraction` or `gpu-memory` annotation): `count` devices
+    /// that allow several allocations, each shared. Always served through DRA.
+    pub share: Option<GpuShare>,
+}
+
+/// How much of each device a GPU fraction takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GpuShare {
+    /// Thousandths of the device's memory (`gpu-fraction: "0.5"` is 500).
+    Fraction(u32),
+    /// An amount of memory (`gpu-memory: "20480"` is 20480 MiB).
+    Memory(Quantity),
+}
+
+impl ExtendedRequest {
+    /// The request's one way to be satisfied, as a claim spec states it.
+    pub fn sub_request(&self) -> SubRequest {
+        let (capacity, fraction) = match self.share {
+            None => (Vec::new(), None),
+            Some(GpuShare::Memory(amount)) => (vec![(SHARED_CAPACITY.to_string(), amount)], None),
+            Some(GpuShare::Fraction(milli)) => {
+                (Vec::new(), Some(CapacityFraction { capacity: SHARED_CAPACITY.to_string(), milli }))
+            }
+        };
+        SubRequest {
+            result_name: self.request_name.clone(),
+            class: self.class.clone(),
+            selectors: Vec::new(),
+            mode: AllocationMode::ExactCount(self.count),
+            admin_access: false,
+            tolerations: Vec::new(),
+            capacity,
+            fraction,
+            distinct: self.share.is_some(),
+        }
+    }
 }
 
 /// A device in use before this cycle: by an allocated claim, or one being written.

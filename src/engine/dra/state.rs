@@ -172,6 +172,18 @@ impl DeviceState {
         !self.exclusive[device as usize] && self.shares[device as usize] == 0
     }
 
+    /// How much of the capacity `name` a device has left (None when taken whole or it has
+    /// no such capacity, ordered last).
+    pub fn left(&self, dra: &DraSnapshot, device: DeviceIdx, name: &str) -> (bool, Quantity) {
+        let d = &dra.devices[device as usize];
+        let Some(i) = d.capacity_index(name) else { return (true, Quantity::ZERO) };
+        if self.exclusive[device as usize] {
+            return (true, Quantity::ZERO);
+        }
+        let used = self.consumed.get(&device).map_or(Quantity::ZERO, |c| c[i]);
+        (false, d.capacity[i].1.value.checked_sub(used).unwrap_or(Quantity::ZERO))
+    }
+
     /// Whether a shared device has `amounts` (capacity index, amount) left.
     pub fn share_fits(&self, dra: &DraSnapshot, device: DeviceIdx, amounts: &[(usize, Quantity)]) -> bool {
         if self.exclusive[device as usize] {

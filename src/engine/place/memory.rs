@@ -61,6 +61,9 @@ pub struct CapacityMemory {
     domain_allocatable: Vec<Vec<Capacity>>,
     /// How many cycles started from scratch (tests).
     pub rebuilds: usize,
+    /// The kinds of GPU pods asked for recently, for fragmentation, and the gangs learned.
+    pub(crate) mix: crate::engine::fragmentation::WorkloadMix,
+    pub(crate) learned: super::gpu_kinds::SeenGangs,
 }
 
 impl CapacityMemory {

@@ -9,6 +9,7 @@
 //! pods placed, with every device they claim, committed into the working copy, or nothing:
 //! every tentative change is undone.
 
+mod gpu_kinds;
 mod memory;
 mod reserve;
 mod score;
@@ -80,6 +81,8 @@ pub struct Workspace<'s> {
     pub(crate) grown: bool,
     /// During a trial (eviction plans), every change of free capacity, to undo it.
     journal: Option<Vec<(NodeIdx, crate::engine::resources::Demand, i64)>>,
+    /// The most common kinds of GPU pods placed recently.
+    kinds: std::sync::Arc<crate::engine::fragmentation::Kinds>,
 }
 
 impl<'s> Workspace<'s> {
@@ -92,6 +95,7 @@ impl<'s> Workspace<'s> {
         capacity: &mut CapacityMemory,
     ) -> Workspace<'s> {
         let memory::Parts { free, domain_free, domain_allocatable } = capacity.parts(snapshot);
+        let kinds = capacity.mix.top();
         // Extended resources (anything but the four built-ins) are the scarce ones.
         let accelerators = (4..snapshot.resources.len()).map(|i| ResourceId(i as u16)).collect();
         let topology = &snapshot.topology;
@@ -113,11 +117,16 @@ impl<'s> Workspace<'s> {
             grown: false,
             shortfall_memo: None,
             journal: None,
+            kinds,
         }
     }
 
-    /// Gives the working copies back to the memory they came from, for the next cycle.
+    /// Gives the working copies back to the memory they came from, for the next cycle,
+    /// with the kinds of GPU pods of gangs seen for the first time.
     pub fn remember(self, capacity: &mut CapacityMemory) {
+        for kind in self.arrived_kinds(&mut capacity.learned) {
+            capacity.mix.learn(kind);
+        }
         let Workspace { free, domain_free, domain_allocatable, .. } = self;
         capacity.give_back(memory::Parts { free, domain_free, domain_allocatable });
     }

@@ -1,6 +1,7 @@
 //! How nodes are ordered for a shape, and how domains are compared for a gang.
 
 use super::Workspace;
+use crate::engine::dra::model::SubRequest;
 use crate::engine::model::{Gang, NodeIdx, PendingPod};
 use crate::engine::resources::ResourceId;
 use crate::engine::topology::DomainChoice;
@@ -62,6 +63,7 @@ impl Workspace<'_> {
         candidates: &[NodeIdx],
         key_resource: Option<ResourceId>,
         with_devices: bool,
+        share: Option<&SubRequest>,
     ) -> Vec<SortKey> {
         let free = &self.free;
         let nodes = &self.snapshot.nodes;
@@ -94,6 +96,19 @@ impl Workspace<'_> {
             }
         };
         let scored = |n: NodeIdx| match self.scoring {
+            // A GPU fraction goes where a partly shared GPU has room for it, the one it
+            // would leave least of first (best fit); then to the node with the fewest
+            // free GPUs.
+            Scoring::BinPack if share.is_some() => {
+                let sub = share.expect("a share");
+                match claims.share_left_after(n, sub) {
+                    Some(left) => ((0, left.units_ceil() >> 20, 0, 0), n),
+                    None => {
+                        let (a, b, _) = score(n);
+                        ((1, packed(n), a, b), n)
+                    }
+                }
+            }
             Scoring::BinPack => {
                 let (a, b, c) = score(n);
                 ((packed(n), a, b, c), n)

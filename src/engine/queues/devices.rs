@@ -14,7 +14,7 @@ use std::sync::Arc;
 use super::QueueTree;
 use crate::engine::claims::ClaimPlacement;
 use crate::engine::dra::allocate::ResolvedSpec;
-use crate::engine::dra::model::{AllocationMode, ClaimNeed, ClaimSpec, DeviceIdx, DraSnapshot, SubRequest};
+use crate::engine::dra::model::{AllocationMode, ClaimNeed, ClaimSpec, DeviceIdx, DraSnapshot, GpuShare, SubRequest};
 use crate::engine::dra::selectors::{SelectorCache, SelectorId};
 use crate::engine::model::{PendingPod, Snapshot};
 use crate::engine::resources::ResourceNames;
@@ -253,7 +253,7 @@ struct Estimates<'a> {
     selectors: &'a mut SelectorCache,
     /// By content: pods of one template have equal specs, not always one `Arc`.
     specs: HashMap<Arc<ClaimSpec>, Charges>,
-    classes: HashMap<(String, u32), Charges>,
+    classes: HashMap<(String, u32, Option<GpuShare>), Charges>,
 }
 
 impl<'a> Estimates<'a> {
@@ -282,20 +282,12 @@ impl<'a> Estimates<'a> {
             add(&mut sum, &self.specs[&**spec]);
         }
         for request in &devices.extended {
-            let key = (request.class.clone(), request.count);
+            let key = (request.class.clone(), request.count, request.share);
             if !self.classes.contains_key(&key) {
                 let spec = Arc::new(ClaimSpec {
                     requests: vec![crate::engine::dra::model::Request {
                         name: request.request_name.clone(),
-                        alternatives: vec![SubRequest {
-                            result_name: request.request_name.clone(),
-                            class: request.class.clone(),
-                            selectors: Vec::new(),
-                            mode: AllocationMode::ExactCount(request.count),
-                            admin_access: false,
-                            tolerations: Vec::new(),
-                            capacity: Vec::new(),
-                        }],
+                        alternatives: vec![request.sub_request()],
                     }],
                     constraints: Vec::new(),
                 });
@@ -347,15 +339,9 @@ impl<'a> Estimates<'a> {
                 let capacity = charges.keys.iter().find(|key| key.k == k).and_then(|key| key.capacity.as_deref());
                 // A share of a device that allows several consumes what it asks for, as
                 // the device's policy rounds it (or the policy's default).
-                let share = capacity.filter(|_| device.allow_multiple_allocations).and_then(|name| {
-                    let i = device.capacity_index(name)?;
-                    let asked = sub.capacity.iter().find(|(n, _)| device.capacity_index(n) == Some(i)).map(|(_, q)| *q);
-                    let capacity = &device.capacity[i].1;
-                    match &capacity.policy {
-                        Some(policy) => policy.consumed(asked, capacity.value),
-                        None => Some(asked.unwrap_or(capacity.value)),
-                    }
-                });
+                let share = capacity
+                    .filter(|_| device.allow_multiple_allocations)
+                    .and_then(|name| sub.consumes(device, device.capacity_index(name)?));
                 let amount = share.map_or(amount, |q| q.units_ceil().min(amount));
                 match per_device.iter_mut().find(|(m, _)| *m == k) {
                     Some(entry) => entry.1 = entry.1.max(amount),

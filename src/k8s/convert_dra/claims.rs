@@ -183,9 +183,11 @@ fn claims_of_pod(
                     count: count as u32,
                     container: container.name.clone(),
                     request_name: format!("container-{}-request-{index}", init + c),
+                    share: None,
                 });
             }
         }
     }
+    devices.extended.extend(super::fraction::gpu_fraction(pod, dra, names)?);
     Ok((!devices.claims.is_empty() || !devices.extended.is_empty()).then_some(devices))
 }

@@ -6,6 +6,7 @@
 //! resourceVersion, so an unchanged slice keeps its devices (and their selector results).
 
 mod claims;
+mod fraction;
 mod held;
 mod slices;
 mod snapshot;
@@ -20,6 +21,7 @@ use crate::engine::dra::allocate::MAX_RESULTS;
 use crate::engine::dra::model::{ClaimKey, DeviceTaint, DeviceTaintEffect, DeviceToleration, NodeSelector};
 use crate::quantity;
 pub use claims::{ClaimIndex, pod_devices};
+pub use fraction::{FRACTION_RESOURCE, gpu_fraction};
 pub use held::HeldDevices;
 pub use snapshot::{DeviceMemo, DraView, classes, snapshot};
 pub use spec::claim_spec;
@@ -66,6 +68,9 @@ pub enum Error {
     ClaimOfAnotherPod { claim: ClaimKey, pod: String },
     #[error("ResourceClaim {claim} is reserved for {reserved} consumers, the most allowed")]
     ClaimFullyReserved { claim: ClaimKey, reserved: usize },
+    /// A GPU fraction annotation that cannot be read.
+    #[error("annotation {annotation}: {problem}")]
+    Fraction { annotation: String, problem: String },
     /// An extended resource request that is no quantity.
     #[error("container {container}: {source}")]
     ExtendedResource { container: String, source: quantity::Error },

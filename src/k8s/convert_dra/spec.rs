@@ -49,6 +49,8 @@ fn sub_request(object: &str, result_name: String, class: &str, exact: SubRequest
             .collect::<Result<_, _>>()
             .map_err(invalid)?,
         capacity,
+        fraction: None,
+        distinct: false,
         result_name,
     })
 }

@@ -1,0 +1,331 @@
+//! One replay of the openb trace under the published protocol: the GPU nodes, the pods
+//! shuffled by the seed then drawn again at random until the GPU they ask for reaches 130%
+//! of the cluster's, each tried once through the engine on arrival, never leaving. A pod
+//! that does not fit is skipped. Whole GPUs are asked as `nvidia.com/gpu` served by DRA,
+//! fractions with the `gpu-fraction` annotation, read by the scheduler's own conversion.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::json;
+
+use super::load::{OpenbNode, OpenbPod};
+use crate::config::Config;
+use crate::engine::dra::model::{DeviceUse, ExtendedRequest};
+use crate::engine::fragmentation::{NodeGpus, PodKind};
+use crate::engine::model::{
+    Gang, GangKey, GangKind, LabelRequirement, NodeConstraints, Parked, PendingPod, PodDevices, PodKey, Snapshot,
+};
+use crate::engine::node::SelectorOperator;
+use crate::engine::queues::DEFAULT_QUEUE;
+use crate::engine::resources::{Demand, ResourceId};
+use crate::engine::{CycleConfig, CycleMemory, schedule_remembering};
+use crate::k8s::assemble::{Memo, assemble_view};
+use crate::k8s::convert_dra::gpu_fraction;
+use crate::k8s::view::ClusterObjects;
+use crate::sim::replay::cluster::MODEL_LABEL;
+use crate::sim::scenarios::Random;
+
+/// The GPU memory each model's devices are published with (its shares are thousandths of
+/// it); models the trace does not name are given 16 GiB.
+fn model_memory_gib(model: &str) -> u64 {
+    match model {
+        "V100M32" | "G2" => 32,
+        "A10" => 24,
+        "G3" => 48,
+        _ => 16,
+    }
+}
+
+/// The cluster as the scheduler would read it, made once and copied for every seed.
+pub struct Base {
+    pub snapshot: Snapshot,
+    gpu: ResourceId,
+    class: String,
+    /// Per device: its node and its index among the node's GPUs.
+    device_gpu: Vec<(usize, usize)>,
+    pub total_milli: u64,
+    models: Vec<String>,
+    gpus: Vec<u32>,
+}
+
+impl Base {
+    pub fn new(nodes: &[OpenbNode]) -> Result<Base, String> {
+        let mut objects = ClusterObjects::default();
+        let class = json!({
+            "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu.muster.dev"},
+            "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.muster.dev'"}}],
+                     "extendedResourceName": "nvidia.com/gpu"}
+        });
+        objects.device_classes.push(serde_json::from_value(class).map_err(|e| e.to_string())?);
+        for node in nodes {
+            let object = json!({
+                "apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": node.sn, "labels": {"kubernetes.io/hostname": node.sn, MODEL_LABEL: node.model}},
+                "status": {"allocatable": {"cpu": format!("{}m", node.cpu_milli),
+                           "memory": format!("{}Mi", node.memory_mib), "pods": "1001"}}
+            });
+            objects.nodes.push(serde_json::from_value(object).map_err(|e| format!("node {}: {e}", node.sn))?);
+            let memory = format!("{}Gi", model_memory_gib(&node.model));
+            let devices: Vec<_> = (0..node.gpu)
+                .map(|i| {
+                    json!({"name": format!("gpu-{i}"), "allowMultipleAllocations": true,
+                           "attributes": {"type": {"string": "gpu"}, "model": {"string": node.model}},
+                           "capacity": {"memory": {"value": memory}}})
+                })
+                .collect();
+            let slice = json!({
+                "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": format!("{}-gpus", node.sn)},
+                "spec": {"driver": "gpu.muster.dev", "nodeName": node.sn,
+                         "pool": {"name": node.sn, "generation": 1, "resourceSliceCount": 1}, "devices": devices}
+            });
+            objects.resource_slices.push(serde_json::from_value(slice).map_err(|e| format!("node {}: {e}", node.sn))?);
+        }
+        let mut assembled = assemble_view(&objects.view(), "muster", 0, &mut Memo::default());
+        if let Some(problem) = assembled.problems.first() {
+            return Err(problem.clone());
+        }
+        let snapshot = &mut assembled.snapshot;
+        let gpu = snapshot.resources.intern(crate::k8s::gpus::GPU_RESOURCE);
+        let index: HashMap<&str, usize> =
+            snapshot.nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect();
+        let device_gpu = snapshot
+            .dra
+            .devices
+            .iter()
+            .map(|d| (index[&*d.pool], d.name.trim_start_matches("gpu-").parse().unwrap_or(0)))
+            .collect();
+        let by_name: HashMap<&str, &OpenbNode> = nodes.iter().map(|n| (n.sn.as_str(), n)).collect();
+        let models = snapshot.nodes.iter().map(|n| by_name[n.name.as_str()].model.clone()).collect();
+        let gpus: Vec<u32> = snapshot.nodes.iter().map(|n| by_name[n.name.as_str()].gpu).collect();
+        Ok(Base {
+            gpu,
+            class: "gpu.muster.dev".into(),
+            device_gpu,
+            total_milli: gpus.iter().map(|&g| u64::from(g) * 1000).sum(),
+            models,
+            gpus,
+            snapshot: assembled.snapshot,
+        })
+    }
+}
+
+/// The pods in the order they arrive under `seed`: all of them shuffled, then more drawn at
+/// random (with replacement) until the next would take the GPU asked beyond `percent` of
+/// the cluster's.
+pub fn arrivals(pods: &[OpenbPod], seed: u64, total_milli: u64, percent: u64) -> Vec<usize> {
+    let mut random = Random::new(seed);
+    let mut order: Vec<usize> = (0..pods.len()).collect();
+    order.sort_by(|&a, &b| pods[a].name.cmp(&pods[b].name));
+    for i in (1..order.len()).rev() {
+        order.swap(i, random.below(i as u64 + 1) as usize);
+    }
+    let target = total_milli * percent / 100;
+    let mut asked: u64 = pods.iter().map(OpenbPod::gpu_request).sum();
+    loop {
+        let i = random.below(pods.len() as u64) as usize;
+        if asked + pods[i].gpu_request() > target {
+            break;
+        }
+        asked += pods[i].gpu_request();
+        order.push(i);
+    }
+    order
+}
+
+/// What one seed's replay measured.
+#[derive(Clone, Debug)]
+pub struct SeedRun {
+    pub seed: u64,
+    /// Per arrival: GPU thousandths asked so far (this pod's included) and allocated.
+    pub events: Vec<(u64, u64)>,
+    /// Per arrival event at 90% arrived: the cluster's fragmentation ratio, in percent.
+    pub fragmentation_at_90: Vec<f64>,
+    pub placed: usize,
+    pub skipped: usize,
+}
+
+/// The workload's typical kinds of pods, as the published fragmentation measure weighs
+/// them: each (CPU, thousandths, GPUs, models) with its share, the most common first until
+/// 95% of the pods are covered.
+pub fn typical(pods: &[OpenbPod]) -> Vec<((PodKind, Vec<String>), f64)> {
+    let mut counts: HashMap<(i64, u32, u32, String), usize> = HashMap::new();
+    for pod in pods {
+        let milli = if pod.num_gpu == 0 { 0 } else { pod.gpu_milli };
+        *counts.entry((pod.cpu_milli, milli, pod.num_gpu, pod.gpu_spec.clone())).or_default() += 1;
+    }
+    let mut sorted: Vec<_> = counts.into_iter().collect();
+    sorted.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| b.0.cmp(&a.0)));
+    let mut kept = Vec::new();
+    let mut covered = 0;
+    for ((cpu, milli, gpus, spec), count) in sorted {
+        if covered * 100 >= pods.len() * 95 {
+            break;
+        }
+        covered += count;
+        let models = spec.split('|').map(str::trim).filter(|m| !m.is_empty()).map(String::from).collect();
+        kept.push(((PodKind { cpu, gpus, milli }, models), count as f64));
+    }
+    kept.iter_mut().for_each(|(_, w)| *w /= covered as f64);
+    kept
+}
+
+struct Cluster<'b> {
+    base: &'b Base,
+    free: Vec<Vec<u32>>,
+}
+
+impl Cluster<'_> {
+    /// The cluster's fragmentation ratio (percent of its free GPU capacity) for `typical`.
+    fn fragmentation_ratio(&self, snapshot: &Snapshot, typical: &[((PodKind, Vec<String>), f64)]) -> f64 {
+        let mut fragmented = 0.0;
+        let mut free_total = 0.0;
+        for (n, free) in self.free.iter().enumerate() {
+            let node = &snapshot.nodes[n];
+            let cpu = node.allocatable.get(ResourceId::CPU) - node.requested.get(ResourceId::CPU);
+            let gpus = NodeGpus::new(free.iter().copied().collect(), cpu);
+            let total = f64::from(gpus.total());
+            free_total += total;
+            for ((kind, models), share) in typical {
+                let unusable = kind.gpus == 0 || (!models.is_empty() && !models.contains(&self.base.models[n]));
+                let amount = if unusable { total } else { f64::from(gpus.fragmented_for(kind)) };
+                fragmented += share * amount;
+            }
+        }
+        if free_total > 0.0 { 100.0 * fragmented / free_total } else { 0.0 }
+    }
+}
+
+/// Replays `order` (indexes into `pods`) on the base cluster.
+pub fn run(base: &Base, pods: &[OpenbPod], order: &[usize], seed: u64, config: &Config) -> SeedRun {
+    let cycle: CycleConfig = config.cycle();
+    let mut snapshot = base.snapshot.clone();
+    let mut memory = CycleMemory::default();
+    let mut cluster = Cluster { base, free: base.gpus.iter().map(|&g| vec![1000; g as usize]).collect() };
+    let typical = typical(pods);
+    let mut run = SeedRun {
+        seed,
+        events: Vec::with_capacity(order.len()),
+        fragmentation_at_90: Vec::new(),
+        placed: 0,
+        skipped: 0,
+    };
+    let (mut asked, mut allocated) = (0u64, 0u64);
+    let mut devices_of: HashMap<(u32, u32), Arc<PodDevices>> = HashMap::new();
+    for (arrival, &p) in order.iter().enumerate() {
+        let pod = &pods[p];
+        asked += pod.gpu_request();
+        let devices = (pod.num_gpu > 0).then(|| {
+            let key = (pod.num_gpu, pod.gpu_milli);
+            devices_of.entry(key).or_insert_with(|| Arc::new(pod_devices(base, pod, &mut snapshot))).clone()
+        });
+        let key = PodKey { namespace: "openb".into(), name: format!("{}-{arrival}", pod.name) };
+        let mut entries =
+            vec![(ResourceId::PODS, 1), (ResourceId::CPU, pod.cpu_milli), (ResourceId::MEMORY, pod.memory_mib << 20)];
+        if pod.num_gpu > 0 && pod.gpu_milli == 1000 {
+            entries.push((base.gpu, i64::from(pod.num_gpu)));
+        }
+        let models = pod.models();
+        let mut constraints = NodeConstraints::default();
+        if !models.is_empty() {
+            constraints.affinity_terms = vec![vec![LabelRequirement {
+                key: MODEL_LABEL.into(),
+                operator: SelectorOperator::In,
+                values: models,
+            }]];
+        }
+        let pending =
+            PendingPod { key: key.clone(), demand: Demand::new(entries), constraints: Arc::new(constraints), devices };
+        snapshot.now = arrival as i64;
+        snapshot.gangs = vec![gang(key, pending, arrival as i64)];
+        let outcome = schedule_remembering(&snapshot, &cycle, &mut memory);
+        match outcome.placements.first() {
+            Some(placement) => {
+                run.placed += 1;
+                allocated += pod.gpu_request();
+                // What the node itself gives: GPUs come from its devices.
+                let node_demand = Demand::new(
+                    snapshot.gangs[0].pods[0]
+                        .demand
+                        .entries()
+                        .iter()
+                        .copied()
+                        .filter(|(r, _)| *r != base.gpu)
+                        .collect(),
+                );
+                let nodes = Arc::make_mut(&mut snapshot.nodes);
+                for (_, n) in &placement.pods {
+                    nodes[*n as usize].requested.add(&node_demand, 1);
+                }
+                for device in placement.claims.iter().filter_map(|c| c.allocation.as_ref()).flat_map(|a| &a.devices) {
+                    let (n, g) = base.device_gpu[device.device as usize];
+                    let taken = if pod.gpu_milli == 1000 { 1000 } else { pod.gpu_milli };
+                    cluster.free[n][g] = cluster.free[n][g].saturating_sub(taken);
+                    snapshot.dra.in_use.push(DeviceUse {
+                        device: device.device,
+                        admin_access: false,
+                        consumed: device.consumed.clone(),
+                    });
+                }
+            }
+            None => run.skipped += 1,
+        }
+        run.events.push((asked, allocated));
+        if arrived_percent(asked, base.total_milli) == 90 {
+            run.fragmentation_at_90.push(cluster.fragmentation_ratio(&snapshot, &typical));
+        }
+    }
+    run
+}
+
+/// Arrived GPU request as a whole percentage of the cluster's, rounded half to even.
+pub fn arrived_percent(asked: u64, total_milli: u64) -> u64 {
+    let exact = asked as f64 * 100.0 / total_milli as f64;
+    let rounded = exact.round_ties_even();
+    rounded as u64
+}
+
+/// What the pod asks of DRA: whole GPUs through `nvidia.com/gpu`, or a fraction by its
+/// annotation, read as the scheduler reads it.
+fn pod_devices(base: &Base, pod: &OpenbPod, snapshot: &mut Snapshot) -> PodDevices {
+    let request = if pod.gpu_milli == 1000 {
+        ExtendedRequest {
+            resource: base.gpu,
+            resource_name: crate::k8s::gpus::GPU_RESOURCE.into(),
+            class: base.class.clone(),
+            count: pod.num_gpu,
+            container: "main".into(),
+            request_name: "container-0-request-0".into(),
+            share: None,
+        }
+    } else {
+        let object: Pod = serde_json::from_value(json!({
+            "metadata": {"name": pod.name, "annotations": {"gpu-fraction": format!("{:.3}", f64::from(pod.gpu_milli) / 1000.0)}},
+            "spec": {"containers": [{"name": "main"}]}
+        }))
+        .expect("a pod");
+        gpu_fraction(&object, &snapshot.dra, &mut snapshot.resources).expect("a fraction").expect("annotated")
+    };
+    PodDevices { claims: Vec::new(), extended: vec![request] }
+}
+
+fn gang(key: PodKey, pod: PendingPod, created: i64) -> Gang {
+    Gang {
+        key: GangKey { kind: GangKind::Single, namespace: key.namespace, name: key.name },
+        min_member: 1,
+        bound: 0,
+        pods: vec![pod],
+        priority: 0,
+        created,
+        blocked: None,
+        topology: None,
+        queue: DEFAULT_QUEUE.to_string(),
+        preemption_delay: None,
+        last_evicted: None,
+        quota_owner: None,
+        preemptible: false,
+        parked: Parked::No,
+        max_run_seconds: None,
+    }
+}
