@@ -2,27 +2,13 @@
 //! and `memory.deviceclass/<class>` (GPU memory), charged on the device actually
 //! allocated, estimated conservatively for pods still pending, and reclaimed whole.
 
-use std::path::PathBuf;
+#[path = "simulated/support.rs"]
+mod support;
+
 use std::process::Command;
 
 use serde_json::{Value, json};
-
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/sim").join(name)
-}
-
-fn simulate(path: &std::path::Path) -> Value {
-    let output = Command::new(env!("CARGO_BIN_EXE_muster"))
-        .args(["simulate", "--output", "json", "--cluster", path.to_str().unwrap()])
-        .output()
-        .expect("muster runs");
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    serde_json::from_slice(&output.stdout).expect("one JSON document")
-}
-
-fn pod<'a>(report: &'a Value, name: &str) -> &'a Value {
-    report["pods"].as_array().unwrap().iter().find(|p| p["name"] == name).unwrap_or_else(|| panic!("no pod {name}"))
-}
+use support::{fixture, pod, simulate};
 
 fn figures<'a>(report: &'a Value, queue: &str, key: &str) -> &'a Value {
     let queues = report["queues"].as_array().unwrap();

@@ -2,27 +2,11 @@
 //! (`gpu-fraction`, `gpu-memory`, `gpu-fraction-num-devices`), served as shares of GPUs
 //! that allow several allocations, packed onto partly shared GPUs first.
 
-use std::path::PathBuf;
-use std::process::Command;
+#[path = "simulated/support.rs"]
+mod support;
 
 use serde_json::Value;
-
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/sim").join(name)
-}
-
-fn simulate(path: &std::path::Path) -> Value {
-    let output = Command::new(env!("CARGO_BIN_EXE_muster"))
-        .args(["simulate", "--output", "json", "--cluster", path.to_str().unwrap()])
-        .output()
-        .expect("muster runs");
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    serde_json::from_slice(&output.stdout).expect("one JSON document")
-}
-
-fn pod<'a>(report: &'a Value, name: &str) -> &'a Value {
-    report["pods"].as_array().unwrap().iter().find(|p| p["name"] == name).unwrap_or_else(|| panic!("no pod {name}"))
-}
+use support::{fixture, pod, simulate};
 
 /// The (node, device, memory consumed in MiB) of each device the pod holds.
 fn shares(report: &Value, name: &str) -> Vec<(String, String, i64)> {
@@ -36,6 +20,14 @@ fn shares(report: &Value, name: &str) -> Vec<(String, String, i64)> {
             (pod["node"].as_str().unwrap().to_string(), d["device"].as_str().unwrap().to_string(), bytes >> 20)
         })
         .collect()
+}
+
+/// The pod is not placed, and its reason says `words`.
+fn waits_saying(report: &Value, name: &str, words: &str) {
+    let pod = pod(report, name);
+    assert_eq!(pod["node"], Value::Null, "{pod}");
+    let reason = pod["reason"].as_str().unwrap();
+    assert!(reason.contains(words), "{reason}");
 }
 
 #[test]
@@ -66,24 +58,17 @@ fn a_fraction_of_several_gpus_takes_a_share_of_each() {
 #[test]
 fn gpu_memory_beyond_every_gpu_waits_saying_so() {
     let report = simulate(&fixture("gpu-fractions.yaml"));
-    let pod = pod(&report, "too-big");
-    assert_eq!(pod["node"], Value::Null);
-    let reason = pod["reason"].as_str().unwrap();
-    assert!(
-        reason.contains(
-            "gpu-memory asks for 200000 MiB of one GPU, more than any shareable GPU can give (the largest has 81559 MiB)"
-        ),
-        "{reason}"
+    waits_saying(
+        &report,
+        "too-big",
+        "gpu-memory asks for 200000 MiB of one GPU, more than any shareable GPU can give (the largest has 81559 MiB)",
     );
 }
 
 #[test]
 fn an_annotation_that_is_no_fraction_waits_naming_it() {
     let report = simulate(&fixture("gpu-fractions.yaml"));
-    let pod = pod(&report, "misspelt");
-    assert_eq!(pod["node"], Value::Null);
-    let reason = pod["reason"].as_str().unwrap();
-    assert!(reason.contains(r#"annotation gpu-fraction: "half" is not a number above 0 and at most 1"#), "{reason}");
+    waits_saying(&report, "misspelt", r#"annotation gpu-fraction: "half" is not a number above 0 and at most 1"#);
 }
 
 #[test]
@@ -96,9 +81,6 @@ fn without_a_shareable_gpu_a_fraction_waits_saying_so() {
     let path = dir.join("exclusive.yaml");
     std::fs::write(&path, exclusive).unwrap();
     let report = simulate(&path);
-    let pod = pod(&report, "quarter-1");
-    assert_eq!(pod["node"], Value::Null);
-    let reason = pod["reason"].as_str().unwrap();
-    assert!(reason.contains("a GPU fraction needs a GPU that allows several allocations"), "{reason}");
+    waits_saying(&report, "quarter-1", "a GPU fraction needs a GPU that allows several allocations");
     std::fs::remove_dir_all(&dir).ok();
 }
