@@ -174,9 +174,12 @@ fn share_asked(placement: &ClaimPlacement, request: &ExtendedRequest) -> Option<
 pub fn extended_status(placement: &ClaimPlacement, claim_name: &str) -> PodExtendedResourceClaimStatus {
     PodExtendedResourceClaimStatus {
         resource_claim_name: claim_name.to_string(),
+        // The API server maps only extended resources the container requests: a GPU
+        // fraction's request (asked by annotation) is not named here.
         request_mappings: placement
             .extended
             .iter()
+            .filter(|r| r.share.is_none())
             .map(|r| ContainerExtendedResourceRequest {
                 container_name: r.container.clone(),
                 resource_name: r.resource_name.clone(),

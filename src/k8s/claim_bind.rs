@@ -178,7 +178,7 @@ async fn write_steps(
             Err(e) => return Err(format!("writing the allocation and reservation of ResourceClaim {shown}: {e}")),
         }
     }
-    if let Some((_, status)) = &write.create {
+    if let Some((_, status)) = write.create.as_ref().filter(|(_, status)| !status.request_mappings.is_empty()) {
         let pods: Api<Pod> = Api::namespaced(client.clone(), &write.pod.namespace);
         let mut status = status.clone();
         status.resource_claim_name = name.clone();

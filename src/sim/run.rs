@@ -21,6 +21,7 @@ use crate::engine::queues::report::report as queue_report;
 use crate::engine::{CycleOutcome, schedule_with};
 use crate::k8s::allocation;
 use crate::k8s::assemble::{ClusterObjects, Memo, assemble_view};
+use crate::k8s::convert_dra::EXTENDED_CLAIM_ANNOTATION;
 use crate::k8s::convert_dra::POD_CLAIM_NAME_ANNOTATION;
 use crate::k8s::tracker::Tracker;
 use crate::sim::evict::{EvictionResult, evict};
@@ -207,9 +208,11 @@ pub fn apply(objects: &mut ClusterObjects, snapshot: &Snapshot, outcome: &CycleO
                     reserved_for: Some(vec![reservation]),
                     devices: None,
                 });
-                if let Some(&i) = index.get(&(claim.pod.namespace.clone(), claim.pod.name.clone())) {
-                    objects.pods[i].status.get_or_insert_default().extended_resource_claim_status =
-                        Some(allocation::extended_status(claim, &name));
+                let status = allocation::extended_status(claim, &name);
+                if let Some(&i) = index.get(&(claim.pod.namespace.clone(), claim.pod.name.clone()))
+                    && !status.request_mappings.is_empty()
+                {
+                    objects.pods[i].status.get_or_insert_default().extended_resource_claim_status = Some(status);
                 }
                 objects.resource_claims.push(object);
                 continue;
@@ -350,13 +353,29 @@ fn pod_devices(pod: &Pod, claims: &HashMap<(String, String), &ResourceClaim>) ->
             });
         }
     }
-    if let Some(status) = extended
-        && let Some(object) = claims.get(&(namespace.clone(), status.resource_claim_name.clone()))
-    {
+    // The claim Muster made for the pod: named in its status, or (for GPU fractions alone,
+    // which the status cannot name) found by its owner.
+    let uid = pod.metadata.uid.as_deref();
+    let made = extended.and_then(|s| claims.get(&(namespace.clone(), s.resource_claim_name.clone()))).or_else(|| {
+        claims.values().find(|c| {
+            c.metadata.namespace.as_deref() == Some(namespace.as_str())
+                && c.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(EXTENDED_CLAIM_ANNOTATION))
+                && c.metadata.owner_references.iter().flatten().any(|o| {
+                    o.kind == "Pod"
+                        && pod.metadata.name.as_deref() == Some(o.name.as_str())
+                        && uid.is_none_or(|u| u == o.uid)
+                })
+        })
+    });
+    if let Some(object) = made {
         for r in allocated(object) {
-            let resource = status.request_mappings.iter().find(|m| m.request_name == r.request);
+            let mappings = extended.map(|s| s.request_mappings.as_slice()).unwrap_or_default();
+            let resource = mappings.iter().find(|m| m.request_name == r.request);
             devices.push(DeviceResult {
-                claim: resource.map_or_else(|| r.request.clone(), |m| m.resource_name.clone()),
+                claim: resource.map_or_else(
+                    || crate::k8s::convert_dra::FRACTION_RESOURCE.to_string(),
+                    |m| m.resource_name.clone(),
+                ),
                 request: r.request.clone(),
                 driver: r.driver.clone(),
                 pool: r.pool.clone(),

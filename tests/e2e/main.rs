@@ -11,6 +11,7 @@
 //!   ├── dra_vs_kube      the allocator beside the real kube-scheduler, with a checker
 //!   ├── explain          `muster explain` against a live cluster
 //!   ├── faults           a bind that hangs, a leader cut off, a replica denied a list
+//!   ├── fractions        GPU fractions by annotation, served as shares through claims Muster creates
 //!   ├── gang             all or nothing, rollback, side by side with kube-scheduler
 //!   ├── held             devices given back, lost answers, evictions a budget refuses
 //!   ├── helm             the Helm chart: the kustomization's objects, installed and run
@@ -42,6 +43,7 @@ mod dra;
 mod dra_vs_kube;
 mod explain;
 mod faults;
+mod fractions;
 mod gang;
 mod held;
 mod helm;
