@@ -356,7 +356,16 @@ fn pod_devices(pod: &Pod, claims: &HashMap<(String, String), &ResourceClaim>) ->
     // The claim Muster made for the pod: named in its status, or (for GPU fractions alone,
     // which the status cannot name) found by its owner.
     let uid = pod.metadata.uid.as_deref();
-    let made = extended.and_then(|s| claims.get(&(namespace.clone(), s.resource_claim_name.clone()))).or_else(|| {
+    let fractions = pod.metadata.annotations.as_ref().is_some_and(|a| {
+        a.contains_key(crate::k8s::convert_dra::FRACTION_ANNOTATION)
+            || a.contains_key(crate::k8s::convert_dra::MEMORY_ANNOTATION)
+    });
+    let named = extended.and_then(|s| claims.get(&(namespace.clone(), s.resource_claim_name.clone())));
+    let made = named.or_else(|| {
+        // Searched only for pods that ask for fractions: the rest have no such claim.
+        if !fractions {
+            return None;
+        }
         claims.values().find(|c| {
             c.metadata.namespace.as_deref() == Some(namespace.as_str())
                 && c.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(EXTENDED_CLAIM_ANNOTATION))

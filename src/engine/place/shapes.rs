@@ -121,11 +121,13 @@ impl Workspace<'_> {
             d.error = self.claims.runtime_error(d, &candidates);
         }
         let key_resource = self.accelerators.iter().copied().find(|&r| pod.demand.get(r) > 0);
-        let share =
-            devices.as_ref().and_then(|d| d.pod.extended.iter().find(|r| r.share.is_some())).map(|r| r.sub_request());
         let keys = match self.shape_kind(pod) {
             Some(kind) => self.fragmentation_keys(&candidates, kind),
-            None => self.candidate_keys(&candidates, key_resource, devices.is_some(), share.as_ref()),
+            None => {
+                let share = devices.as_ref().and_then(|d| d.pod.extended.iter().find(|r| r.share.is_some()));
+                let share = share.map(|r| r.sub_request());
+                self.candidate_keys(&candidates, key_resource, devices.is_some(), share.as_ref())
+            }
         };
         let open = (!self.grown && devices.is_none()).then(|| {
             let mut open: Vec<SortKey> =
