@@ -98,6 +98,7 @@ fn apply(snapshot: &mut Snapshot, outcome: &CycleOutcome, templates: &HashMap<Ga
                 started: snapshot.now,
                 devices: Vec::new(),
                 grace_seconds: 30,
+                gpu_milli: 0,
             });
         }
         gang.bound += started.len();

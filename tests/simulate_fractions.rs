@@ -84,3 +84,27 @@ fn without_a_shareable_gpu_a_fraction_waits_saying_so() {
     waits_saying(&report, "quarter-1", "a GPU fraction needs a GPU that allows several allocations");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A queue's figures for `nvidia.com/gpu` in the report.
+fn gpu_figures<'a>(report: &'a Value, queue: &str) -> &'a Value {
+    let queues = report["queues"].as_array().unwrap();
+    let found = queues.iter().find(|q| q["name"] == queue).unwrap_or_else(|| panic!("no queue {queue}"));
+    &found["resources"]["nvidia.com/gpu"]
+}
+
+#[test]
+fn queues_count_fractions_of_gpus_two_halves_are_one() {
+    let report = simulate(&fixture("gpu-fraction-quota.yaml"));
+    for name in ["half-1", "half-2"] {
+        assert_eq!(shares(&report, name).len(), 1, "{name} runs on a share");
+    }
+    let notebooks = gpu_figures(&report, "notebooks");
+    assert_eq!(notebooks["allocated"], "1", "two halves are one GPU: {notebooks}");
+    assert_eq!(notebooks["quota"], "1", "{notebooks}");
+    // A third half would take the queue to 1.5 GPUs, past its limit of 1.
+    waits_saying(&report, "half-3", "limit");
+    assert_eq!(notebooks["requested"], "0.5", "{notebooks}");
+    // gpu-memory counts the part of the GPU it holds: 20Gi of 81,559 MiB, rounded up.
+    let labs = gpu_figures(&report, "labs");
+    assert_eq!((labs["allocated"].as_str(), labs["quota"].as_str()), (Some("0.252"), Some("0.5")), "{labs}");
+}

@@ -158,7 +158,15 @@ impl SnapshotBuilder {
         spec.parent = (!parent.is_empty()).then(|| parent.to_string());
         for &(resource, quota, weight, limit, lending_limit) in rules {
             let id = self.snapshot.resources.intern(resource);
-            let rule = ResourceRule { quota: Some(quota), weight_milli: weight * 1000, limit, lending_limit };
+            // Queue amounts of GPUs are in thousandths; rules here are given in GPUs.
+            let scale = if resource == super::queues::GPU_RESOURCE { super::queues::GPU_MILLI } else { 1 };
+            let scaled = |v: Option<i64>| v.map(|v| v * scale);
+            let rule = ResourceRule {
+                quota: Some(quota * scale),
+                weight_milli: weight * 1000,
+                limit: scaled(limit),
+                lending_limit: scaled(lending_limit),
+            };
             spec.resources.push((id, rule));
         }
         change(&mut spec);
@@ -194,6 +202,7 @@ impl SnapshotBuilder {
                 started,
                 devices: Vec::new(),
                 grace_seconds: 30,
+                gpu_milli: 0,
             })
             .collect::<Vec<_>>();
         self.snapshot.running.push(RunningGang {

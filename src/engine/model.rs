@@ -224,6 +224,9 @@ pub struct RunningPod {
     pub devices: Vec<DeviceUse>,
     /// Its `terminationGracePeriodSeconds`: how long it may take to go once evicted.
     pub grace_seconds: i64,
+    /// Thousandths of GPUs it holds as GPU fractions (KAI's annotations), which queues
+    /// count under `nvidia.com/gpu` ([`fractions::held`](crate::engine::queues::fractions::held)).
+    pub gpu_milli: i64,
 }
 
 /// A gang with pods running, as queues account for it.

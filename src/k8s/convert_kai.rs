@@ -1,12 +1,12 @@
 //! KAI Scheduler's Queue read as an engine queue spec (QUEUES.md §3.2), losslessly: GPUs
-//! in units (fractions rounded up, as Muster counts whole GPUs), CPU in millicores, memory
+//! in thousandths (a quota of 0.5 is half a GPU, as in KAI), CPU in millicores, memory
 //! in MB (10^6 bytes); quota -1 is unlimited; limit -1 or unset is no limit, and limit 0
 //! allows nothing, as in KAI.
 
 use super::groups::created;
 use super::kai_queue::{KaiResource, Queue};
 use crate::config::parse_duration;
-use crate::engine::queues::{DEFAULT_PRIORITY, QueueSpec, ResourceRule};
+use crate::engine::queues::{DEFAULT_PRIORITY, GPU_MILLI, GPU_RESOURCE, QueueSpec, ResourceRule};
 use crate::engine::resources::{ResourceId, ResourceNames};
 
 /// A KAI queue as an engine queue spec. KAI's `limit: 0` (nothing may be allocated) is
@@ -19,9 +19,9 @@ pub fn kai_queue_spec(queue: &Queue, names: &mut ResourceNames) -> QueueSpec {
     spec.origin = Some("KAI Scheduler's scheduling.run.ai/v2 Queue".into());
     let mut problems = Vec::new();
     if let Some(resources) = &queue.spec.resources {
-        // GPUs in units, CPU in millicores (the engine's unit), memory in MB.
+        // GPUs in thousandths, CPU in millicores (the engine's units), memory in MB.
         let keys: [(&str, &Option<KaiResource>, f64); 3] = [
-            ("nvidia.com/gpu", &resources.gpu, 1.0),
+            (GPU_RESOURCE, &resources.gpu, GPU_MILLI as f64),
             ("cpu", &resources.cpu, 1.0),
             ("memory", &resources.memory, 1_000_000.0),
         ];
@@ -94,7 +94,7 @@ mod tests {
         assert_eq!((spec.parent.as_deref(), spec.priority, spec.problem.as_deref()), (Some("org"), 150, None));
         let rule = |key: &str| spec.resources.iter().find(|(id, _)| names.name(*id) == key).unwrap().1;
         let gpu = rule("nvidia.com/gpu");
-        assert_eq!((gpu.quota, gpu.weight_milli, gpu.limit), (Some(3), 2000, None));
+        assert_eq!((gpu.quota, gpu.weight_milli, gpu.limit), (Some(2500), 2000, None));
         assert_eq!((rule("cpu").quota, rule("cpu").limit), (Some(4000), Some(8000)));
         assert_eq!((rule("memory").quota, rule("memory").limit), (Some(4_096_000_000), Some(0)));
         assert_eq!(spec.preemption.reclaim_min_runtime, Some(600));

@@ -19,8 +19,8 @@ pub use super::view::{
 use crate::config::parse_duration;
 use crate::engine::queues::devices::device_key;
 use crate::engine::queues::{
-    DEFAULT_PRIORITY, DEFAULT_QUEUE, QueuePreemption, QueueSpec, QueueingStrategy, ReclaimPolicy, ResourceRule,
-    WithinQueue,
+    DEFAULT_PRIORITY, DEFAULT_QUEUE, GPU_RESOURCE, QueuePreemption, QueueSpec, QueueingStrategy, ReclaimPolicy,
+    ResourceRule, WithinQueue,
 };
 use crate::engine::resources::{ResourceId, ResourceNames};
 
@@ -68,7 +68,9 @@ fn valid_device_key(key: &str, capacity: Option<&str>, class: &str) -> Result<()
 
 pub(super) fn amount(names: &mut ResourceNames, key: &str, text: &str) -> Result<(ResourceId, i64), String> {
     let id = names.intern(key);
-    let parsed = if id == ResourceId::CPU { quantity::parse_milli(text) } else { quantity::parse_units(text) };
+    // CPU in millicores, GPUs in thousandths (fractions count fractionally), the rest in units.
+    let milli = id == ResourceId::CPU || key == GPU_RESOURCE;
+    let parsed = if milli { quantity::parse_milli(text) } else { quantity::parse_units(text) };
     parsed.map(|v| (id, v)).map_err(|e| format!("resource {key}: {e}"))
 }
 
@@ -312,9 +314,10 @@ mod tests {
         assert_eq!((spec.parent.as_deref(), spec.priority), (Some("org"), 50));
         let gpu = names.get("nvidia.com/gpu").unwrap();
         let find = |id| spec.resources.iter().find(|(k, _)| *k == id).unwrap().1;
+        // GPUs in thousandths, so that fractions count fractionally.
         assert_eq!(
             find(gpu),
-            ResourceRule { quota: Some(8), weight_milli: 2000, limit: Some(12), lending_limit: Some(4) }
+            ResourceRule { quota: Some(8000), weight_milli: 2000, limit: Some(12_000), lending_limit: Some(4000) }
         );
         assert_eq!(find(ResourceId::CPU).quota, Some(1500));
     }

@@ -8,6 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use super::queue_crd::{QueueGangCounts, QueueResourceStatus, QueueStatus};
 use super::status::condition;
+use crate::engine::queues::GPU_RESOURCE;
 use crate::engine::queues::refusal::quantity;
 use crate::engine::queues::report::QueueReport;
 use crate::engine::resources::{ResourceId, ResourceNames};
@@ -52,8 +53,8 @@ pub fn queue_status(
 }
 
 /// An amount in a metric's base unit: cores for CPU, the engine's unit otherwise.
-fn base_units(id: ResourceId, amount: i64) -> f64 {
-    if id == ResourceId::CPU { amount as f64 / 1000.0 } else { amount as f64 }
+fn base_units(names: &ResourceNames, id: ResourceId, amount: i64) -> f64 {
+    if id == ResourceId::CPU || names.name(id) == GPU_RESOURCE { amount as f64 / 1000.0 } else { amount as f64 }
 }
 
 /// Sets the queue gauges from this cycle's reports; queues gone since are dropped.
@@ -75,7 +76,7 @@ pub fn export(reports: &[QueueReport], names: &ResourceNames, metrics: &Metrics)
         for &(id, f) in &report.resources {
             let labels = [report.name.as_str(), names.name(id)];
             let set = |gauge: &prometheus::GaugeVec, amount: i64| {
-                gauge.with_label_values(&labels).set(base_units(id, amount));
+                gauge.with_label_values(&labels).set(base_units(names, id, amount));
             };
             if let Some(quota) = f.quota {
                 set(&metrics.queue_quota, quota);
@@ -99,13 +100,14 @@ mod tests {
     fn a_queues_status_names_its_figures_and_its_problem() {
         let mut names = ResourceNames::default();
         let gpu = names.intern("nvidia.com/gpu");
+        // GPUs in thousandths: half a GPU is 500.
         let figures = Figures {
-            quota: Some(8),
-            limit: Some(12),
-            fair_share: 10,
-            allocated: 9,
-            requested: 4,
-            borrowed: 1,
+            quota: Some(8000),
+            limit: Some(12_000),
+            fair_share: 10_000,
+            allocated: 9500,
+            requested: 4000,
+            borrowed: 1500,
             ..Default::default()
         };
         let report = QueueReport {
@@ -121,7 +123,8 @@ mod tests {
         let now = Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
         let status = queue_status(&report, &names, QueueGangCounts { pending: 1, running: 2 }, &[], &now);
         let gpus = &status.resources["nvidia.com/gpu"];
-        assert_eq!((gpus.quota.as_str(), gpus.fair_share.as_str(), gpus.borrowed.as_str()), ("8", "10", "1"));
+        assert_eq!((gpus.quota.as_str(), gpus.fair_share.as_str(), gpus.borrowed.as_str()), ("8", "10", "1.5"));
+        assert_eq!(gpus.allocated, "9.5");
         assert_eq!(status.resources["cpu"].quota, "1500m");
         assert_eq!(status.conditions[0].status, "True");
 
@@ -134,14 +137,18 @@ mod tests {
     #[test]
     fn metrics_are_in_base_units_and_queues_gone_are_dropped() {
         let metrics = Metrics::new();
-        let names = ResourceNames::default();
+        let mut names = ResourceNames::default();
+        let gpu = names.intern("nvidia.com/gpu");
         let report = QueueReport {
             name: "q".into(),
             parent: None,
             children: vec![],
             problem: None,
             oversubscribed: false,
-            resources: vec![(ResourceId::CPU, Figures { quota: Some(1500), allocated: 500, ..Default::default() })],
+            resources: vec![
+                (ResourceId::CPU, Figures { quota: Some(1500), allocated: 500, ..Default::default() }),
+                (gpu, Figures { quota: Some(2000), allocated: 1500, ..Default::default() }),
+            ],
             pending_gangs: 3,
             running_gangs: 1,
         };
@@ -149,6 +156,8 @@ mod tests {
         assert_eq!(metrics.queue_quota.with_label_values(&["q", "cpu"]).get(), 1.5);
         assert_eq!(metrics.queue_gangs.with_label_values(&["q", "pending"]).get(), 3.0);
         assert_eq!(metrics.queue_allocated.with_label_values(&["q", "cpu"]).get(), 0.5);
+        // GPUs in GPUs: three half-GPU pods are 1.5.
+        assert_eq!(metrics.queue_allocated.with_label_values(&["q", "nvidia.com/gpu"]).get(), 1.5);
         export(&[], &names, &metrics);
         let families = metrics.registry.gather();
         assert!(!families.iter().any(|f| f.name() == "muster_queue_quota" && !f.get_metric().is_empty()));

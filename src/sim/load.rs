@@ -251,6 +251,12 @@ impl Loader {
             ("v1", "Pod") => {
                 let mut pod: Pod = typed(value, path, &object)?;
                 pod.metadata = stamp(pod.metadata, &mut self.clock);
+                // As the API server would: claims made for the pod are owned by its uid.
+                if pod.metadata.uid.is_none() {
+                    let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+                    pod.metadata.uid =
+                        Some(format!("sim-{namespace}-Pod-{}", pod.metadata.name.as_deref().unwrap_or("")));
+                }
                 if pod.spec.is_none() {
                     return Err(Error::Invalid { path: path.into(), object, problem: "has no spec".into() });
                 }

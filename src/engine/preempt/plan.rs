@@ -192,10 +192,7 @@ impl<'a> Evictor<'a> {
         let tree = &self.snapshot.queues;
         let mut out = vec![0; tree.keys.len()];
         for p in pods {
-            let demand = &self.snapshot.running[r].pods[p].demand;
-            for (k, &id) in tree.keys.iter().enumerate() {
-                out[k] += demand.get(id);
-            }
+            tree.add_demand(&mut out, &self.snapshot.running[r].pods[p].demand, 1);
             for &(k, amount) in self.devices.running(r, p) {
                 out[k] += amount;
             }

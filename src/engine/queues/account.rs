@@ -41,7 +41,9 @@ pub struct QueueState {
 
 /// Amounts of `demand` per key of the tree, `times` over.
 pub fn per_key(tree: &QueueTree, demand: &Demand, times: i64) -> Vec<i64> {
-    tree.keys.iter().map(|&id| demand.get(id) * times).collect()
+    let mut need = vec![0; tree.keys.len()];
+    tree.add_demand(&mut need, demand, times);
+    need
 }
 
 /// Adds the demand of `pods` of gang `g` (pod index, pod), per key of the tree, to `need`:
@@ -54,11 +56,7 @@ fn add_pods<'p>(
     pods: impl Iterator<Item = (usize, &'p PendingPod)>,
 ) {
     for (p, pod) in pods {
-        for &(id, amount) in pod.demand.entries() {
-            if let Some(k) = tree.key_index(id) {
-                need[k] += amount;
-            }
-        }
+        tree.add_demand(need, &pod.demand, 1);
         for &(k, amount) in devices.pending(g, p) {
             need[k] += amount;
         }
@@ -140,14 +138,13 @@ impl QueueState {
         for (k, &id) in tree.keys.iter().enumerate() {
             let allocatable: i64 = snapshot.nodes.iter().map(|n| n.allocatable.get(id)).sum();
             let requested: i64 = snapshot.nodes.iter().map(|n| n.requested.get(id)).sum();
-            state.capacity[k] = allocatable - requested + state.devices.capacity.get(k).copied().unwrap_or(0);
+            state.capacity[k] =
+                (allocatable - requested) * tree.scale(k) + state.devices.capacity.get(k).copied().unwrap_or(0);
         }
         for (r, running) in snapshot.running.iter().enumerate() {
             let mut need = vec![0; keys];
             for (p, pod) in running.pods.iter().enumerate() {
-                for (k, &id) in tree.keys.iter().enumerate() {
-                    need[k] += pod.demand.get(id);
-                }
+                tree.add_demand(&mut need, &pod.demand, 1);
                 for &(k, amount) in state.devices.running(r, p) {
                     need[k] += amount;
                 }
@@ -214,14 +211,13 @@ impl QueueState {
         }
         let mut charged = vec![0; tree.keys.len()];
         for &(pod, _) in placed {
-            for &(id, amount) in gang.pods[pod].demand.entries() {
-                if let Some(k) = tree.key_index(id) {
-                    charged[k] += amount;
-                }
-            }
+            tree.add_demand(&mut charged, &gang.pods[pod].demand, 1);
         }
         for (k, amount) in self.devices.placed(dra, claims) {
             charged[k] += amount;
+        }
+        if let Some(k) = tree.gpu_key {
+            charged[k] += super::fractions::placed(dra, claims);
         }
         self.charge(tree, leaf, &charged, !gang.preemptible);
     }
@@ -317,7 +313,7 @@ impl QueueState {
                 }
             })
             .collect();
-        let division = divide(capacity, &claimants, trace);
+        let division = divide(capacity, &claimants, trace.then(|| tree.scale(k)));
         if let Some(p) = parent {
             self.oversubscribed[p] |= division.oversubscribed;
         }

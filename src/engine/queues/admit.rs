@@ -98,11 +98,7 @@ pub fn admit(
     let mut admitted = needed;
     let mut need = now.to_vec();
     for (p, pod) in gang.pods.iter().enumerate().skip(needed) {
-        for &(id, amount) in pod.demand.entries() {
-            if let Some(k) = tree.key_index(id) {
-                need[k] += amount;
-            }
-        }
+        tree.add_demand(&mut need, &pod.demand, 1);
         for &(k, amount) in state.devices.pending(g, p) {
             need[k] += amount;
         }

@@ -60,8 +60,44 @@ pub struct DeviceCharges {
 }
 
 impl DeviceCharges {
-    /// The charges of `snapshot`; empty unless a queue governs a device key.
+    /// The charges of `snapshot`: on device keys, and GPU fractions on the GPU key; empty
+    /// unless a queue governs one of them.
     pub fn new(snapshot: &Snapshot, selectors: &mut SelectorCache) -> DeviceCharges {
+        let mut out = DeviceCharges::on_devices(snapshot, selectors);
+        if let Some(k) = snapshot.queues.gpu_key {
+            out.add_fractions(snapshot, k);
+        }
+        out
+    }
+
+    /// Fractions of GPUs (KAI's annotations) charged on the GPU key `k`.
+    fn add_fractions(&mut self, snapshot: &Snapshot, k: usize) {
+        let dra = &snapshot.dra;
+        self.running.resize_with(snapshot.running.len(), Vec::new);
+        for (gang, charged) in snapshot.running.iter().zip(&mut self.running) {
+            charged.resize_with(gang.pods.len(), Charges::new);
+            for (pod, charges) in gang.pods.iter().zip(charged) {
+                if pod.gpu_milli > 0 {
+                    add(charges, &[(k, pod.gpu_milli)]);
+                }
+            }
+        }
+        let mut estimates = super::fractions::Pending::default();
+        self.pending.resize_with(snapshot.gangs.len(), Vec::new);
+        for (gang, charged) in snapshot.gangs.iter().zip(&mut self.pending) {
+            charged.resize_with(gang.pods.len(), Charges::new);
+            for (pod, charges) in gang.pods.iter().zip(charged) {
+                let Some(devices) = &pod.devices else { continue };
+                let milli = estimates.estimate(dra, &devices.extended);
+                if milli > 0 {
+                    add(charges, &[(k, milli)]);
+                }
+            }
+        }
+    }
+
+    /// The charges on device keys; empty unless a queue governs one.
+    fn on_devices(snapshot: &Snapshot, selectors: &mut SelectorCache) -> DeviceCharges {
         let tree = &snapshot.queues;
         let keys = device_keys(tree, &snapshot.resources);
         if keys.is_empty() {

@@ -2,7 +2,8 @@
 //! queue gets of the cluster, and the order in which queues are served (QUEUES.md §2).
 //!
 //! The shell turns Queue objects into [`QueueSpec`]s (amounts in the engine's units: CPU in
-//! millicores, memory in bytes, GPUs and other resources in units); the engine validates
+//! millicores, memory in bytes, GPUs (`nvidia.com/gpu`) in thousandths so that a half-GPU
+//! pod counts 0.5, other resources in units); the engine validates
 //! them into a [`QueueTree`], accounts what each queue holds and wants ([`account`]),
 //! divides capacity level by level ([`share`]) and checks a gang against its queue's rules
 //! ([`admit`]). With no queues at all every gang is in one implicit, unlimited `default`
@@ -11,6 +12,7 @@
 pub mod account;
 pub mod admit;
 pub mod devices;
+pub mod fractions;
 pub mod order;
 pub mod refusal;
 pub mod report;
@@ -28,6 +30,13 @@ use super::resources::ResourceId;
 
 /// The queue a gang is in when nothing names one.
 pub const DEFAULT_QUEUE: &str = "default";
+
+/// The resource GPU fractions (KAI's `gpu-fraction` and `gpu-memory` annotations) count
+/// in, as KAI counts them in its queues' `gpu`.
+pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
+
+/// Queue amounts of [`GPU_RESOURCE`] per GPU.
+pub const GPU_MILLI: i64 = 1000;
 
 /// The default queue priority (KAI's).
 pub const DEFAULT_PRIORITY: i32 = 100;

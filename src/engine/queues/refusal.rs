@@ -78,6 +78,21 @@ impl fmt::Display for Refusal {
     }
 }
 
+/// An amount kept in thousandths (`scale` 1000, as GPUs in queues) in whole units: `2`,
+/// `0.5`, `1.25`; any other scale as it is.
+pub fn in_units(amount: i64, scale: i64) -> String {
+    if scale != 1000 {
+        return amount.to_string();
+    }
+    let (whole, part) = (amount / scale, (amount % scale).abs());
+    if part == 0 {
+        return whole.to_string();
+    }
+    let sign = if amount < 0 && whole == 0 { "-" } else { "" };
+    let decimals = format!("{part:03}");
+    format!("{sign}{whole}.{}", decimals.trim_end_matches('0'))
+}
+
 /// An amount in the engine's units as a Kubernetes quantity.
 pub fn quantity(names: &ResourceNames, id: ResourceId, amount: i64) -> String {
     const GI: i64 = 1 << 30;
@@ -87,6 +102,7 @@ pub fn quantity(names: &ResourceNames, id: ResourceId, amount: i64) -> String {
     match name {
         "cpu" if amount % 1000 == 0 => (amount / 1000).to_string(),
         "cpu" => format!("{amount}m"),
+        super::GPU_RESOURCE => in_units(amount, super::GPU_MILLI),
         _ if bytes && amount != 0 && amount % GI == 0 => format!("{}Gi", amount / GI),
         _ if bytes && amount != 0 && amount % MI == 0 => format!("{}Mi", amount / MI),
         _ => amount.to_string(),

@@ -33,15 +33,17 @@ pub struct Division {
 
 /// Divides `capacity` among `claimants`, given in tie-break order (older first, then by
 /// name). With `trace`, records each step in words.
-pub fn divide(capacity: i64, claimants: &[Claimant<'_>], trace: bool) -> Division {
+pub fn divide(capacity: i64, claimants: &[Claimant<'_>], trace: Option<i64>) -> Division {
     let n = claimants.len();
     let mut out = Division { shares: vec![0; n], oversubscribed: false, steps: Vec::new() };
     let capacity = capacity.max(0);
     let note = |steps: &mut Vec<String>, text: String| {
-        if trace {
+        if trace.is_some() {
             steps.push(text);
         }
     };
+    // Amounts as the tree keeps them, in the key's units (GPUs are kept in thousandths).
+    let units = |amount: i64| super::refusal::in_units(amount, trace.unwrap_or(1));
 
     // Phase 1: what each deserves.
     let deserved: Vec<i64> = claimants
@@ -70,13 +72,13 @@ pub fn divide(capacity: i64, claimants: &[Claimant<'_>], trace: bool) -> Divisio
             left = 0;
         }
     }
-    if trace {
+    if trace.is_some() {
         let mut line = String::from("quota, capped by demand:");
         for (c, d) in claimants.iter().zip(&out.shares) {
-            let _ = write!(line, " {} {}", c.name, d);
+            let _ = write!(line, " {} {}", c.name, units(*d));
         }
         if out.oversubscribed {
-            let _ = write!(line, " (quotas exceed the {capacity} available: scaled by priority)");
+            let _ = write!(line, " (quotas exceed the {} available: scaled by priority)", units(capacity));
         }
         note(&mut out.steps, line);
     }
@@ -103,7 +105,7 @@ pub fn divide(capacity: i64, claimants: &[Claimant<'_>], trace: bool) -> Divisio
             let total_weight: i128 = open.iter().map(|&i| claimants[i].weight_milli as i128).sum();
             let pool = rest as i128;
             let mut satisfied = false;
-            let mut line = format!("surplus {pool}, round {round}:");
+            let mut line = format!("surplus {}, round {round}:", units(rest));
             for &i in &open {
                 let offered = pool * claimants[i].weight_milli as i128;
                 let need = (claimants[i].demand - out.shares[i]) as i128;
@@ -119,7 +121,7 @@ pub fn divide(capacity: i64, claimants: &[Claimant<'_>], trace: bool) -> Divisio
                 let give = (give as i64).min(rest);
                 out.shares[i] += give;
                 rest -= give;
-                let _ = write!(line, " {} +{}", claimants[i].name, give);
+                let _ = write!(line, " {} +{}", claimants[i].name, units(give));
             }
             note(&mut out.steps, line);
             if !satisfied {
@@ -137,7 +139,7 @@ pub fn divide(capacity: i64, claimants: &[Claimant<'_>], trace: bool) -> Divisio
             out.shares[i] += 1;
             rest -= 1;
             owed[i] = (0, 1);
-            note(&mut out.steps, format!("leftover unit to {} (largest remainder)", claimants[i].name));
+            note(&mut out.steps, format!("leftover {} to {} (largest remainder)", units(1), claimants[i].name));
         }
     }
     out
@@ -183,7 +185,7 @@ mod tests {
     #[test]
     fn the_worked_example_weights_one_to_three_share_six_and_ten() {
         // QUEUES.md §2.3: C = 16, quotas 4 and 4, weights 1 and 3, both want 16.
-        let d = divide(16, &[claimant("a", 4, 1, 16), claimant("b", 4, 3, 16)], true);
+        let d = divide(16, &[claimant("a", 4, 1, 16), claimant("b", 4, 3, 16)], Some(1));
         assert_eq!(d.shares, vec![6, 10]);
         assert!(!d.oversubscribed);
         assert_eq!(d.steps, vec!["quota, capped by demand: a 4 b 4", "surplus 8, round 1: a +2 b +6"]);
@@ -195,40 +197,40 @@ mod tests {
         // nothing; team-a (9) can reach only 9 + 1.
         let mut b = claimant("team-b", 12, 1, 0);
         b.kept = 11;
-        let d = divide(21, &[claimant("team-a", 9, 1, 21), b], false);
+        let d = divide(21, &[claimant("team-a", 9, 1, 21), b], None);
         assert_eq!(d.shares, vec![10, 11]);
     }
 
     #[test]
     fn demand_caps_the_share_and_the_rest_flows_to_who_wants_it() {
         // b wants only 2 of its quota 8; a takes what b does not use.
-        let d = divide(16, &[claimant("a", 8, 1, 16), claimant("b", 8, 1, 2)], false);
+        let d = divide(16, &[claimant("a", 8, 1, 16), claimant("b", 8, 1, 2)], None);
         assert_eq!(d.shares, vec![14, 2]);
         // An idle queue's quota is lent entirely.
-        let d = divide(16, &[claimant("a", 8, 1, 16), claimant("b", 8, 1, 0)], false);
+        let d = divide(16, &[claimant("a", 8, 1, 16), claimant("b", 8, 1, 0)], None);
         assert_eq!(d.shares, vec![16, 0]);
     }
 
     #[test]
     fn a_satisfied_queue_hands_its_part_of_the_round_to_the_others() {
         // Surplus 12 in thirds: c wants only 1 more, so a and b split the rest 1:1.
-        let d = divide(12, &[claimant("a", 0, 1, 100), claimant("b", 0, 1, 100), claimant("c", 0, 1, 1)], true);
+        let d = divide(12, &[claimant("a", 0, 1, 100), claimant("b", 0, 1, 100), claimant("c", 0, 1, 1)], Some(1));
         assert_eq!(d.shares, vec![6, 5, 1]);
         assert_eq!(d.shares.iter().sum::<i64>(), 12);
-        assert_eq!(d.steps.last().unwrap(), "leftover unit to a (largest remainder)");
+        assert_eq!(d.steps.last().unwrap(), "leftover 1 to a (largest remainder)");
     }
 
     #[test]
     fn a_higher_priority_bucket_takes_the_surplus_first() {
         let mut high = claimant("high", 2, 1, 10);
         high.priority = 200;
-        let d = divide(12, &[claimant("low", 2, 1, 10), high], false);
+        let d = divide(12, &[claimant("low", 2, 1, 10), high], None);
         assert_eq!(d.shares, vec![2, 10]);
     }
 
     #[test]
     fn weight_zero_gets_no_surplus_and_leftovers_go_to_the_largest_remainder() {
-        let d = divide(10, &[claimant("none", 0, 0, 10), claimant("a", 0, 1, 10), claimant("b", 0, 2, 10)], false);
+        let d = divide(10, &[claimant("none", 0, 0, 10), claimant("a", 0, 1, 10), claimant("b", 0, 2, 10)], None);
         // 10 in thirds: a 3.33, b 6.67 → 3 and 6, the leftover unit to b.
         assert_eq!(d.shares, vec![0, 3, 7]);
     }
@@ -237,7 +239,7 @@ mod tests {
     fn oversubscribed_quotas_are_served_by_priority_then_scaled() {
         let mut high = claimant("high", 6, 1, 6);
         high.priority = 200;
-        let d = divide(10, &[claimant("a", 6, 1, 6), claimant("b", 2, 1, 2), high], false);
+        let d = divide(10, &[claimant("a", 6, 1, 6), claimant("b", 2, 1, 2), high], None);
         assert!(d.oversubscribed);
         // high gets its 6; a and b share the remaining 4 in proportion 6:2.
         assert_eq!(d.shares, vec![3, 1, 6]);
@@ -245,7 +247,7 @@ mod tests {
 
     #[test]
     fn an_unlimited_quota_deserves_its_demand_up_to_the_capacity() {
-        let d = divide(8, &[Claimant { quota: None, ..claimant("kai", 0, 1, 20) }], false);
+        let d = divide(8, &[Claimant { quota: None, ..claimant("kai", 0, 1, 20) }], None);
         assert_eq!(d.shares, vec![8]);
     }
 
@@ -258,7 +260,7 @@ mod tests {
                     for (wa, wb) in [(1, 1), (1, 3), (0, 2)] {
                         let mut b = claimant("b", qb, wb, db);
                         b.kept = qb / 2;
-                        let d = divide(capacity, &[claimant("a", qa, wa, da), b.clone()], false);
+                        let d = divide(capacity, &[claimant("a", qa, wa, da), b.clone()], None);
                         let total: i64 = d.shares.iter().sum();
                         assert!(total <= capacity, "{capacity} {qa} {qb} {da} {db}: {:?}", d.shares);
                         assert!(d.shares[0] <= da.max(0));

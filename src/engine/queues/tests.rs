@@ -26,11 +26,13 @@ fn two_nodes() -> SnapshotBuilder {
     SnapshotBuilder::new().gpu_node("n1", 64, 512, 8, &[]).gpu_node("n2", 64, 512, 8, &[])
 }
 
+/// The fair share of GPUs (queue amounts are in thousandths of a GPU), in whole GPUs.
 fn share(snapshot: &Snapshot, queue: &str) -> i64 {
     let state = QueueState::of(snapshot);
     let q = snapshot.queues.get(queue).unwrap();
     let k = snapshot.queues.key_index(snapshot.resources.get(G).unwrap()).unwrap();
-    state.fair_share[q][k]
+    assert_eq!(snapshot.queues.scale(k), 1000);
+    state.fair_share[q][k] / 1000
 }
 
 #[test]

@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use std::fmt;
 
 use super::refusal::Refusal;
-use super::{DEFAULT_QUEUE, QueueSpec, ResourceRule};
-use crate::engine::resources::{ResourceId, ResourceNames};
+use super::{DEFAULT_QUEUE, GPU_MILLI, GPU_RESOURCE, QueueSpec, ResourceRule};
+use crate::engine::resources::{Demand, ResourceId, ResourceNames};
 
 /// Why a queue takes no gangs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -70,6 +70,9 @@ pub struct QueueTree {
     /// The resource keys some queue governs, in id order; amounts elsewhere are indexed
     /// like this.
     pub keys: Vec<ResourceId>,
+    /// The index of [`GPU_RESOURCE`] among `keys`, whose amounts are in thousandths of a
+    /// GPU so that fractions count fractionally (set by [`QueueTree::name_keys`]).
+    pub gpu_key: Option<usize>,
     by_name: HashMap<String, usize>,
 }
 
@@ -85,7 +88,13 @@ impl QueueTree {
     /// quota, unlimited) when none is given; with no specs at all it is the only queue and
     /// governs nothing, so that queues change nothing until the first one is created.
     pub fn build(specs: &[QueueSpec]) -> QueueTree {
-        let mut tree = QueueTree { queues: Vec::new(), roots: Vec::new(), keys: Vec::new(), by_name: HashMap::new() };
+        let mut tree = QueueTree {
+            queues: Vec::new(),
+            roots: Vec::new(),
+            keys: Vec::new(),
+            gpu_key: None,
+            by_name: HashMap::new(),
+        };
         let mut sorted: Vec<&QueueSpec> = specs.iter().collect();
         sorted.sort_by(|a, b| a.name.cmp(&b.name));
         for spec in sorted {
@@ -216,6 +225,7 @@ impl QueueTree {
 
     /// Names negative-amount problems by resource name rather than id.
     pub fn name_keys(&mut self, names: &ResourceNames) {
+        self.gpu_key = self.keys.iter().position(|&id| names.name(id) == GPU_RESOURCE);
         for queue in &mut self.queues {
             if let Some(TreeProblem::Negative { id, key, .. }) = &mut queue.problem {
                 *key = names.name(*id).to_string();
@@ -246,6 +256,21 @@ impl QueueTree {
     /// The position of `id` among the tree's keys.
     pub fn key_index(&self, id: ResourceId) -> Option<usize> {
         self.keys.binary_search(&id).ok()
+    }
+
+    /// How many of key `k`'s amounts make one unit of its resource: 1000 for GPUs
+    /// (thousandths), 1 for the rest (CPU is in millicores everywhere already).
+    pub fn scale(&self, k: usize) -> i64 {
+        if self.gpu_key == Some(k) { GPU_MILLI } else { 1 }
+    }
+
+    /// Adds `demand`, `times` over, to `need` (per key of the tree), in the tree's units.
+    pub fn add_demand(&self, need: &mut [i64], demand: &Demand, times: i64) {
+        for &(id, amount) in demand.entries() {
+            if let Some(k) = self.key_index(id) {
+                need[k] += amount * times * self.scale(k);
+            }
+        }
     }
 }
 

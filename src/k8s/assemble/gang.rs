@@ -52,7 +52,7 @@ impl<'v> Context<'v, '_> {
     }
 
     fn held(&self) -> &HeldDevices<'v> {
-        self.held.get_or_init(|| HeldDevices::new(self.dra, &self.claims.by_name))
+        self.held.get_or_init(|| HeldDevices::new(self.dra, self.claims))
     }
 }
 
@@ -150,12 +150,14 @@ pub(super) fn fold(
             });
             entry.created = entry.created.min(created(&pod.metadata));
             entry.opportunistic |= opportunistic;
+            let devices = ctx.held().of(pod);
             entry.pods.push(RunningPod {
                 key: pod_key(&pod.metadata),
                 node: node as u32,
                 demand,
                 started,
-                devices: ctx.held().of(pod),
+                gpu_milli: convert_dra::running_gpu_milli(pod, ctx.dra, &devices),
+                devices,
                 grace_seconds: spec.and_then(|s| s.termination_grace_period_seconds).unwrap_or(30),
             });
             continue;

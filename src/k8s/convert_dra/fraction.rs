@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::Pod;
 
 use super::Error;
 use crate::engine::dra::allocate::MAX_RESULTS;
-use crate::engine::dra::model::{DraSnapshot, ExtendedRequest, GpuShare};
+use crate::engine::dra::model::{DeviceUse, DraSnapshot, ExtendedRequest, GpuShare};
 use crate::engine::resources::ResourceNames;
 use crate::quantity::Quantity;
 
@@ -24,9 +24,8 @@ pub const FRACTION_RESOURCE: &str = "muster.dev/gpu-fraction";
 /// the node agent's and NVIDIA's DRA driver's.
 const GPU_CLASSES: &[&str] = &["gpu.muster.dev", "gpu.nvidia.com"];
 
-/// The GPU fraction `pod` asks for by annotation, if any; an annotation that cannot be
-/// read is an error naming it.
-pub fn gpu_fraction(pod: &Pod, dra: &DraSnapshot, names: &mut ResourceNames) -> Result<Option<ExtendedRequest>, Error> {
+/// The share of each GPU `pod` asks for by annotation and on how many GPUs, if any.
+pub fn share(pod: &Pod) -> Result<Option<(GpuShare, u32)>, Error> {
     let Some(annotations) = pod.metadata.annotations.as_ref() else { return Ok(None) };
     let fraction = annotations.get(FRACTION_ANNOTATION);
     let memory = annotations.get(MEMORY_ANNOTATION);
@@ -65,6 +64,24 @@ pub fn gpu_fraction(pod: &Pod, dra: &DraSnapshot, names: &mut ResourceNames) -> 
             }
         },
     };
+    Ok(Some((share, count)))
+}
+
+/// What a running pod holding `devices` counts in queues as GPU fractions, in thousandths
+/// of GPUs (0 for a pod without, or with an annotation that cannot be read).
+pub fn running_gpu_milli(pod: &Pod, dra: &DraSnapshot, devices: &[DeviceUse]) -> i64 {
+    match share(pod) {
+        Ok(Some((share, count))) => crate::engine::queues::fractions::held(dra, share, count, devices),
+        _ => 0,
+    }
+}
+
+/// The GPU fraction `pod` asks for by annotation, if any; an annotation that cannot be
+/// read is an error naming it.
+pub fn gpu_fraction(pod: &Pod, dra: &DraSnapshot, names: &mut ResourceNames) -> Result<Option<ExtendedRequest>, Error> {
+    let Some((share, count)) = share(pod)? else { return Ok(None) };
+    let Some(annotations) = pod.metadata.annotations.as_ref() else { return Ok(None) };
+    let fail = |annotation: &str, problem: String| Error::Fraction { annotation: annotation.to_string(), problem };
     let Some(spec) = pod.spec.as_ref() else { return Ok(None) };
     let (index, container) = match annotations.get(CONTAINER_ANNOTATION) {
         None => match spec.containers.first() {

@@ -1,22 +1,21 @@
 //! The devices a running pod holds alone: those of its claims reserved for it and nobody
-//! else, which an eviction gives back.
-
-use std::collections::HashMap;
+//! else (its own, and the one made for its extended resources or GPU fraction), which an
+//! eviction gives back.
 
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::api::resource::v1::ResourceClaim;
 
+use super::claims::ClaimIndex;
 use super::snapshot::{DeviceIndex, claim_uses, device_index};
 use crate::engine::dra::model::{DeviceUse, DraSnapshot};
 
 /// Looks up running pods' own devices; built once per snapshot.
 pub struct HeldDevices<'a> {
     index: DeviceIndex<'a>,
-    claims: &'a HashMap<(&'a str, &'a str), &'a ResourceClaim>,
+    claims: &'a ClaimIndex<'a>,
 }
 
 impl<'a> HeldDevices<'a> {
-    pub fn new(dra: &'a DraSnapshot, claims: &'a HashMap<(&'a str, &'a str), &'a ResourceClaim>) -> HeldDevices<'a> {
+    pub fn new(dra: &'a DraSnapshot, claims: &'a ClaimIndex<'a>) -> HeldDevices<'a> {
         HeldDevices { index: device_index(dra), claims }
     }
 
@@ -29,8 +28,8 @@ impl<'a> HeldDevices<'a> {
         let spec = pod.spec.as_ref().and_then(|s| s.resource_claims.as_ref());
         let named = spec.into_iter().flatten().filter_map(|c| c.resource_claim_name.as_deref());
         let mut uses = Vec::new();
-        for name in generated.chain(named) {
-            let Some(claim) = self.claims.get(&(namespace, name)) else { continue };
+        let by_name = generated.chain(named).filter_map(|name| self.claims.by_name.get(&(namespace, name)).copied());
+        for claim in by_name.chain(self.claims.extended_of(pod)) {
             let reserved = claim.status.as_ref().and_then(|s| s.reserved_for.as_ref());
             let alone = reserved.is_some_and(|r| r.len() == 1 && r[0].uid == uid);
             if alone {

@@ -21,7 +21,7 @@ use crate::engine::dra::allocate::MAX_RESULTS;
 use crate::engine::dra::model::{ClaimKey, DeviceTaint, DeviceTaintEffect, DeviceToleration, NodeSelector};
 use crate::quantity;
 pub use claims::{ClaimIndex, pod_devices};
-pub use fraction::{FRACTION_ANNOTATION, FRACTION_RESOURCE, MEMORY_ANNOTATION, gpu_fraction};
+pub use fraction::{FRACTION_ANNOTATION, FRACTION_RESOURCE, MEMORY_ANNOTATION, gpu_fraction, running_gpu_milli};
 pub use held::HeldDevices;
 pub use snapshot::{DeviceMemo, DraView, classes, snapshot};
 pub use spec::claim_spec;

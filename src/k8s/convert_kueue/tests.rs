@@ -64,15 +64,15 @@ fn cluster_queues_become_leaves_of_their_cohort_with_borrowing_as_a_limit() {
     assert_eq!(names_of, ["kueue/team-a", "kueue/team-b", "kueue/alone", "kueue-cohort/research"]);
     assert!(specs.iter().all(|s| s.problem.is_none()), "{specs:?}");
     let a = rule(&specs, &names, "kueue/team-a", "nvidia.com/gpu");
-    assert_eq!((a.quota, a.limit, a.lending_limit, a.weight_milli), (Some(8), Some(12), Some(2), 3000));
+    assert_eq!((a.quota, a.limit, a.lending_limit, a.weight_milli), (Some(8000), Some(12_000), Some(2000), 3000));
     assert_eq!(rule(&specs, &names, "kueue/team-a", "cpu").quota, Some(32_000));
     // No borrowingLimit: it may borrow all the cohort has.
     assert_eq!(rule(&specs, &names, "kueue/team-b", "nvidia.com/gpu").limit, None);
     // No cohort: nobody to borrow from.
-    assert_eq!(rule(&specs, &names, "kueue/alone", "nvidia.com/gpu").limit, Some(4));
+    assert_eq!(rule(&specs, &names, "kueue/alone", "nvidia.com/gpu").limit, Some(4000));
     // The cohort pools its queues' quotas.
     let cohort = rule(&specs, &names, "kueue-cohort/research", "nvidia.com/gpu");
-    assert_eq!((cohort.quota, cohort.limit), (Some(16), None));
+    assert_eq!((cohort.quota, cohort.limit), (Some(16_000), None));
     let a = &specs[0];
     assert_eq!(a.parent.as_deref(), Some("kueue-cohort/research"));
     assert_eq!((a.preemption.reclaim, a.preemption.within), (ReclaimPolicy::Any, WithinQueue::LowerPriority));
@@ -104,10 +104,10 @@ spec:
     let mut names = ResourceNames::default();
     let specs = kueue_queue_specs(&cqs.iter().collect::<Vec<_>>(), &[&cohorts[0]], &[], &mut names);
     let research = rule(&specs, &names, "kueue-cohort/research", "nvidia.com/gpu");
-    assert_eq!((research.quota, research.limit, research.weight_milli), (Some(20), Some(22), 500));
+    assert_eq!((research.quota, research.limit, research.weight_milli), (Some(20_000), Some(22_000), 500));
     let org = specs.iter().find(|s| s.name == "kueue-cohort/org").unwrap();
     assert_eq!(org.parent, None);
-    assert_eq!(rule(&specs, &names, "kueue-cohort/org", "nvidia.com/gpu").quota, Some(20));
+    assert_eq!(rule(&specs, &names, "kueue-cohort/org", "nvidia.com/gpu").quota, Some(20_000));
     let research = specs.iter().find(|s| s.name == "kueue-cohort/research").unwrap();
     assert_eq!(research.parent.as_deref(), Some("kueue-cohort/org"));
 }
@@ -138,7 +138,7 @@ spec:
     let mut names = ResourceNames::default();
     let specs = kueue_queue_specs(&[&cqs[0]], &[], &[], &mut names);
     let spec = &specs[0];
-    assert_eq!(rule(&specs, &names, "kueue/mixed", "nvidia.com/gpu").quota, Some(6));
+    assert_eq!(rule(&specs, &names, "kueue/mixed", "nvidia.com/gpu").quota, Some(6000));
     let notes = spec.notes.join("\n");
     assert_eq!(spec.preemption.borrow_within_parent, Some(Some(100)));
     for said in ["flavors a100, h100 are counted as one pool", "admission checks"] {

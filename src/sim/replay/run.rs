@@ -376,6 +376,7 @@ impl<'a> State<'a> {
                             started: now,
                             devices: Vec::new(),
                             grace_seconds: 0,
+                            gpu_milli: 0,
                         })
                         .collect(),
                     created: job.submit,
