@@ -69,6 +69,15 @@ pub struct AgentOptions {
     /// Where CDI specs for prepared claims are written.
     #[arg(long, default_value = "/var/run/cdi")]
     pub cdi_dir: PathBuf,
+    /// The node runs CUDA MPS (its control daemon's pipes in --mps-pipe-directory): a
+    /// container given a share of a GPU (--sharing) is made an MPS client whose device
+    /// memory is capped at its share (CUDA_MPS_PINNED_DEVICE_MEM_LIMIT).
+    #[arg(long)]
+    pub mps: bool,
+    /// The pipe directory of the node's MPS control daemon (its CUDA_MPS_PIPE_DIRECTORY),
+    /// mounted into the containers of shared GPUs with --mps.
+    #[arg(long, default_value = "/tmp/nvidia-mps")]
+    pub mps_pipe_directory: PathBuf,
     /// kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, or the in-cluster account).
     #[arg(long, value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,

@@ -343,13 +343,7 @@ pub async fn serve(client: kube::Client, options: AgentOptions) -> Result<()> {
         });
     }
     if mode == Mode::Driver && options.kubelet_plugin {
-        let config = super::kubelet::PluginConfig {
-            driver_name: options.driver_name.clone(),
-            node_name: node_name.clone(),
-            plugin_dir: options.plugin_dir.clone(),
-            registry_dir: options.registry_dir.clone(),
-            cdi_dir: options.cdi_dir.clone(),
-        };
+        let config = super::kubelet::PluginConfig::new(&options, &node_name);
         let (client, stop) = (client.clone(), stopped());
         tasks.spawn(async move { super::kubelet::serve(config, client, gpus_rx, stop).await.map_err(Error::from) });
     }

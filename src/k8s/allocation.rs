@@ -15,7 +15,7 @@ use k8s_openapi::api::resource::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as KubeQuantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 
-use super::convert_dra::EXTENDED_CLAIM_ANNOTATION;
+use super::convert_dra::{EXTENDED_CLAIM_ANNOTATION, POD_CLAIM_NAME_ANNOTATION};
 use crate::engine::claims::{Allocation, ClaimPlacement};
 use crate::engine::dra::model::{DraSnapshot, ExtendedRequest, GpuShare, NodeSelector, SHARED_CAPACITY};
 use crate::engine::model::PodKey;
@@ -109,8 +109,12 @@ pub fn reserved_for(pod: &PodKey, uid: &str) -> ResourceClaimConsumerReference {
 }
 
 /// The claim kube-scheduler creates for a pod's extended resources served by DRA, with
-/// its requests (`container-<i>-request-<j>`); owned by the pod, so it goes with it.
-pub fn extended_claim(pod: &PodKey, uid: &str, placement: &ClaimPlacement) -> ResourceClaim {
+/// its requests (`container-<i>-request-<j>`); owned by the pod, so it goes with it. For a
+/// GPU fraction the pod names by its entry `entry` (see
+/// [`super::convert_dra::fraction_claim_entry`]), made as the resourceclaim controller makes
+/// a claim from a template (`<pod>-<entry>-…`, annotated with the entry), so that the
+/// controller adopts it rather than make another.
+pub fn extended_claim(pod: &PodKey, uid: &str, placement: &ClaimPlacement, entry: Option<&str>) -> ResourceClaim {
     let requests = placement
         .extended
         .iter()
@@ -130,9 +134,14 @@ pub fn extended_claim(pod: &PodKey, uid: &str, placement: &ClaimPlacement) -> Re
         .collect();
     ResourceClaim {
         metadata: ObjectMeta {
-            generate_name: Some(format!("{}-extended-resources-", pod.name)),
+            generate_name: Some(format!("{}-{}-", pod.name, entry.unwrap_or("extended-resources"))),
             namespace: Some(pod.namespace.clone()),
-            annotations: Some([(EXTENDED_CLAIM_ANNOTATION.to_string(), "true".to_string())].into()),
+            annotations: Some(
+                [(EXTENDED_CLAIM_ANNOTATION.to_string(), "true".to_string())]
+                    .into_iter()
+                    .chain(entry.map(|e| (POD_CLAIM_NAME_ANNOTATION.to_string(), e.to_string())))
+                    .collect(),
+            ),
             owner_references: Some(vec![OwnerReference {
                 api_version: "v1".into(),
                 kind: "Pod".into(),

@@ -20,6 +20,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use super::allocation::FINALIZER;
+use super::convert_dra::POD_CLAIM_NAME_ANNOTATION;
 use super::request::{Operation, RequestError, Retry, within};
 use crate::engine::dra::model::ClaimKey;
 use crate::engine::model::PodKey;
@@ -178,6 +179,21 @@ async fn write_steps(
             Err(e) => return Err(format!("writing the allocation and reservation of ResourceClaim {shown}: {e}")),
         }
     }
+    // A GPU fraction's claim the pod names by an entry of its spec is recorded there, as the
+    // resourceclaim controller records a claim it makes from a template: the kubelet prepares
+    // the claims a pod's spec and status name. (The controller, finding the claim it would
+    // have made, records the same.)
+    let entry =
+        write.create.as_ref().and_then(|(c, _)| c.metadata.annotations.as_ref()?.get(POD_CLAIM_NAME_ANNOTATION));
+    if let Some(entry) = entry {
+        let pods: Api<Pod> = Api::namespaced(client.clone(), &write.pod.namespace);
+        let patch = Patch::Strategic(
+            json!({"status": {"resourceClaimStatuses": [{"name": entry, "resourceClaimName": name}]}}),
+        );
+        within(deadline, pods.patch_status(&write.pod.name, &PatchParams::default(), &patch))
+            .await
+            .map_err(|e| format!("recording ResourceClaim {shown} in pod {} under {entry}: {e}", write.pod))?;
+    }
     if let Some((_, status)) = write.create.as_ref().filter(|(_, status)| !status.request_mappings.is_empty()) {
         let pods: Api<Pod> = Api::namespaced(client.clone(), &write.pod.namespace);
         let mut status = status.clone();
@@ -310,12 +326,14 @@ pub async fn remove_finalizer(api: &Api<ResourceClaim>, deadline: Duration, name
 
 /// The claim writes of a placed gang, and the claims to assume in the cache meanwhile:
 /// one write per claim (a claim shared by several of the gang's pods is allocated once and
-/// reserved for all of them), one per pod for the claims of extended resources.
+/// reserved for all of them), one per pod for the claims of extended resources (recorded
+/// under the pod's `spec.resourceClaims` entry that `entry` gives, if any: a GPU fraction's).
 pub fn plan(
     dra: &crate::engine::dra::model::DraSnapshot,
     claims: &[crate::engine::claims::ClaimPlacement],
     uids: &std::collections::HashMap<PodKey, String>,
     cached: impl Fn(&ClaimKey) -> Option<ResourceClaim>,
+    entry: impl Fn(&PodKey) -> Option<String>,
 ) -> (Vec<ClaimWrite>, Vec<(PodKey, ResourceClaim)>) {
     use super::allocation::{allocation_result, extended_claim, extended_status, reserved_for};
     let mut writes: Vec<ClaimWrite> = Vec::new();
@@ -334,7 +352,7 @@ pub fn plan(
         if placement.claim.name.is_empty() {
             let Some(allocation) = &placement.allocation else { continue };
             let result = allocation_result(dra, allocation, &placement.pod.to_string(), None);
-            let create = extended_claim(&placement.pod, &uid, placement);
+            let create = extended_claim(&placement.pod, &uid, placement, entry(&placement.pod).as_deref());
             let mut held = create.clone();
             held.status = Some(k8s_openapi::api::resource::v1::ResourceClaimStatus {
                 allocation: Some(result.clone()),

@@ -198,10 +198,25 @@ pub fn apply(objects: &mut ClusterObjects, snapshot: &Snapshot, outcome: &CycleO
             if claim.claim.name.is_empty() {
                 // Extended resources: the claim is made now, allocated and reserved.
                 let Some(alloc) = &claim.allocation else { continue };
-                let mut object = allocation::extended_claim(&claim.pod, &pod_uid, claim);
-                let name = format!("{}-extended-resources", claim.pod.name);
+                // A GPU fraction's claim the pod names by an entry of its spec is recorded
+                // there, as the binder records it.
+                let pod = index.get(&(claim.pod.namespace.clone(), claim.pod.name.clone())).copied();
+                let entry = pod
+                    .and_then(|i| crate::k8s::convert_dra::fraction_claim_entry(&objects.pods[i]))
+                    .map(str::to_string);
+                let mut object = allocation::extended_claim(&claim.pod, &pod_uid, claim, entry.as_deref());
+                let name = format!("{}-{}", claim.pod.name, entry.as_deref().unwrap_or("extended-resources"));
                 object.metadata.name = Some(name.clone());
                 object.metadata.generate_name = None;
+                if let (Some(i), Some(entry)) = (pod, entry) {
+                    let status = PodResourceClaimStatus { name: entry, resource_claim_name: Some(name.clone()) };
+                    objects.pods[i]
+                        .status
+                        .get_or_insert_default()
+                        .resource_claim_statuses
+                        .get_or_insert_default()
+                        .push(status);
+                }
                 touch(&mut object.metadata);
                 object.status = Some(ResourceClaimStatus {
                     allocation: Some(allocation::allocation_result(&snapshot.dra, alloc, &claim.pod.to_string(), None)),

@@ -57,11 +57,48 @@ fn start_agent(cluster: &TestCluster, args: &[&str]) -> RunningAgent {
     start_agent_as(cluster.client.clone(), args)
 }
 
-/// An agent with `args` that reaches the API server with `client`'s credentials.
-pub(crate) fn start_agent_as(client: kube::Client, args: &[&str]) -> RunningAgent {
+/// `muster agent ARGS`' options, polling every second and serving no metrics.
+fn agent_options(args: &[&str]) -> AgentOptions {
     let mut argv = vec!["agent", "--poll-interval-seconds", "1", "--metrics-address", ""];
     argv.extend_from_slice(args);
-    let options = AgentCommand::parse_from(argv).options;
+    AgentCommand::parse_from(argv).options
+}
+
+/// A driver-mode agent with `args` and its kubelet plugin, both fed the GPUs the agent
+/// reads, as `muster agent` serves them on a node (`--plugin-dir`, `--registry-dir` and
+/// `--cdi-dir` should name folders of the test).
+pub(crate) fn start_agent_with_plugin(client: kube::Client, args: &[&str]) -> RunningAgent {
+    let options = agent_options(args);
+    let node = options.node_name.clone().expect("--node-name");
+    let plugin = muster::agent::kubelet::PluginConfig::new(&options, &node);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        let metrics = AgentMetrics::new();
+        let (gpus, read) = tokio::sync::watch::channel(Vec::new());
+        let (ready, _) = tokio::sync::watch::channel(false);
+        let (stop_plugin, plugin_stopped) = tokio::sync::oneshot::channel::<()>();
+        let shutdown = async {
+            let _ = stopped.await;
+            let _ = stop_plugin.send(());
+        };
+        let serving = muster::agent::kubelet::serve(plugin, client.clone(), read, async {
+            let _ = plugin_stopped.await;
+        });
+        let running = muster::agent::run::run(client, options, &metrics, gpus, ready, shutdown);
+        let (ran, served) = tokio::join!(running, serving);
+        if let Err(e) = ran {
+            panic!("the agent stopped: {e}");
+        }
+        if let Err(e) = served {
+            panic!("the kubelet plugin stopped: {e}");
+        }
+    });
+    RunningAgent { stop: Some(stop), task }
+}
+
+/// An agent with `args` that reaches the API server with `client`'s credentials.
+pub(crate) fn start_agent_as(client: kube::Client, args: &[&str]) -> RunningAgent {
+    let options = agent_options(args);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(async move {
         let metrics = AgentMetrics::new();

@@ -21,15 +21,38 @@ fn shared_gpu(name: &str) -> serde_json::Value {
     })
 }
 
+/// The class fractions are served from when none serves nvidia.com/gpu is the agent's,
+/// `gpu.muster.dev`: one name for the whole control plane, so the tests that need it take
+/// turns, each with the class selecting its own devices.
+static GPU_CLASS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Waits for this test's turn with the class `gpu.muster.dev`, then creates it selecting the
+/// devices of `driver` (replacing one a failed test left). Hold the guard until the test
+/// ends, and delete the class with [`delete_gpu_class`].
+pub(crate) async fn gpu_class(cluster: &TestCluster, driver: &str) -> tokio::sync::MutexGuard<'static, ()> {
+    let turn = GPU_CLASS.lock().await;
+    let classes = cluster.cluster_api::<DeviceClass>();
+    classes.delete("gpu.muster.dev", &Default::default()).await.ok();
+    let class = builders::device_class("gpu.muster.dev", driver);
+    crate::support::cluster::within(30, "the class gpu.muster.dev to be created", async {
+        while classes.create(&Default::default(), &class).await.is_err() {
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    })
+    .await;
+    turn
+}
+
+pub(crate) async fn delete_gpu_class(cluster: &TestCluster) {
+    cluster.cluster_api::<DeviceClass>().delete("gpu.muster.dev", &Default::default()).await.ok();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_half_gpu_notebooks_share_one_gpu_through_claims_muster_creates() {
     let cluster = TestCluster::new("fractions").await;
     let node = create_node(&cluster, "n1").await;
     create_slice(&cluster, &node, vec![shared_gpu("gpu-0"), shared_gpu("gpu-1")]).await;
-    // The class fractions are served from when none serves nvidia.com/gpu: the agent's, here
-    // selecting this test's devices.
-    let class = builders::device_class("gpu.muster.dev", &driver(&cluster));
-    cluster.create(&cluster.cluster_api::<DeviceClass>(), &class).await;
+    let _turn = gpu_class(&cluster, &driver(&cluster)).await;
     let api = cluster.api::<Pod>();
     for name in ["notebook-1", "notebook-2"] {
         let mut pod = builders::pod(name, &cluster.scheduler_name, 0, &[]);
@@ -68,5 +91,5 @@ async fn two_half_gpu_notebooks_share_one_gpu_through_claims_muster_creates() {
         devices.push(result.device.clone());
     }
     assert_eq!(devices[0], devices[1], "the second half goes to the GPU the first half shares");
-    cluster.cluster_api::<DeviceClass>().delete("gpu.muster.dev", &Default::default()).await.ok();
+    delete_gpu_class(&cluster).await;
 }

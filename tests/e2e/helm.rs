@@ -37,6 +37,8 @@ const OBJECTS: &[&str] = &[
     "ConfigMap v1 muster-system/muster-scheduler-config-bcbk66bbfg",
     "Deployment apps/v1 muster-system/muster-scheduler",
     "Service v1 muster-system/muster-scheduler-metrics",
+    "MutatingAdmissionPolicy admissionregistration.k8s.io/v1 /muster-gpu-fraction-claim",
+    "MutatingAdmissionPolicyBinding admissionregistration.k8s.io/v1 /muster-gpu-fraction-claim",
     "ServiceAccount v1 muster-system/muster-agent",
     "ClusterRole rbac.authorization.k8s.io/v1 /muster-agent",
     "ClusterRoleBinding rbac.authorization.k8s.io/v1 /muster-agent",
@@ -286,6 +288,12 @@ fn the_values_change_what_they_say() {
     let config = Config::parse(&text, "the chart's configuration").expect("a valid configuration");
     assert_eq!(config.scheduler_name, "gpu-scheduler");
     assert!(config.leader_election.enabled);
+    // The admission policy names the claims of GPU fractions for the pods of that name.
+    let policy = &the(&set, "MutatingAdmissionPolicy", "muster-gpu-fraction-claim")["spec"];
+    assert_eq!(
+        policy["matchConditions"][0]["expression"],
+        "has(object.spec.schedulerName) && object.spec.schedulerName == 'gpu-scheduler'"
+    );
 
     // A configuration file of one's own: the scheduler name is added, and the Role grants
     // the Lease it names.

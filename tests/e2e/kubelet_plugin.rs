@@ -47,7 +47,7 @@ impl Service<Uri> for UnixConnector {
 }
 
 /// A channel to `socket`, once something listens there (polled, up to 10 s).
-async fn channel(socket: &Path) -> Channel {
+pub(crate) async fn channel(socket: &Path) -> Channel {
     within(10, &format!("a listener on {}", socket.display()), async {
         loop {
             if UnixStream::connect(socket).await.is_ok() {
@@ -160,6 +160,7 @@ async fn the_kubelet_registers_the_plugin_and_prepares_and_unprepares_claims() {
         plugin_dir: root.join("plugins").join(DRIVER),
         registry_dir: root.join("plugins_registry"),
         cdi_dir: root.join("cdi"),
+        mps_pipe_directory: None,
     };
     let registration_socket = config.registry_dir.join(format!("{DRIVER}-reg.sock"));
     let dra_socket = config.plugin_dir.join("dra.sock");

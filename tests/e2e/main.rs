@@ -12,6 +12,7 @@
 //!   ├── explain          `muster explain` against a live cluster
 //!   ├── faults           a bind that hangs, a leader cut off, a replica denied a list
 //!   ├── fractions        GPU fractions by annotation, served as shares through claims Muster creates
+//!   ├── fractions_node   a fraction's claim named at admission, prepared by the agent's kubelet plugin
 //!   ├── gang             all or nothing, rollback, side by side with kube-scheduler
 //!   ├── held             devices given back, lost answers, evictions a budget refuses
 //!   ├── helm             the Helm chart: the kustomization's objects, installed and run
@@ -44,6 +45,7 @@ mod dra_vs_kube;
 mod explain;
 mod faults;
 mod fractions;
+mod fractions_node;
 mod gang;
 mod held;
 mod helm;

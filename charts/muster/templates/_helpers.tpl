@@ -8,7 +8,8 @@ app.kubernetes.io/part-of: muster
 {{/*
 The objects of one file of the repository's manifests/ (charts/muster/manifests links to it,
 so the static objects are written once), each with the chart's labels added and with the
-given annotations. Argument: (list $ "scheduler/clusterrole.yaml" (dict ...)).
+given annotations. Argument: (list $ "scheduler/clusterrole.yaml" (dict ...)), and optionally
+a dict of texts to replace in the file, each of which must be there.
 */}}
 {{- define "muster.manifest" -}}
 {{- $root := index . 0 -}}
@@ -17,6 +18,14 @@ given annotations. Argument: (list $ "scheduler/clusterrole.yaml" (dict ...)).
 {{- $text := $root.Files.Get $path -}}
 {{- if not $text -}}
 {{- fail (printf "%s is missing from the chart (charts/muster/manifests is a link to the repository's manifests/; package the chart from a checkout)" $path) -}}
+{{- end -}}
+{{- if gt (len .) 3 -}}
+{{- range $old, $new := index . 3 -}}
+{{- if not (contains $old $text) -}}
+{{- fail (printf "%s no longer contains %q, which the chart replaces" $path $old) -}}
+{{- end -}}
+{{- $text = replace $old $new $text -}}
+{{- end -}}
 {{- end -}}
 {{- $labels := include "muster.labels" $root | fromYaml -}}
 {{- range $doc := regexSplit "(?m)^---[ \\t]*$" $text -1 }}

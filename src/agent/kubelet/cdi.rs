@@ -6,7 +6,8 @@
 //! (a MIG device carries its parent's). What every container of the claim needs once, the
 //! driver's control nodes and `NVIDIA_VISIBLE_DEVICES` with the UUIDs of all of the claim's
 //! GPUs (MIG UUIDs for MIG devices), sits in the spec's own container edits, which a runtime
-//! applies once whenever it injects any device of the spec.
+//! applies once whenever it injects any device of the spec. On a node that runs CUDA MPS,
+//! [`super::mps`] adds what makes the containers of a claim's shares of GPUs MPS clients.
 
 use std::fmt;
 
@@ -44,6 +45,8 @@ pub enum Error {
         "device {device}: GPU {minor} has no MIG device with GPU instance {gpu_instance} and compute instance {compute_instance}"
     )]
     NoSuchMigDevice { device: String, minor: u32, gpu_instance: u32, compute_instance: u32 },
+    #[error("device {device}: consumed capacity memory {value:?} is not a whole number of bytes")]
+    ConsumedMemory { device: String, value: String },
 }
 
 /// A device name as the agent publishes it in its ResourceSlices.
@@ -123,12 +126,24 @@ pub struct ContainerEdits {
     pub env: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub device_nodes: Vec<DeviceNode>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mounts: Vec<Mount>,
 }
 
 impl ContainerEdits {
     pub fn is_empty(&self) -> bool {
-        self.env.is_empty() && self.device_nodes.is_empty()
+        self.env.is_empty() && self.device_nodes.is_empty() && self.mounts.is_empty()
     }
+}
+
+/// A host path mounted into the container.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Mount {
+    pub host_path: String,
+    pub container_path: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub options: Vec<String>,
 }
 
 /// A device node; the runtime reads its type and numbers from the host's node at `path`.
@@ -215,8 +230,8 @@ pub fn prepare(
             spec_devices.push(SpecDevice {
                 name: cdi_name.clone(),
                 container_edits: ContainerEdits {
-                    env: Vec::new(),
                     device_nodes: vec![DeviceNode::new(format!("/dev/nvidia{}", name.minor()))],
+                    ..Default::default()
                 },
             });
             uuids.push(uuid);
@@ -229,14 +244,16 @@ pub fn prepare(
             cdi_device_ids: vec![format!("{}={cdi_name}", kind(driver))],
         });
     }
+    let container_edits = ContainerEdits {
+        env: vec![format!("{VISIBLE_DEVICES}={}", uuids.join(","))],
+        device_nodes: CONTROL_NODES.iter().map(|path| DeviceNode::new(*path)).collect(),
+        mounts: Vec::new(),
+    };
     let spec = (!spec_devices.is_empty()).then(|| Spec {
         cdi_version: CDI_VERSION.into(),
         kind: kind(driver),
         devices: spec_devices,
-        container_edits: ContainerEdits {
-            env: vec![format!("{VISIBLE_DEVICES}={}", uuids.join(","))],
-            device_nodes: CONTROL_NODES.iter().map(|path| DeviceNode::new(*path)).collect(),
-        },
+        container_edits,
     });
     Ok(PreparedClaim { spec, devices })
 }

@@ -14,13 +14,13 @@ use kube::Api;
 use tokio::sync::watch;
 use tonic::{Request, Response, Status};
 
-use super::cdi;
 use super::proto::dra::dra_plugin_server::DraPlugin;
 use super::proto::dra::{
     Claim, Device, NodePrepareResourceResponse, NodePrepareResourcesRequest, NodePrepareResourcesResponse,
     NodeUnprepareResourceResponse, NodeUnprepareResourcesRequest, NodeUnprepareResourcesResponse,
 };
 use super::spec_file;
+use super::{cdi, mps};
 use crate::agent::gpu::Gpu;
 
 /// Why one claim could not be prepared or unprepared.
@@ -50,19 +50,21 @@ pub struct DraService {
     driver: String,
     node: String,
     cdi_dir: PathBuf,
+    mps_pipe_directory: Option<PathBuf>,
     client: kube::Client,
     gpus: watch::Receiver<Vec<Gpu>>,
 }
 
 impl DraService {
-    pub fn new(
-        driver: String,
-        node: String,
-        cdi_dir: PathBuf,
-        client: kube::Client,
-        gpus: watch::Receiver<Vec<Gpu>>,
-    ) -> DraService {
-        DraService { driver, node, cdi_dir, client, gpus }
+    pub fn new(config: &super::PluginConfig, client: kube::Client, gpus: watch::Receiver<Vec<Gpu>>) -> DraService {
+        DraService {
+            driver: config.driver_name.clone(),
+            node: config.node_name.clone(),
+            cdi_dir: config.cdi_dir.clone(),
+            mps_pipe_directory: config.mps_pipe_directory.clone(),
+            client,
+            gpus,
+        }
     }
 
     /// Prepares one claim. Preparing it again gives the same answer and rewrites the same
@@ -87,7 +89,11 @@ impl DraService {
             .unwrap_or_default();
         let prepared = {
             let gpus = self.gpus.borrow();
-            cdi::prepare(&self.driver, &self.node, &claim.uid, results, &gpus)?
+            let mut prepared = cdi::prepare(&self.driver, &self.node, &claim.uid, results, &gpus)?;
+            if let Some(pipe_directory) = &self.mps_pipe_directory {
+                mps::add_client_edits(&mut prepared, &self.driver, results, &gpus, pipe_directory)?;
+            }
+            prepared
         };
         if let Some(spec) = &prepared.spec {
             spec_file::write(&self.cdi_dir, &file, spec)

@@ -7,11 +7,13 @@
 //!     │        "DRAPlugin", <driver>, plugin_dir/dra.sock, ["v1.DRAPlugin"]
 //!     └──NodePrepareResources─────► plugin_dir/dra.sock               (dra)
 //!             │ ResourceClaim (API server) + GPUs (inventory) ──cdi::prepare──► Spec
+//!             │                          (shares of a GPU on an MPS node: mps::client_edits)
 //!             └──────────────────────────────────────────────► cdi_dir/<driver>-<uid>.json
 //! ```
 
 pub mod cdi;
 pub mod dra;
+pub mod mps;
 pub mod proto;
 pub mod registration;
 pub mod spec_file;
@@ -48,9 +50,24 @@ pub struct PluginConfig {
     pub registry_dir: PathBuf,
     /// The folder container runtimes read CDI specs from (`/var/run/cdi`).
     pub cdi_dir: PathBuf,
+    /// The pipe directory of the node's CUDA MPS control daemon, when the node runs MPS:
+    /// containers given a share of a GPU become MPS clients capped at their share.
+    pub mps_pipe_directory: Option<PathBuf>,
 }
 
 impl PluginConfig {
+    /// The plugin as the agent's options place it on `node_name`.
+    pub fn new(options: &crate::agent::options::AgentOptions, node_name: &str) -> PluginConfig {
+        PluginConfig {
+            driver_name: options.driver_name.clone(),
+            node_name: node_name.to_string(),
+            plugin_dir: options.plugin_dir.clone(),
+            registry_dir: options.registry_dir.clone(),
+            cdi_dir: options.cdi_dir.clone(),
+            mps_pipe_directory: options.mps.then(|| options.mps_pipe_directory.clone()),
+        }
+    }
+
     /// The socket of the DRA plugin API.
     pub fn dra_socket(&self) -> PathBuf {
         self.plugin_dir.join(DRA_SOCKET)
@@ -107,13 +124,7 @@ pub async fn serve(
     let registration_listener = listen(&registration_socket).await?;
 
     let info = registration::plugin_info(&config.driver_name, &dra_socket.to_string_lossy());
-    let dra_service = dra::DraService::new(
-        config.driver_name.clone(),
-        config.node_name.clone(),
-        config.cdi_dir.clone(),
-        client,
-        gpus,
-    );
+    let dra_service = dra::DraService::new(&config, client, gpus);
     let shutdown = shutdown.shared();
     let dra_server = Server::builder()
         .add_service(DraPluginServer::new(dra_service))

@@ -74,7 +74,22 @@ fn claims_of_pod(
     let claims = &index.by_name;
     let statuses = pod.status.as_ref().and_then(|s| s.resource_claim_statuses.as_ref());
     let mut devices = PodDevices::default();
+    let fraction_entry = super::fraction_claim_entry(pod);
     for entry in spec.resource_claims.iter().flatten() {
+        // The claim of the pod's GPU fraction is made with the fraction's request (below), and
+        // recorded under this entry, unless one made earlier for the pod is being given back.
+        if Some(entry.name.as_str()) == fraction_entry {
+            let recorded = statuses.and_then(|s| s.iter().find(|s| s.name == entry.name));
+            let Some(name) = recorded.and_then(|s| s.resource_claim_name.as_deref()) else { continue };
+            match claims.get(&(namespace, name)) {
+                None => continue,
+                Some(claim) if index.extended_of(pod).is_some_and(|ours| std::ptr::eq(ours, *claim)) => continue,
+                Some(_) => {
+                    let claim = ClaimKey { namespace: namespace.to_string(), name: name.to_string() };
+                    return Err(Error::FractionClaimNotMusters(claim));
+                }
+            }
+        }
         let (claim_name, private) = if let Some(name) = &entry.resource_claim_name {
             (name.clone(), false)
         } else if entry.resource_claim_template_name.is_some() {

@@ -3,7 +3,13 @@
 //! `gpu-fraction-num-devices` (that share of each of several GPUs) and
 //! `gpu-fraction-container-name` (the container that gets them; the first by default).
 //! Read as a request DRA serves from devices that allow several allocations, through the
-//! claim Muster makes for the pod as it does for extended resources.
+//! claim Muster makes for the pod as it does for extended resources. When the pod names that
+//! claim in `spec.resourceClaims` (the entry `gpu-fraction` from the template
+//! `muster-gpu-fraction`, which the admission policy
+//! `manifests/scheduler/gpu-fraction-policy.yaml` writes, and which never exists), Muster's
+//! claim is made as the resourceclaim controller would make it from a template and recorded
+//! in the pod's `status.resourceClaimStatuses`, so that the kubelet prepares it; otherwise
+//! it is the pod's by ownership alone.
 
 use k8s_openapi::api::core::v1::Pod;
 
@@ -17,12 +23,30 @@ pub const FRACTION_ANNOTATION: &str = "gpu-fraction";
 pub const MEMORY_ANNOTATION: &str = "gpu-memory";
 pub const DEVICES_ANNOTATION: &str = "gpu-fraction-num-devices";
 pub const CONTAINER_ANNOTATION: &str = "gpu-fraction-container-name";
+/// The pod's `spec.resourceClaims` entry that names the claim of its fraction.
+pub const FRACTION_CLAIM: &str = "gpu-fraction";
+/// The template that entry names. It never exists: Muster makes the claim itself, with the
+/// share the annotations ask for, and the resourceclaim controller adopts it.
+pub const FRACTION_TEMPLATE: &str = "muster-gpu-fraction";
 /// The resource name a fraction's request is mapped to in the pod's
 /// `status.extendedResourceClaimStatus`.
 pub const FRACTION_RESOURCE: &str = "muster.dev/gpu-fraction";
 /// Classes that serve GPUs, tried in order when none serves `nvidia.com/gpu` through DRA:
 /// the node agent's and NVIDIA's DRA driver's.
 const GPU_CLASSES: &[&str] = &["gpu.muster.dev", "gpu.nvidia.com"];
+
+/// The `spec.resourceClaims` entry by which `pod` names the claim of its GPU fraction
+/// (`gpu-fraction`, from the template `muster-gpu-fraction`), when it asks for a fraction by
+/// annotation and has one. Muster records the claim it makes under that entry.
+pub fn fraction_claim_entry(pod: &Pod) -> Option<&str> {
+    let annotations = pod.metadata.annotations.as_ref()?;
+    if !annotations.contains_key(FRACTION_ANNOTATION) && !annotations.contains_key(MEMORY_ANNOTATION) {
+        return None;
+    }
+    let entries = pod.spec.as_ref()?.resource_claims.as_ref()?;
+    let entry = entries.iter().find(|e| e.name == FRACTION_CLAIM)?;
+    (entry.resource_claim_template_name.as_deref() == Some(FRACTION_TEMPLATE)).then_some(entry.name.as_str())
+}
 
 /// The share of each GPU `pod` asks for by annotation and on how many GPUs, if any.
 pub fn share(pod: &Pod) -> Result<Option<(GpuShare, u32)>, Error> {

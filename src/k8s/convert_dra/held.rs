@@ -28,8 +28,15 @@ impl<'a> HeldDevices<'a> {
         let spec = pod.spec.as_ref().and_then(|s| s.resource_claims.as_ref());
         let named = spec.into_iter().flatten().filter_map(|c| c.resource_claim_name.as_deref());
         let mut uses = Vec::new();
-        let by_name = generated.chain(named).filter_map(|name| self.claims.by_name.get(&(namespace, name)).copied());
-        for claim in by_name.chain(self.claims.extended_of(pod)) {
+        let mut claims: Vec<_> =
+            generated.chain(named).filter_map(|name| self.claims.by_name.get(&(namespace, name)).copied()).collect();
+        // The claim made for its extended resources or fraction, unless its status names it.
+        if let Some(extended) = self.claims.extended_of(pod)
+            && !claims.iter().any(|c| std::ptr::eq(*c, extended))
+        {
+            claims.push(extended);
+        }
+        for claim in claims {
             let reserved = claim.status.as_ref().and_then(|s| s.reserved_for.as_ref());
             let alone = reserved.is_some_and(|r| r.len() == 1 && r[0].uid == uid);
             if alone {

@@ -21,7 +21,10 @@ use crate::engine::dra::allocate::MAX_RESULTS;
 use crate::engine::dra::model::{ClaimKey, DeviceTaint, DeviceTaintEffect, DeviceToleration, NodeSelector};
 use crate::quantity;
 pub use claims::{ClaimIndex, pod_devices};
-pub use fraction::{FRACTION_ANNOTATION, FRACTION_RESOURCE, MEMORY_ANNOTATION, gpu_fraction, running_gpu_milli};
+pub use fraction::{
+    FRACTION_ANNOTATION, FRACTION_CLAIM, FRACTION_RESOURCE, FRACTION_TEMPLATE, MEMORY_ANNOTATION, fraction_claim_entry,
+    gpu_fraction, running_gpu_milli,
+};
 pub use held::HeldDevices;
 pub use snapshot::{DeviceMemo, DraView, classes, snapshot};
 pub use spec::claim_spec;
@@ -66,6 +69,11 @@ pub enum Error {
     ExtendedClaimHeld(ClaimKey),
     #[error("ResourceClaim {claim} was not created for pod {pod}")]
     ClaimOfAnotherPod { claim: ClaimKey, pod: String },
+    /// The claim recorded for a GPU fraction's entry is not one Muster made.
+    #[error(
+        "ResourceClaim {0} of the GPU fraction was not made by Muster, which makes that claim itself (delete any ResourceClaimTemplate muster-gpu-fraction in the namespace)"
+    )]
+    FractionClaimNotMusters(ClaimKey),
     #[error("ResourceClaim {claim} is reserved for {reserved} consumers, the most allowed")]
     ClaimFullyReserved { claim: ClaimKey, reserved: usize },
     /// A GPU fraction annotation that cannot be read.
@@ -245,6 +253,10 @@ mod tests {
             (
                 Error::ClaimOfAnotherPod { claim: claim.clone(), pod: "ns/p".into() },
                 "ResourceClaim ns/c was not created for pod ns/p",
+            ),
+            (
+                Error::FractionClaimNotMusters(claim.clone()),
+                "ResourceClaim ns/c of the GPU fraction was not made by Muster, which makes that claim itself (delete any ResourceClaimTemplate muster-gpu-fraction in the namespace)",
             ),
             (
                 Error::ClaimFullyReserved { claim, reserved: 256 },

@@ -404,9 +404,16 @@ impl Scheduler {
                 .map(|(pod, node)| (pod.clone(), assembled.snapshot.nodes[*node as usize].name.clone()))
                 .collect();
             let uids = pods.iter().filter_map(|(pod, _)| Some((pod.clone(), cache.uid(pod)?))).collect();
-            let (claims, assumed) = claim_bind::plan(&assembled.snapshot.dra, &placement.claims, &uids, |key| {
-                cache.resource_claims.get(&key.namespace, &key.name).cloned()
-            });
+            let (claims, assumed) = claim_bind::plan(
+                &assembled.snapshot.dra,
+                &placement.claims,
+                &uids,
+                |key| cache.resource_claims.get(&key.namespace, &key.name).cloned(),
+                |pod| {
+                    let pod = cache.pods.get(&pod.namespace, &pod.name)?;
+                    crate::k8s::convert_dra::fraction_claim_entry(pod).map(str::to_string)
+                },
+            );
             bindings.push((
                 GangBinding {
                     gang: placement.gang.clone(),
