@@ -192,5 +192,49 @@ async fn the_page_shows_a_waiting_gangs_reason_and_its_queues_figures_in_a_brows
     let png = std::fs::read(&screenshot).unwrap_or_else(|e| panic!("no screenshot at {}: {e}", screenshot.display()));
     assert!(png.starts_with(b"\x89PNG"), "{} is no PNG", screenshot.display());
     println!("the page loaded in Chromium (start included) in {loaded:?}; screenshot: {}", screenshot.display());
+
+    // The same page at 500 nodes of 8 GPUs: every GPU drawn; the time beside the small
+    // page's is what 500 nodes add to a load.
+    let large = Arc::new(Board::default());
+    large.publish(five_hundred_nodes());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let large_port = listener.local_addr().expect("address").port();
+    let site = Site { page: Some(large), access: Default::default() };
+    let (_, ready) = tokio::sync::watch::channel(true);
+    let registry = prometheus::Registry::new();
+    tokio::spawn(muster::metrics::serve_site(listener, registry, Arc::new(ready), site, std::future::pending()));
+    let started = Instant::now();
+    let dom = chromium(&profile, &["--dump-dom"], &format!("http://127.0.0.1:{large_port}/ui")).await;
+    let loaded_large = started.elapsed();
+    let squares = ["free", "used", "shared", "tainted", "held"]
+        .iter()
+        .map(|state| dom.matches(&format!("<rect class=\"{state}\"")).count())
+        .sum::<usize>();
+    assert_eq!(squares, 4_000, "one square per GPU of 500 nodes");
+    println!("the page of 500 nodes loaded in Chromium (start included) in {loaded_large:?}, against {loaded:?}");
     let _ = std::fs::remove_dir_all(&profile);
+}
+
+/// A view of 500 nodes of 8 GPUs in 25 racks, some GPUs busy.
+fn five_hundred_nodes() -> muster::ui::UiView {
+    use muster::ui::view::{GpuState, NodeRow, Rack};
+    let racks = (0..25)
+        .map(|r| Rack {
+            name: format!("r{r}"),
+            nodes: (0..20)
+                .map(|n| NodeRow {
+                    name: format!("gpu-node-{r}-{n}"),
+                    cordoned: false,
+                    gpus: (0..8).map(|g| if (r + n + g) % 3 == 0 { GpuState::Used } else { GpuState::Free }).collect(),
+                })
+                .collect(),
+        })
+        .collect();
+    muster::ui::UiView {
+        scheduler_name: "muster".into(),
+        leading: true,
+        grouping: Some("rack".into()),
+        racks,
+        ..Default::default()
+    }
 }
