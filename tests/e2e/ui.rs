@@ -119,7 +119,7 @@ async fn the_page_shows_a_waiting_gangs_reason_and_its_queues_figures_in_a_brows
     cluster.create_gpu_nodes(2, "r1").await;
     let _kubelet = KubeletEmulator::start(cluster.api::<Pod>());
     for (gang, pods, gpus) in [("warmup", 1, 4), ("train", 4, 8)] {
-        let spec = PodGroupSpec { min_member: pods as i32, queue: Some(team.clone()), ..Default::default() };
+        let spec = PodGroupSpec { min_member: pods, queue: Some(team.clone()), ..Default::default() };
         cluster.create(&cluster.api::<PodGroup>(), &PodGroup::new(gang, spec)).await;
         for i in 0..pods {
             let pod = builders::pod(&format!("{gang}-{i}"), &cluster.scheduler_name, gpus, &[(GROUP_LABEL, gang)]);

@@ -7,7 +7,7 @@ use super::{duration, escape};
 use crate::ui::view::UiView;
 
 pub(super) fn section(out: &mut String, view: &UiView) {
-    write!(out, "<section id=\"waiting\"><h2>Gangs waiting ({})</h2>\n", view.waiting.len() + view.more_waiting).ok();
+    writeln!(out, "<section id=\"waiting\"><h2>Gangs waiting ({})</h2>", view.waiting.len() + view.more_waiting).ok();
     if view.waiting.is_empty() {
         out.push_str("<p class=\"empty\">No gang waits.</p></section>\n");
         return;
@@ -17,11 +17,11 @@ pub(super) fn section(out: &mut String, view: &UiView) {
     );
     for gang in &view.waiting {
         let name = escape(&gang.gang);
-        write!(
+        writeln!(
             out,
             "<tr data-gang=\"{name}\"><td class=\"gang\">{name}</td><td class=\"queue\">{}</td>\
              <td class=\"num\" title=\"pods waiting / minMember\">{}/{}</td><td class=\"num\">{}</td>\
-             <td class=\"reason\">{}</td><td class=\"nearest\">{}</td></tr>\n",
+             <td class=\"reason\">{}</td><td class=\"nearest\">{}</td></tr>",
             escape(&gang.queue),
             gang.pods,
             gang.min_member,

@@ -18,7 +18,7 @@ const NAME_CHARS: usize = 22;
 
 pub(super) fn section(out: &mut String, view: &UiView) {
     let level = view.grouping.as_deref().unwrap_or("all nodes");
-    write!(out, "<section id=\"nodes\"><h2>Nodes by {}</h2>\n", escape(level)).ok();
+    writeln!(out, "<section id=\"nodes\"><h2>Nodes by {}</h2>", escape(level)).ok();
     let mut counts = [0usize; GpuState::ALL.len()];
     for gpu in view.racks.iter().flat_map(|r| &r.nodes).flat_map(|n| &n.gpus) {
         counts[*gpu as usize] += 1;
@@ -111,9 +111,9 @@ pub(super) fn fragmentation(out: &mut String, view: &UiView) {
     let f = &view.fragmentation;
     out.push_str("<section id=\"fragmentation\"><h2>Fragmentation</h2>\n");
     match f.expected {
-        Some(gpus) => write!(
+        Some(gpus) => writeln!(
             out,
-            "<p>Under the mix of GPU pods the scheduler has learned, <b>{gpus:.1}</b> GPUs' worth of free capacity could not be used by them.</p>\n"
+            "<p>Under the mix of GPU pods the scheduler has learned, <b>{gpus:.1}</b> GPUs' worth of free capacity could not be used by them.</p>"
         )
         .ok(),
         None => None,
@@ -127,10 +127,10 @@ pub(super) fn fragmentation(out: &mut String, view: &UiView) {
          <th>Largest free on one node</th><th>Stranded (gangs short of minMember)</th></tr></thead><tbody>\n",
     );
     for row in &f.rows {
-        write!(
+        writeln!(
             out,
             "<tr data-domain=\"{0}\"><td>{0}</td><td class=\"num\">{1}</td><td class=\"num\">{2}</td><td class=\"num\">{3}</td>\
-             <td class=\"num\">{4}</td><td class=\"num\">{5}</td><td class=\"num\">{6}</td></tr>\n",
+             <td class=\"num\">{4}</td><td class=\"num\">{5}</td><td class=\"num\">{6}</td></tr>",
             escape(&row.name),
             row.gpus,
             row.free,

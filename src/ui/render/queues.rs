@@ -39,20 +39,23 @@ pub(super) fn section(out: &mut String, view: &UiView) {
             queue.pending_gangs, queue.running_gangs
         );
         if queue.resources.is_empty() {
-            write!(out, "<tr data-queue=\"{name}\">{head}<td colspan=\"6\" class=\"empty\">governs no resource</td>{tail}</tr>\n")
-                .ok();
+            writeln!(
+                out,
+                "<tr data-queue=\"{name}\">{head}<td colspan=\"6\" class=\"empty\">governs no resource</td>{tail}</tr>"
+            )
+            .ok();
             continue;
         }
         for (i, figures) in queue.resources.iter().enumerate() {
             let fill = figures.fill.max(0.0);
             let width = fill.min(1.0) * BAR;
             let over = if fill > 1.0 { " over" } else { "" };
-            write!(
+            writeln!(
                 out,
                 "<tr data-queue=\"{name}\" data-resource=\"{}\">{}<td>{}</td><td class=\"num quota\">{}</td>\
                  <td class=\"num fair-share\">{}</td><td class=\"num allocated\">{}</td><td class=\"num requested\">{}</td>\
                  <td><svg width=\"{BAR}\" height=\"10\" role=\"img\" aria-label=\"{:.0}% of entitled\"><rect class=\"bar-bg\" width=\"{BAR}\" height=\"10\" rx=\"2\"/>\
-                 <rect class=\"bar{over}\" width=\"{width:.1}\" height=\"10\" rx=\"2\"/></svg></td>{}</tr>\n",
+                 <rect class=\"bar{over}\" width=\"{width:.1}\" height=\"10\" rx=\"2\"/></svg></td>{}</tr>",
                 escape(&figures.resource),
                 if i == 0 { head.as_str() } else { "" },
                 escape(&figures.resource),
