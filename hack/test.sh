@@ -65,6 +65,22 @@ MUSTER_PROMETHEUS_BIN="${MUSTER_PROMETHEUS_BIN:-$(command -v prometheus)}"
 export MUSTER_PROMETHEUS_BIN
 echo "test: prometheus at $MUSTER_PROMETHEUS_BIN ($("$MUSTER_PROMETHEUS_BIN" --version 2>&1 | head -n 1))" >&2
 
+# Chromium, for the browser test of the page at /ui (tests/e2e/ui.rs): Debian's package when
+# no chromium is on the PATH. The test runs it headless, in a profile of its own, against
+# loopback only.
+if [[ -z "${MUSTER_CHROMIUM_BIN:-}" ]] && ! command -v chromium >/dev/null; then
+  sudo=()
+  [[ "$(id -u)" -eq 0 ]] || sudo=(sudo)
+  echo "test: installing Debian's chromium package" >&2
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium >&2 \
+    || { "${sudo[@]}" apt-get update -q >&2 \
+      && "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium >&2; } \
+    || { echo "test: failed to install chromium; install it or set MUSTER_CHROMIUM_BIN" >&2; exit 1; }
+fi
+MUSTER_CHROMIUM_BIN="${MUSTER_CHROMIUM_BIN:-$(command -v chromium)}"
+export MUSTER_CHROMIUM_BIN
+echo "test: chromium at $MUSTER_CHROMIUM_BIN ($("$MUSTER_CHROMIUM_BIN" --version 2>&1 | head -n 1))" >&2
+
 rm -f target/tmp/side-by-side-*.txt
 cargo test --locked --all-targets "$@"
 

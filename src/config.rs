@@ -286,6 +286,8 @@ pub struct Config {
     pub topology_fit: TopologyFit,
     /// Where /metrics, /healthz and /readyz are served.
     pub metrics_address: String,
+    /// Who may read /metrics and the page at /ui.
+    pub metrics_server: crate::metrics::MetricsServer,
     /// Only nodes carrying all these labels are scheduled onto (empty: every node), for a
     /// Muster that manages part of a cluster, such as its GPU nodes.
     pub node_selector: std::collections::BTreeMap<String, String>,
@@ -325,6 +327,7 @@ impl Default for Config {
                 .collect(),
             topology_fit: TopologyFit::BestFit,
             metrics_address: "0.0.0.0:10251".into(),
+            metrics_server: Default::default(),
             node_selector: Default::default(),
             leader_election: LeaderElection::default(),
             request_timeout_seconds: 4,
@@ -501,6 +504,7 @@ struct PartialConfig {
     topology: Option<Vec<TopologyLevel>>,
     topology_fit: Option<TopologyFit>,
     metrics_address: Option<String>,
+    metrics_server: Option<crate::metrics::MetricsServer>,
     node_selector: Option<std::collections::BTreeMap<String, String>>,
     leader_election: Option<PartialLeaderElection>,
     request_timeout_seconds: Option<u64>,
@@ -552,6 +556,7 @@ impl PartialConfig {
             topology: self.topology.unwrap_or(d.topology),
             topology_fit: self.topology_fit.unwrap_or(d.topology_fit),
             metrics_address: self.metrics_address.unwrap_or(d.metrics_address),
+            metrics_server: self.metrics_server.unwrap_or(d.metrics_server),
             node_selector: self.node_selector.unwrap_or(d.node_selector),
             leader_election: match self.leader_election {
                 Some(partial) => partial.merge_into(d.leader_election),

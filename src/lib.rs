@@ -14,6 +14,8 @@
 //!   ([`k8s::crd`]), from which `muster crds` generates `manifests/crds/`.
 //! - [`sim`]: the simulator: the shell's conversion and the engine on an in-memory cluster.
 //! - [`metrics`]: Prometheus metrics and the `/metrics`, `/healthz`, `/readyz` server.
+//! - [`ui`]: the read-only page at `/ui` on the metrics port, rendered from the view the
+//!   scheduling loop publishes.
 //! - [`config`]: the scheduler's configuration file.
 //! - [`quantity`]: Kubernetes quantities as exact numbers, shared by the engine, the shell
 //!   and the agent.
@@ -28,4 +30,5 @@ pub mod k8s;
 pub mod metrics;
 pub mod quantity;
 pub mod sim;
+pub mod ui;
 pub mod yaml;

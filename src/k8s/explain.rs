@@ -357,7 +357,7 @@ fn pod_gpus(snapshot: &Snapshot, pod: &crate::engine::model::PendingPod) -> i64 
 }
 
 /// Free GPUs per node: `nvidia.com/gpu` not requested, or GPU devices no claim holds.
-fn free_gpus(snapshot: &Snapshot) -> Vec<i64> {
+pub(crate) fn free_gpus(snapshot: &Snapshot) -> Vec<i64> {
     let id = snapshot.resources.get(super::gpus::GPU_RESOURCE);
     let mut used = vec![false; snapshot.dra.devices.len()];
     for u in snapshot.dra.in_use.iter().filter(|u| !u.admin_access) {
@@ -394,6 +394,11 @@ fn free_gpus(snapshot: &Snapshot) -> Vec<i64> {
 /// The placement closest to fitting: the domain of the required level (or the cluster) with
 /// the most free GPUs, in the scheduler's terms.
 fn nearest(snapshot: &Snapshot, gang: &Gang) -> Option<String> {
+    nearest_with(snapshot, &free_gpus(snapshot), gang)
+}
+
+/// [`nearest`] with the free GPUs per node (`free_gpus`) computed once for many gangs.
+pub(crate) fn nearest_with(snapshot: &Snapshot, free: &[i64], gang: &Gang) -> Option<String> {
     let needed_pods = gang.still_needed().max(1).min(gang.pods.len().max(1));
     let per_pod: Vec<i64> = gang.pods.iter().take(needed_pods).map(|p| pod_gpus(snapshot, p)).collect();
     let needed: i64 = per_pod.iter().sum();
@@ -401,7 +406,6 @@ fn nearest(snapshot: &Snapshot, gang: &Gang) -> Option<String> {
         return None;
     }
     let largest_pod = per_pod.iter().copied().max().unwrap_or(0);
-    let free = free_gpus(snapshot);
     let pods_fitting = |nodes: &mut dyn Iterator<Item = usize>| -> usize {
         nodes.map(|n| if largest_pod > 0 { (free[n] / largest_pod).max(0) as usize } else { 0 }).sum()
     };

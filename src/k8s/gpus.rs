@@ -46,6 +46,8 @@ impl std::ops::AddAssign for Gpus {
 pub struct GpuUsage {
     pub nodes: BTreeMap<String, Gpus>,
     pub domains: BTreeMap<(String, String), Gpus>,
+    /// The held GPU devices themselves, as (driver, pool, device), for the page's drawing.
+    pub held_devices: HashSet<(String, String, String)>,
 }
 
 impl GpuUsage {
@@ -195,6 +197,7 @@ pub fn gpu_usage(view: &ClusterView<'_>, groups: &[GroupSummary], levels: &[Topo
                 }
                 if held {
                     gpus.held += 1;
+                    usage.held_devices.insert((key.0.to_string(), key.1.to_string(), key.2.to_string()));
                 }
             }
         }

@@ -43,6 +43,7 @@ pub mod scheduling;
 pub mod status;
 pub mod throttle;
 pub mod tracker;
+pub mod ui_view;
 pub mod view;
 pub mod watch;
 pub mod wire;

@@ -51,6 +51,8 @@ pub struct Options {
     pub shutdown: Option<signal::Receiver<bool>>,
     /// This replica's name in the lease (default: `leader::default_identity()`).
     pub identity: Option<String>,
+    /// Where the loop publishes the page's view (served at `/ui` by the caller).
+    pub ui: Arc<crate::ui::Board>,
 }
 
 /// The health a configuration asks for.
@@ -179,13 +181,16 @@ async fn lead(
             .with_fence(fence.clone())
             .with_in_flight(config.client_connection.bind_in_flight()),
     );
-    let scheduler = Scheduler::new(config.clone(), cache.clone(), metrics, health.clone(), writer.clone(), binder);
+    let scheduler = Scheduler::new(config.clone(), cache.clone(), metrics, health.clone(), writer.clone(), binder)
+        .with_ui(options.ui.clone());
     let stop_writes = StopWrites(writer.clone());
     tokio::select! {
         _ = writer.run(WRITERS) => {}
         _ = scheduler.run(wake.clone()) => {}
     }
     drop(stop_writes);
+    // A replica that does not lead shows no figures rather than stale ones.
+    options.ui.clear();
 }
 
 /// Stops a term's writes when the term ends, however it ends.
@@ -197,31 +202,44 @@ impl Drop for StopWrites {
     }
 }
 
-/// The scheduler as a process: serves its metrics, `/healthz` and `/readyz` on the configured
-/// address, and stops on SIGTERM or Ctrl-C, releasing its lease if it holds one.
+/// The scheduler as a process: serves its metrics, `/healthz`, `/readyz` and the page at
+/// `/ui` on the configured address, and stops on SIGTERM or Ctrl-C, releasing its lease if
+/// it holds one.
 pub async fn run_process(client: kube::Client, config: Config) -> std::result::Result<(), String> {
     let address: std::net::SocketAddr = config
         .metrics_address
         .parse()
         .map_err(|e| format!("metricsAddress {:?} is not an address and port: {e}", config.metrics_address))?;
+    // A token file that cannot be read would lock everyone out of /metrics: say so now.
+    if let Some(Err(why)) = config.metrics_server.token() {
+        return Err(why);
+    }
     let metrics = Arc::new(Metrics::new());
     let health = health_for(&config);
+    let ui = Arc::new(crate::ui::Board::default());
+    let site = crate::metrics::Site { page: Some(ui.clone()), access: config.metrics_server.clone() };
     let (stop_tx, stop_rx) = signal::channel(false);
     let mut server_stop = stop_rx.clone();
     let listener = tokio::net::TcpListener::bind(address)
         .await
         .map_err(|e| format!("failed to listen for metrics on {address}: {e}"))?;
-    tracing::info!(%address, "serving /metrics, /healthz and /readyz");
-    let server =
-        tokio::spawn(crate::metrics::serve_listener(listener, metrics.registry.clone(), health.clone(), async move {
-            let _ = server_stop.wait_for(|stop| *stop).await;
-        }));
+    let page = match config.metrics_server.ui {
+        crate::metrics::UiAccess::Off => "",
+        _ if config.metrics_server.bearer_token_file.is_empty() => ", /ui",
+        crate::metrics::UiAccess::Protected => ", /ui (all but the probes behind the bearer token)",
+        crate::metrics::UiAccess::Open => ", /ui (open; /metrics behind the bearer token)",
+    };
+    tracing::info!(%address, "serving /metrics, /healthz, /readyz{page}");
+    let registry = metrics.registry.clone();
+    let server = tokio::spawn(crate::metrics::serve_site(listener, registry, health.clone(), site, async move {
+        let _ = server_stop.wait_for(|stop| *stop).await;
+    }));
     tokio::spawn(async move {
         terminated().await;
         tracing::info!("stopping");
         stop_tx.send_replace(true);
     });
-    let options = Options { metrics, health: Some(health), shutdown: Some(stop_rx), ..Default::default() };
+    let options = Options { metrics, health: Some(health), shutdown: Some(stop_rx), ui, ..Default::default() };
     let result = run(client, config, options).await.map_err(|e| e.to_string());
     server.abort();
     match server.await {

@@ -4,11 +4,14 @@
 //! `_total` on counters only. docs/metrics.md lists every metric with its meaning.
 //! Nothing here is measured inside the engine: the shell times its calls into it, and the
 //! GPU figures are computed from the cluster's objects in `k8s::gpus`. The HTTP server for
-//! `/metrics`, `/healthz` and `/readyz`, shared with the node agent, is [`server`].
+//! `/metrics`, `/healthz` and `/readyz`, shared with the node agent, is [`server`]; who may
+//! read it, [`access`].
 
+pub mod access;
 pub mod server;
 
-pub use server::{Error, Probes, Result, serve, serve_listener};
+pub use access::{MetricsServer, UiAccess};
+pub use server::{Error, Page, Probes, Result, Site, serve, serve_listener, serve_site};
 
 use prometheus::{
     Gauge, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,

@@ -24,6 +24,7 @@
 //!   ├── soak             90 s of gangs with claims under random bind and pod failures
 //!   ├── tenants          a 35,000-name pod and a worst-case claim cost only their own pod
 //!   ├── topology         rack and block constraints
+//!   ├── ui               the page at /ui in headless Chromium: a gang's reason, its queue's figures
 //!   ├── workloads        gangs from Jobs, PyTorchJobs and LeaderWorkerSets, no PodGroup
 //!   └── support          control plane, TestCluster, builders, kubelet emulator, waits
 //! ```
@@ -59,4 +60,5 @@ mod soak;
 mod support;
 mod tenants;
 mod topology;
+mod ui;
 mod workloads;

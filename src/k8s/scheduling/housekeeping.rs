@@ -6,7 +6,7 @@
 //! pass half a second later changes no outcome, and during a burst the safety net, claim
 //! releases, give-backs and statuses lag it by up to 5 s.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use super::{CycleReport, Scheduler, decide, seconds_since};
@@ -80,7 +80,11 @@ impl Scheduler {
         writes.extend(queue_writes);
         let waits = std::mem::take(&mut self.unreported_waits);
         writes.extend(decide::group_statuses(view, &assembled.specs, &members, &waits, &self.last_eviction, unix));
-        crate::k8s::gpus::gpu_usage(view, &assembled.groups, &self.config.topology).export(&self.metrics);
+        let gpus = crate::k8s::gpus::gpu_usage(view, &assembled.groups, &self.config.topology);
+        gpus.export(&self.metrics);
+        if self.ui.is_some() {
+            self.publish_view(assembled, outcome, &queue_reports, waits, &gpus, unix);
+        }
         for created in decide::now_running(&members, &mut self.awaiting_running) {
             self.metrics.gang_waiting.with_label_values(&["running"]).observe(seconds_since(created));
         }
@@ -95,5 +99,38 @@ impl Scheduler {
             _ => true,
         });
         writes
+    }
+
+    /// Builds the page's view from this pass's figures and publishes it.
+    fn publish_view(
+        &mut self,
+        assembled: &Assembled,
+        outcome: &CycleOutcome,
+        queues: &[crate::engine::queues::report::QueueReport],
+        waits: HashMap<GangKey, String>,
+        gpus: &crate::k8s::gpus::GpuUsage,
+        unix: i64,
+    ) {
+        // A gang keeps its last reason while it waits (a gang in backoff or parked is not
+        // told again each cycle); placed, being bound or gone, it leaves the list.
+        self.waits.extend(waits);
+        let pending: HashSet<&GangKey> = assembled.gang_of.values().collect();
+        let placed: HashSet<&GangKey> = outcome.placements.iter().map(|p| &p.gang).collect();
+        let in_flight = &self.in_flight;
+        self.waits.retain(|g, _| pending.contains(g) && !placed.contains(g) && !in_flight.contains(g));
+        let kinds = self.memory.capacity.mix.top();
+        let inputs = crate::k8s::ui_view::Inputs {
+            scheduler_name: &self.config.scheduler_name,
+            assembled,
+            queues,
+            waits: &self.waits,
+            gpus,
+            kinds: Some(&kinds),
+            now: unix,
+        };
+        let view = crate::k8s::ui_view::build(&inputs);
+        if let Some(board) = &self.ui {
+            board.publish(view);
+        }
     }
 }

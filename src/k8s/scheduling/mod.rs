@@ -104,6 +104,10 @@ pub struct Scheduler {
     unreported_waits: HashMap<GangKey, String>,
     /// When the next cycle does the housekeeping.
     housekeeping_due: Instant,
+    /// Where the page's view goes after each housekeeping pass, and why each gang that
+    /// waits was last told it waits (kept until it is placed or gone).
+    ui: Option<Arc<crate::ui::Board>>,
+    waits: HashMap<GangKey, String>,
 }
 
 fn unix_now() -> i64 {
@@ -151,7 +155,15 @@ impl Scheduler {
             queue_notes: HashSet::new(),
             unreported_waits: HashMap::new(),
             housekeeping_due: Instant::now(),
+            ui: None,
+            waits: HashMap::new(),
         }
+    }
+
+    /// Publishes the page's view to `board` after every housekeeping pass.
+    pub fn with_ui(mut self, board: Arc<crate::ui::Board>) -> Scheduler {
+        self.ui = Some(board);
+        self
     }
 
     /// When the loop must run a cycle even if nothing changes: the earliest backoff,
