@@ -83,7 +83,7 @@ impl GpuUsage {
     }
 }
 
-fn gpus_requested(pod: &Pod) -> i64 {
+pub(crate) fn gpus_requested(pod: &Pod) -> i64 {
     let Some(spec) = pod.spec.as_ref() else { return 0 };
     let per_container = |c: &k8s_openapi::api::core::v1::Container| {
         let resources = c.resources.as_ref();
@@ -97,7 +97,7 @@ fn gpus_requested(pod: &Pod) -> i64 {
     regular.max(init)
 }
 
-fn is_gpu_device(driver: &str, device: &k8s_openapi::api::resource::v1::Device) -> bool {
+pub(crate) fn is_gpu_device(driver: &str, device: &k8s_openapi::api::resource::v1::Device) -> bool {
     let kind = device.attributes.as_ref().and_then(|a| a.get("type")).and_then(|v| v.string.as_deref());
     is_gpu(driver, kind)
 }

@@ -44,6 +44,7 @@ pub mod status;
 pub mod throttle;
 pub mod tracker;
 pub mod ui_view;
+pub mod usage;
 pub mod view;
 pub mod watch;
 pub mod wire;

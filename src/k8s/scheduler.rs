@@ -166,6 +166,9 @@ async fn lead(
     fence: &Arc<super::fence::Fence>,
 ) {
     let metrics = options.metrics.clone();
+    // GPU usage counts while this term leads, and stops with it however it ends.
+    metrics.ledger.begin(crate::metrics::ledger::unix_now());
+    let _usage = EndUsage(metrics.ledger.clone());
     // What the last term assumed and never saw through is not this term's.
     cache.lock().unwrap_or_else(|e| e.into_inner()).forget_assumptions();
     let deadline = config.request_timeout();
@@ -191,6 +194,15 @@ async fn lead(
     drop(stop_writes);
     // A replica that does not lead shows no figures rather than stale ones.
     options.ui.clear();
+}
+
+/// Stops counting a term's GPU usage when the term ends.
+struct EndUsage(crate::metrics::ledger::Ledger);
+
+impl Drop for EndUsage {
+    fn drop(&mut self) {
+        self.0.end(crate::metrics::ledger::unix_now());
+    }
 }
 
 /// Stops a term's writes when the term ends, however it ends.

@@ -8,6 +8,7 @@
 //! read it, [`access`].
 
 pub mod access;
+pub mod ledger;
 pub mod server;
 
 pub use access::{MetricsServer, UiAccess};
@@ -98,6 +99,8 @@ pub struct Metrics {
     pub writes: IntCounterVec,
     /// Background writes queued and not yet taken by a worker.
     pub write_queue_depth: IntGauge,
+    /// GPU-seconds and GPU-memory-seconds per queue and namespace (`muster_gpu_seconds_total`).
+    pub ledger: ledger::Ledger,
 }
 
 impl Default for Metrics {
@@ -312,6 +315,14 @@ impl Metrics {
                 "muster_api_write_queue_depth",
                 "Background writes queued (newest state per object) and not yet taken by a writer.",
             ),
+            ledger: {
+                let ledger = ledger::Ledger::new(ledger::unix_now());
+                for name in [ledger::GPU_SECONDS, ledger::GPU_MEMORY_SECONDS] {
+                    catalog.borrow_mut().push((name.to_string(), MetricKind::Counter));
+                }
+                registry.register(Box::new(ledger.clone())).expect("unique metric names");
+                ledger
+            },
             registry,
         };
         for result in ["scheduled", "unschedulable", "error", "bind_failed"] {

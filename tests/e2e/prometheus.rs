@@ -418,6 +418,7 @@ async fn every_dashboard_query_returns_data_from_a_real_prometheus_while_gangs_r
 
     // The agent's series are scraped too, one per GPU.
     let end = unix_now();
+    gpu_seconds_match_the_binding_times(&cluster, &prometheus, &team, started).await;
     let answer = prometheus.api("/api/v1/query", &[("query", "count(muster_agent_gpu_healthy == 1)".into())]).await;
     assert_eq!(answer["data"]["result"][0]["value"][1], "8", "the agent's eight GPUs in Prometheus: {answer}");
 
@@ -470,6 +471,36 @@ async fn every_dashboard_query_returns_data_from_a_real_prometheus_while_gangs_r
     eprintln!("prometheus: {checked} dashboard queries returned data over {range_seconds}s of scrapes");
     agent.abort();
     drop(prometheus);
+}
+
+/// The usage ledger through Prometheus: the team queue's `muster_gpu_seconds_total`, at its
+/// last scrape, is within 5% of what its pods' binding times give (one GPU each, from their
+/// `PodScheduled` condition to that scrape), and no more than the run allows.
+async fn gpu_seconds_match_the_binding_times(cluster: &TestCluster, prometheus: &Prometheus, team: &str, started: f64) {
+    let query = format!("muster_gpu_seconds_total{{queue=\"{team}\"}}");
+    let scraped = format!("timestamp({query})");
+    let value = prometheus.api("/api/v1/query", &[("query", query.clone())]).await;
+    let at = prometheus.api("/api/v1/query", &[("query", scraped)]).await;
+    let number = |answer: &Value| -> f64 {
+        let text = answer["data"]["result"][0]["value"][1].as_str().unwrap_or_else(|| panic!("{query}: {answer}"));
+        text.parse().unwrap()
+    };
+    let (used, scraped_at) = (number(&value), number(&at));
+    let pods = cluster.api::<Pod>().list(&Default::default()).await.unwrap().items;
+    let mut expected = 0.0;
+    for pod in in_group(&pods, "first") {
+        let conditions = pod.status.as_ref().and_then(|s| s.conditions.as_ref()).unwrap();
+        let bound = conditions.iter().find(|c| c.type_ == "PodScheduled" && c.status == "True").unwrap();
+        let at = bound.last_transition_time.as_ref().unwrap().0.as_second() as f64;
+        expected += scraped_at - at;
+    }
+    assert!(expected > 10.0, "the gang ran for a while: {expected} GPU-seconds");
+    assert!(
+        (used - expected).abs() <= 0.05 * expected,
+        "{team}: {used} GPU-seconds scraped, {expected} from the binding times"
+    );
+    assert!(used <= 2.0 * (scraped_at - started) + 2.0, "two GPUs cannot use more than the run: {used}");
+    eprintln!("prometheus: queue {team} used {used:.1} GPU-seconds; its binding times give {expected:.1}");
 }
 
 #[test]

@@ -6,7 +6,7 @@
 //! resourceVersion, so an unchanged slice keeps its devices (and their selector results).
 
 mod claims;
-mod fraction;
+pub mod fraction;
 mod held;
 mod slices;
 mod snapshot;

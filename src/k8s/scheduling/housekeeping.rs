@@ -82,6 +82,8 @@ impl Scheduler {
         writes.extend(decide::group_statuses(view, &assembled.specs, &members, &waits, &self.last_eviction, unix));
         let gpus = crate::k8s::gpus::gpu_usage(view, &assembled.groups, &self.config.topology);
         gpus.export(&self.metrics);
+        let holdings = crate::k8s::usage::holdings(view, &assembled.specs, &self.config.scheduler_name);
+        self.metrics.ledger.update(holdings, crate::metrics::ledger::unix_now());
         if self.ui.is_some() {
             self.publish_view(assembled, outcome, &queue_reports, waits, &gpus, unix);
         }
