@@ -29,6 +29,7 @@ pub mod engine;
 pub mod k8s;
 pub mod metrics;
 pub mod quantity;
+pub mod report;
 pub mod sim;
 pub mod ui;
 pub mod yaml;

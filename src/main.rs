@@ -144,6 +144,20 @@ enum Command {
     Agent(muster::agent::options::AgentOptions),
     /// Print the CustomResourceDefinitions Muster installs, as YAML (manifests/crds/).
     Crds,
+    /// What each queue and namespace used over a period (GPU-hours, share of quota and of
+    /// the fleet), what stood stranded or held, and the evictions, from the scheduler's
+    /// counters in Prometheus (docs/reports.md).
+    Report {
+        /// The Prometheus server that scrapes the scheduler (http://host:port).
+        #[arg(long, value_name = "URL")]
+        prometheus: String,
+        /// The period, up to now: 1h, 24h, 7d.
+        #[arg(long, default_value = "7d")]
+        since: String,
+        /// table or csv.
+        #[arg(long, default_value = "table")]
+        output: String,
+    },
 }
 
 fn main() -> ExitCode {
@@ -245,6 +259,18 @@ fn run(command: Command) -> Result<(), String> {
                 let client = client(options.kubeconfig.clone(), &Default::default()).await?;
                 muster::agent::serve(client, options).await.map_err(|e| e.to_string())
             })
+        }
+        Command::Report { prometheus, since, output } => {
+            let since = muster::report::parse_since(&since)?;
+            if !matches!(output.as_str(), "table" | "csv") {
+                return Err(format!("--output {output:?}: give table or csv"));
+            }
+            let server = muster::report::prometheus::Prometheus::new(&prometheus)?;
+            let runtime = tokio::runtime::Runtime::new().map_err(|e| format!("failed to start the runtime: {e}"))?;
+            let now = muster::metrics::ledger::unix_now();
+            let report = runtime.block_on(muster::report::Report::from_prometheus(&server, since, now))?;
+            print!("{}", if output == "csv" { report.csv() } else { report.table() });
+            Ok(())
         }
         Command::Crds => {
             print!("{}", muster::k8s::crd::definitions_yaml().map_err(|e| format!("failed to render the CRDs: {e}"))?);

@@ -475,32 +475,71 @@ async fn every_dashboard_query_returns_data_from_a_real_prometheus_while_gangs_r
 
 /// The usage ledger through Prometheus: the team queue's `muster_gpu_seconds_total`, at its
 /// last scrape, is within 5% of what its pods' binding times give (one GPU each, from their
-/// `PodScheduled` condition to that scrape), and no more than the run allows.
+/// `PodScheduled` condition to that scrape), and `muster report --since 1h` gives the queue
+/// those GPU-hours within 5%, as of a scrape between the two instants around its run.
 async fn gpu_seconds_match_the_binding_times(cluster: &TestCluster, prometheus: &Prometheus, team: &str, started: f64) {
     let query = format!("muster_gpu_seconds_total{{queue=\"{team}\"}}");
-    let scraped = format!("timestamp({query})");
-    let value = prometheus.api("/api/v1/query", &[("query", query.clone())]).await;
-    let at = prometheus.api("/api/v1/query", &[("query", scraped)]).await;
     let number = |answer: &Value| -> f64 {
         let text = answer["data"]["result"][0]["value"][1].as_str().unwrap_or_else(|| panic!("{query}: {answer}"));
         text.parse().unwrap()
     };
-    let (used, scraped_at) = (number(&value), number(&at));
+    let last_scrape = || async {
+        let at = prometheus.api("/api/v1/query", &[("query", format!("timestamp({query})"))]).await;
+        number(&at)
+    };
     let pods = cluster.api::<Pod>().list(&Default::default()).await.unwrap().items;
-    let mut expected = 0.0;
-    for pod in in_group(&pods, "first") {
-        let conditions = pod.status.as_ref().and_then(|s| s.conditions.as_ref()).unwrap();
-        let bound = conditions.iter().find(|c| c.type_ == "PodScheduled" && c.status == "True").unwrap();
-        let at = bound.last_transition_time.as_ref().unwrap().0.as_second() as f64;
-        expected += scraped_at - at;
-    }
-    assert!(expected > 10.0, "the gang ran for a while: {expected} GPU-seconds");
+    let bound: Vec<f64> = in_group(&pods, "first")
+        .iter()
+        .map(|pod| {
+            let conditions = pod.status.as_ref().and_then(|s| s.conditions.as_ref()).unwrap();
+            let bound = conditions.iter().find(|c| c.type_ == "PodScheduled" && c.status == "True").unwrap();
+            bound.last_transition_time.as_ref().unwrap().0.as_second() as f64
+        })
+        .collect();
+    assert_eq!(bound.len(), 2);
+    // One GPU each, from its binding.
+    let expected = |at: f64| bound.iter().map(|b| at - b).sum::<f64>();
+
+    let value = prometheus.api("/api/v1/query", &[("query", query.clone())]).await;
+    let scraped_at = last_scrape().await;
+    let used = number(&value);
+    assert!(expected(scraped_at) > 10.0, "the gang ran for a while: {} GPU-seconds", expected(scraped_at));
+    let within = |got: f64, want: f64| (got - want).abs() <= 0.05 * want;
+    // (The value may be one scrape newer than its timestamp read after it.)
     assert!(
-        (used - expected).abs() <= 0.05 * expected,
-        "{team}: {used} GPU-seconds scraped, {expected} from the binding times"
+        within(used, expected(scraped_at)) || within(used, expected(scraped_at + SCRAPE_SECONDS as f64)),
+        "{team}: {used} GPU-seconds scraped, {} from the binding times",
+        expected(scraped_at)
     );
-    assert!(used <= 2.0 * (scraped_at - started) + 2.0, "two GPUs cannot use more than the run: {used}");
-    eprintln!("prometheus: queue {team} used {used:.1} GPU-seconds; its binding times give {expected:.1}");
+    assert!(used <= 2.0 * (unix_now() - started) + 2.0, "two GPUs cannot use more than the run: {used}");
+
+    // The report, as a platform engineer runs it.
+    let before = last_scrape().await;
+    let url = format!("http://127.0.0.1:{}", prometheus.port);
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_muster"))
+            .args(["report", "--prometheus", &url, "--since", "1h", "--output", "csv"])
+            .output()
+            .expect("muster runs")
+    })
+    .await
+    .unwrap();
+    let after = last_scrape().await + SCRAPE_SECONDS as f64;
+    let csv = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{csv}{}", String::from_utf8_lossy(&output.stderr));
+    let row = csv.lines().find(|l| l.starts_with(&format!("{team},"))).unwrap_or_else(|| panic!("no {team}:\n{csv}"));
+    let hours: f64 = row.split(',').nth(2).unwrap().parse().unwrap();
+    let (low, high) = (expected(before) / 3600.0, expected(after) / 3600.0);
+    assert!(
+        hours >= low * 0.95 && hours <= high * 1.05,
+        "muster report: {team} used {hours} GPU-hours; its binding times give {low}..{high}\n{csv}"
+    );
+    eprintln!(
+        "prometheus: queue {team} used {used:.1} GPU-seconds; `muster report` says {:.1}; binding times {:.1}..{:.1}",
+        hours * 3600.0,
+        low * 3600.0,
+        high * 3600.0
+    );
 }
 
 #[test]
