@@ -53,6 +53,8 @@ pub trait BindHook: Send + Sync {
 #[derive(Clone, Debug)]
 pub struct GangBinding {
     pub gang: GangKey,
+    /// The queue it is admitted through, for the usage figures.
+    pub queue: String,
     /// Pods that must be bound in this transaction (minMember less those already bound).
     pub needed: usize,
     /// The gang's minMember, and its creation time (Unix seconds), for its waiting time.
@@ -365,6 +367,7 @@ mod tests {
         let pod = PodKey { namespace: "ml".into(), name: "p-0".into() };
         let binding = GangBinding {
             gang: GangKey { kind: GangKind::Single, namespace: "ml".into(), name: "p-0".into() },
+            queue: "default".into(),
             needed: 1,
             min_member: 1,
             created: 0,
@@ -422,6 +425,7 @@ mod tests {
             Arc::new(Binder::new(slow_server(held, most.clone()), None, Duration::from_millis(300)).with_in_flight(4));
         let gang = |g: usize| GangBinding {
             gang: GangKey { kind: GangKind::Muster, namespace: "ml".into(), name: format!("g{g}") },
+            queue: "default".into(),
             needed: 8,
             min_member: 8,
             created: 0,

@@ -55,6 +55,10 @@ pub struct Metrics {
     pub gang_attempts: IntCounterVec,
     /// Creation until `minMember` pods are bound (`until="bound"`) or Running (`until="running"`).
     pub gang_waiting: HistogramVec,
+    /// Creation until bound, per queue (for usage reports).
+    pub queue_gang_waiting: HistogramVec,
+    /// Gangs bound (minMember of their pods), per queue and namespace.
+    pub gangs_started: IntCounterVec,
     pub pending_pods: IntGauge,
     pub pending_gangs: IntGauge,
     /// Pending gangs in the unschedulable pool: not searched for again until a change
@@ -180,6 +184,17 @@ impl Metrics {
                 "Time from a gang's creation until minMember of its pods are bound (until=bound) or Running (until=running).",
                 &["until"],
                 waiting_buckets(),
+            ),
+            queue_gang_waiting: histogram_vec(
+                "muster_queue_gang_waiting_seconds",
+                "Time from a gang's creation until minMember of its pods are bound, by the queue it was admitted through.",
+                &["queue"],
+                waiting_buckets(),
+            ),
+            gangs_started: counter_vec(
+                "muster_gangs_started_total",
+                "Gangs bound (minMember of their pods), by queue and namespace.",
+                &["queue", "namespace"],
             ),
             pending_pods: gauge("muster_pending_pods", "Muster's pods waiting for a node."),
             pending_gangs: gauge("muster_pending_gangs", "Gangs (gangs of one included) with pods waiting for a node."),

@@ -18,6 +18,8 @@ const STARTED_WITHIN: f64 = 300.0;
 pub struct Usage {
     pub gpu_hours: f64,
     pub gpu_memory_gib_hours: f64,
+    /// Gangs bound in the period.
+    pub jobs_started: f64,
 }
 
 /// What the report says.
@@ -36,6 +38,8 @@ pub struct Report {
     pub held_gpu_hours: f64,
     /// Gangs evicted, by reason.
     pub evictions: BTreeMap<String, f64>,
+    /// Per queue: how long its gangs waited to be bound, p50 and p99, in seconds.
+    pub waits: BTreeMap<String, (f64, f64)>,
 }
 
 /// How much a counter rose over its samples, counting resets, from `start`: a series that
@@ -80,6 +84,24 @@ impl Report {
         for series in prometheus.values(&quotas, until).await? {
             report.quota.insert(series.label("queue").to_string(), series.samples.first().map_or(0.0, |s| s.1));
         }
+        // Counted from the samples too: a series appears with its first gang already in it.
+        for series in prometheus.samples(&format!("muster_gangs_started_total{range}"), until).await? {
+            let key = (series.label("queue").to_string(), series.label("namespace").to_string());
+            let count = increase(&series.samples, start).round();
+            if count > 0.0 {
+                report.usage.entry(key).or_default().jobs_started += count;
+            }
+        }
+        for (q, quantile) in [(0, 0.5), (1, 0.99)] {
+            let query = format!(
+                "histogram_quantile({quantile}, sum by (queue, le) (increase(muster_queue_gang_waiting_seconds_bucket{range})))"
+            );
+            for series in prometheus.values(&query, until).await? {
+                let Some(&(_, seconds)) = series.samples.first().filter(|s| s.1.is_finite()) else { continue };
+                let entry = report.waits.entry(series.label("queue").to_string()).or_insert((f64::NAN, f64::NAN));
+                if q == 0 { entry.0 = seconds } else { entry.1 = seconds }
+            }
+        }
         let evictions = format!("sum by (reason) (increase(muster_evictions_total{range}))");
         for series in prometheus.values(&evictions, until).await? {
             let count = series.samples.first().map_or(0.0, |s| s.1).round();
@@ -122,17 +144,33 @@ impl Report {
         let percent = |share: Option<f64>| share.map_or_else(|| "-".to_string(), |s| format!("{:.1}%", s * 100.0));
         let mut out = String::new();
         let _ = writeln!(out, "period: {:.2} h, fleet: {:.1} GPUs on average\n", self.hours(), self.fleet_gpus);
-        let _ = writeln!(out, "{:<24} {:>10} {:>10} {:>10}", "QUEUE", "GPU-HOURS", "OF QUOTA", "OF FLEET");
+        let _ = writeln!(
+            out,
+            "{:<24} {:>10} {:>10} {:>10} {:>10} {:>10}",
+            "QUEUE", "GPU-HOURS", "OF QUOTA", "OF FLEET", "WAIT P50", "WAIT P99"
+        );
         for (queue, hours) in self.per_queue() {
             let (quota, fleet) = (self.share_of_quota(queue, hours), self.share_of_fleet(hours));
-            let _ = writeln!(out, "{queue:<24} {hours:>10.2} {:>10} {:>10}", percent(quota), percent(fleet));
+            let (p50, p99) = self.waits.get(queue).copied().unwrap_or((f64::NAN, f64::NAN));
+            let _ = writeln!(
+                out,
+                "{queue:<24} {hours:>10.2} {:>10} {:>10} {:>10} {:>10}",
+                percent(quota),
+                percent(fleet),
+                duration(p50),
+                duration(p99)
+            );
         }
-        let _ = writeln!(out, "\n{:<24} {:<24} {:>10} {:>16}", "QUEUE", "NAMESPACE", "GPU-HOURS", "GPU-MEM GiB-H");
+        let _ = writeln!(
+            out,
+            "\n{:<24} {:<24} {:>10} {:>16} {:>8}",
+            "QUEUE", "NAMESPACE", "GPU-HOURS", "GPU-MEM GiB-H", "JOBS"
+        );
         for ((queue, namespace), usage) in &self.usage {
             let _ = writeln!(
                 out,
-                "{queue:<24} {namespace:<24} {:>10.2} {:>16.2}",
-                usage.gpu_hours, usage.gpu_memory_gib_hours
+                "{queue:<24} {namespace:<24} {:>10.2} {:>16.2} {:>8}",
+                usage.gpu_hours, usage.gpu_memory_gib_hours, usage.jobs_started
             );
         }
         let _ = writeln!(
@@ -148,22 +186,37 @@ impl Report {
 
     /// The report as CSV: one row per queue and namespace.
     pub fn csv(&self) -> String {
-        let mut out =
-            String::from("queue,namespace,gpu_hours,gpu_memory_gib_hours,share_of_queue_quota,share_of_fleet\n");
+        let mut out = String::from(
+            "queue,namespace,gpu_hours,gpu_memory_gib_hours,share_of_queue_quota,share_of_fleet,jobs_started,queue_wait_p50_seconds,queue_wait_p99_seconds\n",
+        );
         let number = |v: Option<f64>| v.map_or_else(String::new, |v| format!("{v:.4}"));
         for ((queue, namespace), usage) in &self.usage {
+            let (p50, p99) = self.waits.get(queue).copied().unwrap_or((f64::NAN, f64::NAN));
             let _ = writeln!(
                 out,
-                "{},{},{:.4},{:.4},{},{}",
+                "{},{},{:.4},{:.4},{},{},{},{},{}",
                 csv_field(queue),
                 csv_field(namespace),
                 usage.gpu_hours,
                 usage.gpu_memory_gib_hours,
                 number(self.share_of_quota(queue, usage.gpu_hours)),
-                number(self.share_of_fleet(usage.gpu_hours))
+                number(self.share_of_fleet(usage.gpu_hours)),
+                usage.jobs_started,
+                number(Some(p50).filter(|v| v.is_finite())),
+                number(Some(p99).filter(|v| v.is_finite()))
             );
         }
         out
+    }
+}
+
+/// Seconds as a short duration (`45s`, `12m`, `3.5h`); `-` when unknown.
+fn duration(seconds: f64) -> String {
+    match seconds {
+        s if !s.is_finite() => "-".to_string(),
+        s if s < 120.0 => format!("{s:.0}s"),
+        s if s < 7200.0 => format!("{:.0}m", s / 60.0),
+        s => format!("{:.1}h", s / 3600.0),
     }
 }
 
@@ -210,8 +263,10 @@ mod tests {
     #[test]
     fn shares_of_quota_and_fleet_and_the_csv() {
         let mut report = Report { from: 0.0, until: 36_000.0, fleet_gpus: 100.0, ..Report::default() };
-        report.usage.insert(("team-a".into(), "ml".into()), Usage { gpu_hours: 60.0, gpu_memory_gib_hours: 0.0 });
-        report.usage.insert(("team-a".into(), "cv,2".into()), Usage { gpu_hours: 20.0, gpu_memory_gib_hours: 4.0 });
+        let usage = |gpu_hours, gpu_memory_gib_hours| Usage { gpu_hours, gpu_memory_gib_hours, jobs_started: 3.0 };
+        report.usage.insert(("team-a".into(), "ml".into()), usage(60.0, 0.0));
+        report.usage.insert(("team-a".into(), "cv,2".into()), usage(20.0, 4.0));
+        report.waits.insert("team-a".into(), (240.0, 9000.0));
         report.quota.insert("team-a".into(), 10.0);
         assert_eq!(report.per_queue()["team-a"], 80.0);
         // 80 GPU-hours of a quota of 10 GPUs over 10 hours; of a fleet of 100 GPUs.
@@ -219,8 +274,9 @@ mod tests {
         assert_eq!(report.share_of_fleet(80.0), Some(0.08));
         assert_eq!(report.share_of_quota("none", 1.0), None);
         let csv = report.csv();
-        assert!(csv.contains("team-a,\"cv,2\",20.0000,4.0000,0.2000,0.0200"), "{csv}");
+        assert!(csv.contains("team-a,\"cv,2\",20.0000,4.0000,0.2000,0.0200,3,240.0000,9000.0000"), "{csv}");
         let table = report.table();
         assert!(table.contains("80.00") && table.contains("80.0%") && table.contains("8.0%"), "{table}");
+        assert!(table.contains("4m") && table.contains("2.5h"), "waits p50 and p99: {table}");
     }
 }

@@ -529,6 +529,11 @@ async fn gpu_seconds_match_the_binding_times(cluster: &TestCluster, prometheus: 
     assert!(output.status.success(), "{csv}{}", String::from_utf8_lossy(&output.stderr));
     let row = csv.lines().find(|l| l.starts_with(&format!("{team},"))).unwrap_or_else(|| panic!("no {team}:\n{csv}"));
     let hours: f64 = row.split(',').nth(2).unwrap().parse().unwrap();
+    // One of the team's gangs started (the other waits); it waited a little, under a minute.
+    let jobs: f64 = row.split(',').nth(6).unwrap().parse().unwrap();
+    assert_eq!(jobs, 1.0, "{csv}");
+    let p50: f64 = row.split(',').nth(7).unwrap().parse().unwrap();
+    assert!((0.0..=60.0).contains(&p50), "{csv}");
     let (low, high) = (expected(before) / 3600.0, expected(after) / 3600.0);
     assert!(
         hours >= low * 0.95 && hours <= high * 1.05,

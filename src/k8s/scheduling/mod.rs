@@ -259,7 +259,11 @@ impl Scheduler {
                 tracing::info!(pods = bound.len(), "bound");
                 self.metrics.gang_attempts.with_label_values(&["scheduled"]).inc();
                 if binding.needed > 0 {
-                    self.metrics.gang_waiting.with_label_values(&["bound"]).observe(seconds_since(binding.created));
+                    let waited = seconds_since(binding.created);
+                    self.metrics.gang_waiting.with_label_values(&["bound"]).observe(waited);
+                    self.metrics.queue_gang_waiting.with_label_values(&[binding.queue.as_str()]).observe(waited);
+                    let labels = [binding.queue.as_str(), binding.gang.namespace.as_str()];
+                    self.metrics.gangs_started.with_label_values(&labels).inc();
                     self.awaiting_running.insert(binding.gang.clone(), (binding.created, binding.min_member));
                 }
                 if failed.is_empty() {
@@ -429,6 +433,7 @@ impl Scheduler {
             bindings.push((
                 GangBinding {
                     gang: placement.gang.clone(),
+                    queue: gang.queue.clone(),
                     needed: gang.still_needed(),
                     min_member: gang.min_member,
                     created: gang.created,
