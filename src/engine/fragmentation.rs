@@ -1,6 +1,6 @@
 //! GPU fragmentation as the workload sees it. A node's free GPU capacity is *fragmented*
 //! for a kind of pod when that kind could not use it: all of it when such a pod cannot fit
-//! on the node at all (too little CPU, too few GPUs with room), else the free parts of the
+//! on the node at all (too little CPU or memory, too few GPUs with room), else the free parts of the
 //! GPUs too small for its share. Weighted by how common each kind is, this is the node's
 //! expected fragmentation; once the cluster runs GPU fractions, a pod goes where placing it
 //! adds the least of it (the measure of fragmentation gradient descent, Weng et al., USENIX
@@ -21,11 +21,12 @@ const MAX_KINDS: usize = 64;
 /// Distinct kinds remembered at most; the lightest are forgotten beyond it.
 const MAX_REMEMBERED: usize = 4_096;
 
-/// One kind of GPU pod: its CPU (millicores), the GPUs it takes and thousandths of each
-/// (1000: whole GPUs).
+/// One kind of GPU pod: its CPU (millicores), memory (bytes), the GPUs it takes and
+/// thousandths of each (1000: whole GPUs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct PodKind {
     pub cpu: i64,
+    pub memory: i64,
     pub gpus: u32,
     pub milli: u32,
 }
@@ -104,17 +105,23 @@ impl WorkloadMix {
 }
 
 /// A node's GPUs as fragmentation reads them: free thousandths of each, most free first,
-/// and its free CPU.
+/// and its free CPU and memory.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct NodeGpus {
     pub free: SmallVec<[u32; 8]>,
     pub cpu: i64,
+    pub memory: i64,
 }
 
 impl NodeGpus {
-    pub fn new(mut free: SmallVec<[u32; 8]>, cpu: i64) -> NodeGpus {
+    pub fn new(mut free: SmallVec<[u32; 8]>, cpu: i64, memory: i64) -> NodeGpus {
         free.sort_unstable_by(|a, b| b.cmp(a));
-        NodeGpus { free, cpu }
+        NodeGpus { free, cpu, memory }
+    }
+
+    /// Whether the node has the CPU and memory for a pod of `kind`.
+    fn holds(&self, kind: &PodKind) -> bool {
+        self.cpu >= kind.cpu && self.memory >= kind.memory
     }
 
     pub fn total(&self) -> u32 {
@@ -124,7 +131,7 @@ impl NodeGpus {
     /// Free GPU capacity `kind` could not use here.
     pub fn fragmented_for(&self, kind: &PodKind) -> u32 {
         let usable = self.free.iter().take_while(|&&f| f >= kind.milli).count();
-        if self.cpu < kind.cpu || usable < kind.gpus as usize {
+        if !self.holds(kind) || usable < kind.gpus as usize {
             return self.total();
         }
         self.free[usable..].iter().sum()
@@ -142,7 +149,7 @@ impl NodeGpus {
     /// from the GPU it would leave least of, whole GPUs from those entirely free), or None
     /// when it does not fit.
     pub fn after(&self, kind: &PodKind) -> Option<NodeGpus> {
-        if self.cpu < kind.cpu {
+        if !self.holds(kind) {
             return None;
         }
         let mut free = self.free.clone();
@@ -152,7 +159,7 @@ impl NodeGpus {
             free[i] -= kind.milli.min(free[i]);
             free.sort_unstable_by(|a, b| b.cmp(a));
         }
-        Some(NodeGpus { free, cpu: self.cpu - kind.cpu })
+        Some(NodeGpus { free, cpu: self.cpu - kind.cpu, memory: self.memory - kind.memory })
     }
 }
 
@@ -168,7 +175,7 @@ mod tests {
     use super::*;
 
     fn node(free: &[u32], cpu: i64) -> NodeGpus {
-        NodeGpus::new(free.iter().copied().collect(), cpu)
+        NodeGpus::new(free.iter().copied().collect(), cpu, 1 << 40)
     }
 
     fn mix(kinds: &[(PodKind, usize)]) -> Arc<Kinds> {
@@ -179,8 +186,8 @@ mod tests {
         mix.top()
     }
 
-    const HALF: PodKind = PodKind { cpu: 1000, gpus: 1, milli: 500 };
-    const WHOLE: PodKind = PodKind { cpu: 1000, gpus: 1, milli: 1000 };
+    const HALF: PodKind = PodKind { cpu: 1000, memory: 1 << 30, gpus: 1, milli: 500 };
+    const WHOLE: PodKind = PodKind { cpu: 1000, memory: 1 << 30, gpus: 1, milli: 1000 };
 
     #[test]
     fn free_capacity_a_kind_cannot_use_is_fragmented_for_it() {
@@ -191,6 +198,10 @@ mod tests {
         assert_eq!(node(&[1000, 300], 500).fragmented_for(&HALF), 1300);
         // Two whole GPUs wanted, one free.
         assert_eq!(n.fragmented_for(&PodKind { gpus: 2, ..WHOLE }), 1300);
+        // Too little memory: nothing usable either.
+        let short = NodeGpus::new([1000, 300].into_iter().collect(), 8000, 1 << 29);
+        assert_eq!(short.fragmented_for(&HALF), 1300);
+        assert!(short.after(&HALF).is_none());
     }
 
     #[test]

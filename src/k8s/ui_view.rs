@@ -297,8 +297,9 @@ fn fragmentation(
             .iter()
             .zip(thousandths)
             .map(|(node, free)| {
-                let cpu = node.allocatable.get(ResourceId::CPU) - node.requested.get(ResourceId::CPU);
-                NodeGpus::new(free.iter().copied().collect(), cpu).fragmentation(kinds)
+                let free_of = |r| node.allocatable.get(r) - node.requested.get(r);
+                let (cpu, memory) = (free_of(ResourceId::CPU), free_of(ResourceId::MEMORY));
+                NodeGpus::new(free.iter().copied().collect(), cpu, memory).fragmentation(kinds)
             })
             .sum();
         milli / 1000.0

@@ -17,7 +17,8 @@ use crate::engine::resources::ResourceId;
 /// for any other device request).
 fn pod_kind(pod: &PendingPod) -> Option<ShapeKind> {
     let cpu = pod.demand.get(ResourceId::CPU);
-    let Some(devices) = &pod.devices else { return Some(ShapeKind { cpu, gpus: 0, share: None }) };
+    let memory = pod.demand.get(ResourceId::MEMORY);
+    let Some(devices) = &pod.devices else { return Some(ShapeKind { cpu, memory, gpus: 0, share: None }) };
     if !devices.claims.is_empty() {
         return None;
     }
@@ -31,13 +32,14 @@ fn pod_kind(pod: &PendingPod) -> Option<ShapeKind> {
     }
     // One kind of request at a time: whole GPUs, or shares of them.
     let mixed = share.is_some() && devices.extended.len() > 1;
-    (!mixed).then_some(ShapeKind { cpu, gpus, share })
+    (!mixed).then_some(ShapeKind { cpu, memory, gpus, share })
 }
 
 /// The GPU part of a shape: CPU-only, or GPUs asked through DRA-served requests alone.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) struct ShapeKind {
     cpu: i64,
+    memory: i64,
     gpus: u32,
     share: Option<GpuShare>,
 }
@@ -54,7 +56,7 @@ pub(crate) struct SeenGangs {
 /// equal, and the node with the least GPU capacity left free wins among them: the finest
 /// differences are noise in a mix learned from the past, and packing keeps whole nodes for
 /// the largest pods.
-const FRAGMENTATION_STEP: f64 = 100.0;
+const FRAGMENTATION_STEP: f64 = 120.0;
 
 /// Gangs remembered per generation.
 const SEEN_PER_GENERATION: usize = 50_000;
@@ -83,7 +85,7 @@ impl ShapeKind {
             Some(GpuShare::Fraction(m)) => m,
             Some(GpuShare::Memory(q)) => ((q.as_f64() / gpu_memory.max(1.0) * 1000.0).ceil() as u32).clamp(1, 1000),
         };
-        PodKind { cpu: self.cpu, gpus: self.gpus, milli }
+        PodKind { cpu: self.cpu, memory: self.memory, gpus: self.gpus, milli }
     }
 }
 
@@ -138,7 +140,8 @@ impl Workspace<'_> {
             free.push(milli.min(1000));
             capacities.push(capacity as u64);
         }
-        (NodeGpus::new(free, self.free[n as usize].get(ResourceId::CPU)), capacities)
+        let f = &self.free[n as usize];
+        (NodeGpus::new(free, f.get(ResourceId::CPU), f.get(ResourceId::MEMORY)), capacities)
     }
 
     /// Candidates ordered by how little a pod of `shape` adds to their expected

@@ -165,7 +165,8 @@ pub fn typical(pods: &[OpenbPod]) -> Vec<((PodKind, Vec<String>), f64)> {
         }
         covered += count;
         let models = spec.split('|').map(str::trim).filter(|m| !m.is_empty()).map(String::from).collect();
-        kept.push(((PodKind { cpu, gpus, milli }, models), count as f64));
+        // The published measure weighs CPU, not memory.
+        kept.push(((PodKind { cpu, memory: 0, gpus, milli }, models), count as f64));
     }
     kept.iter_mut().for_each(|(_, w)| *w /= covered as f64);
     kept
@@ -184,7 +185,7 @@ impl Cluster<'_> {
         for (n, free) in self.free.iter().enumerate() {
             let node = &snapshot.nodes[n];
             let cpu = node.allocatable.get(ResourceId::CPU) - node.requested.get(ResourceId::CPU);
-            let gpus = NodeGpus::new(free.iter().copied().collect(), cpu);
+            let gpus = NodeGpus::new(free.iter().copied().collect(), cpu, 0);
             let total = f64::from(gpus.total());
             free_total += total;
             for ((kind, models), share) in typical {
