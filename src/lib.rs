@@ -16,6 +16,7 @@
 //! - [`metrics`]: Prometheus metrics and the `/metrics`, `/healthz`, `/readyz` server.
 //! - [`ui`]: the read-only page at `/ui` on the metrics port, rendered from the view the
 //!   scheduling loop publishes.
+//! - [`html`]: escaping and inline-SVG plots shared by the pages Muster writes.
 //! - [`config`]: the scheduler's configuration file.
 //! - [`quantity`]: Kubernetes quantities as exact numbers, shared by the engine, the shell
 //!   and the agent.
@@ -26,6 +27,7 @@
 pub mod agent;
 pub mod config;
 pub mod engine;
+pub mod html;
 pub mod k8s;
 pub mod metrics;
 pub mod quantity;

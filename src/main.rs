@@ -145,18 +145,24 @@ enum Command {
     /// Print the CustomResourceDefinitions Muster installs, as YAML (manifests/crds/).
     Crds,
     /// What each queue and namespace used over a period (GPU-hours, share of quota and of
-    /// the fleet), what stood stranded or held, and the evictions, from the scheduler's
-    /// counters in Prometheus (docs/reports.md).
+    /// the fleet, waits), what stood stranded or held, and the evictions, from the
+    /// scheduler's counters in Prometheus or from a simulator run (docs/reports.md).
     Report {
         /// The Prometheus server that scrapes the scheduler (http://host:port).
-        #[arg(long, value_name = "URL")]
-        prometheus: String,
-        /// The period, up to now: 1h, 24h, 7d.
+        #[arg(long, value_name = "URL", required_unless_present = "simulation", conflicts_with = "simulation")]
+        prometheus: Option<String>,
+        /// Instead: a trace replay's JSON (`muster simulate --trace FILE ... --output json`).
+        #[arg(long, value_name = "FILE")]
+        simulation: Option<PathBuf>,
+        /// With --simulation: which policy's run (default: the default configuration's).
+        #[arg(long, value_name = "NAME", requires = "simulation")]
+        policy: Option<String>,
+        /// With --prometheus: the period, up to now: 1h, 24h, 7d.
         #[arg(long, default_value = "7d")]
         since: String,
-        /// table or csv.
-        #[arg(long, default_value = "table")]
-        output: String,
+        /// table, csv, or html FILE: a self-contained page with plots.
+        #[arg(long, num_args = 1..=2, value_names = ["FORMAT", "FILE"], default_value = "table")]
+        output: Vec<String>,
     },
 }
 
@@ -260,16 +266,15 @@ fn run(command: Command) -> Result<(), String> {
                 muster::agent::serve(client, options).await.map_err(|e| e.to_string())
             })
         }
-        Command::Report { prometheus, since, output } => {
-            let since = muster::report::parse_since(&since)?;
-            if !matches!(output.as_str(), "table" | "csv") {
-                return Err(format!("--output {output:?}: give table or csv"));
-            }
-            let server = muster::report::prometheus::Prometheus::new(&prometheus)?;
-            let runtime = tokio::runtime::Runtime::new().map_err(|e| format!("failed to start the runtime: {e}"))?;
-            let now = muster::metrics::ledger::unix_now();
-            let report = runtime.block_on(muster::report::Report::from_prometheus(&server, since, now))?;
-            print!("{}", if output == "csv" { report.csv() } else { report.table() });
+        Command::Report { prometheus, simulation, policy, since, output } => {
+            use muster::report::command;
+            let output = command::Output::parse(&output)?;
+            let report = match (prometheus, simulation) {
+                (Some(url), _) => command::from_prometheus(&url, muster::report::parse_since(&since)?)?,
+                (None, Some(path)) => command::from_simulation(&path, policy.as_deref())?,
+                (None, None) => return Err("give --prometheus URL or --simulation FILE".into()),
+            };
+            print!("{}", output.write(&report)?);
             Ok(())
         }
         Command::Crds => {

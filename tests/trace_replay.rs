@@ -164,6 +164,51 @@ fn a_generated_trace_replays_every_policy_into_a_page_with_its_plots() {
     assert_eq!(html.matches("<polyline").count(), 5 * 5, "a line per policy in every plot");
 }
 
+/// The simulator's usage ledger, read back by `muster report --simulation`: each queue's
+/// GPU-hours are what its jobs held (`long` 8 GPUs for 7200 s and `big` 16 GPUs for the
+/// last 60 s of the 7260 s horizon; `one` 1 GPU for its 600 s), as CSV and as a page.
+#[test]
+fn a_replays_usage_ledger_is_reported_per_queue_as_csv_and_as_a_page() {
+    let trace = temp("ledger.csv", SMALL);
+    let dir = std::env::temp_dir().join(format!("muster-trace-ledger-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (run, page) = (dir.join("run.json"), dir.join("usage.html"));
+    let replayed = replay_json(&["--trace", trace.to_str().unwrap(), "--nodes", "2", "--racks", "1"]);
+    std::fs::write(&run, replayed.to_string()).unwrap();
+    let backfill = replayed["outcomes"].as_array().unwrap().iter().find(|o| o["policy"] == "Backfill").unwrap();
+    let queues: Vec<&str> =
+        backfill["usage"]["queues"].as_array().unwrap().iter().map(|q| q["queue"].as_str().unwrap()).collect();
+    assert_eq!(queues, ["ml", "web"], "{backfill}");
+
+    let report = |args: &[&str]| {
+        let output = muster().args(["report", "--simulation", run.to_str().unwrap()]).args(args).output().unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let csv = report(&["--output", "csv"]);
+    let row = |queue: &str| -> Vec<String> {
+        let line =
+            csv.lines().find(|l| l.starts_with(&format!("{queue},"))).unwrap_or_else(|| panic!("{queue}: {csv}"));
+        line.split(',').map(String::from).collect()
+    };
+    let hours = |queue: &str| row(queue)[2].parse::<f64>().unwrap();
+    assert!((hours("ml") - (8.0 * 7200.0 + 16.0 * 60.0) / 3600.0).abs() < 1e-3, "{csv}");
+    assert!((hours("web") - 600.0 / 3600.0).abs() < 1e-3, "{csv}");
+    // Two of ml's jobs started, one of them after `long` ended (7190 s after it came).
+    assert_eq!((row("ml")[6].as_str(), row("ml")[10].as_str()), ("2", "7190.0000"), "{csv}");
+    // Under StrictFIFO `one` waits behind `big` and never starts: web used nothing.
+    let strict = report(&["--policy", "StrictFIFO", "--output", "csv"]);
+    assert!(strict.contains("web,default,0.0000,"), "{strict}");
+
+    let table = report(&["--output", "html", page.to_str().unwrap()]);
+    assert!(table.contains("policy Backfill") && table.contains("The page:"), "{table}");
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(!html.contains("<script") && !html.contains("src="), "self-contained");
+    assert_eq!(html.matches("<svg").count(), 2, "GPUs in use and waits: {html}");
+    assert_eq!(html.matches("<polyline").count(), 2 * 2, "a line per queue in each plot");
+    assert!(html.contains("<td>ml</td><td>16.27</td>"), "{html}");
+}
+
 #[test]
 fn the_replay_keeps_a_reservation_and_never_splits_a_gang() {
     // Through the library: a 16-GPU gang submitted behind a stream of 1-GPU jobs gets its

@@ -310,3 +310,11 @@ pub struct Snapshot {
     /// them from `running`).
     pub endings: Vec<Ending>,
 }
+
+impl Snapshot {
+    /// The queue a gang is admitted through: a running gang's, else a pending one's.
+    pub fn queue_of(&self, gang: &GangKey) -> Option<&str> {
+        let running = self.running.iter().find(|g| &g.key == gang).map(|g| g.queue.as_str());
+        running.or_else(|| self.gangs.iter().find(|g| &g.key == gang).map(|g| g.queue.as_str()))
+    }
+}

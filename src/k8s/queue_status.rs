@@ -73,9 +73,6 @@ pub fn export(reports: &[QueueReport], names: &ResourceNames, metrics: &Metrics)
     for report in reports {
         metrics.queue_gangs.with_label_values(&[report.name.as_str(), "pending"]).set(report.pending_gangs as f64);
         metrics.queue_gangs.with_label_values(&[report.name.as_str(), "running"]).set(report.running_gangs as f64);
-        // Its waits histogram exists from the queue's first pass, so that increases over a
-        // period count the first gang bound (a series counts from its first sample).
-        metrics.queue_gang_waiting.with_label_values(&[report.name.as_str()]);
         for &(id, f) in &report.resources {
             let labels = [report.name.as_str(), names.name(id)];
             let set = |gauge: &prometheus::GaugeVec, amount: i64| {

@@ -25,8 +25,13 @@ fn latency_buckets() -> Vec<f64> {
 }
 
 /// Buckets for how long gangs wait: a second to a day.
+/// The bounds, in seconds, of the waiting histograms' buckets; the usage report and the
+/// simulator's ledger count waits in the same ones.
+pub const WAITING_BUCKETS: [f64; 13] =
+    [1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0, 21600.0, 86400.0];
+
 fn waiting_buckets() -> Vec<f64> {
-    vec![1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0, 21600.0, 86400.0]
+    WAITING_BUCKETS.to_vec()
 }
 
 /// The kinds of background write, and their results, as the `muster_api_writes_total` labels.
@@ -55,7 +60,7 @@ pub struct Metrics {
     pub gang_attempts: IntCounterVec,
     /// Creation until `minMember` pods are bound (`until="bound"`) or Running (`until="running"`).
     pub gang_waiting: HistogramVec,
-    /// Creation until bound, per queue (for usage reports).
+    /// Creation until bound, per queue and namespace (for usage reports).
     pub queue_gang_waiting: HistogramVec,
     /// Gangs bound (minMember of their pods), per queue and namespace.
     pub gangs_started: IntCounterVec,
@@ -114,6 +119,20 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// One gang evicted, by reason, with its queue and namespace.
+    pub fn evicted(&self, reason: &str, queue: &str, namespace: &str) {
+        self.evictions.with_label_values(&[reason, queue, namespace]).inc();
+    }
+
+    /// Gangs evicted for `reason`, over every queue and namespace.
+    pub fn evicted_for(&self, reason: &str) -> u64 {
+        use prometheus::core::Collector;
+        let families = self.evictions.collect();
+        let metrics = families.iter().flat_map(|f| f.get_metric());
+        let of_reason = metrics.filter(|m| m.get_label().iter().any(|l| l.name() == "reason" && l.value() == reason));
+        of_reason.map(|m| m.get_counter().value() as u64).sum()
+    }
+
     /// A fresh registry with every metric in it, all at zero.
     pub fn new() -> Metrics {
         let registry = Registry::new();
@@ -187,8 +206,8 @@ impl Metrics {
             ),
             queue_gang_waiting: histogram_vec(
                 "muster_queue_gang_waiting_seconds",
-                "Time from a gang's creation until minMember of its pods are bound, by the queue it was admitted through.",
-                &["queue"],
+                "Time from a gang's creation until minMember of its pods are bound, by the queue it was admitted through and its namespace.",
+                &["queue", "namespace"],
                 waiting_buckets(),
             ),
             gangs_started: counter_vec(
@@ -213,8 +232,8 @@ impl Metrics {
             ),
             evictions: counter_vec(
                 "muster_evictions_total",
-                "Gangs evicted, once per gang and eviction, by reason: the safety net (BindFailed, PodsReadyTimeout, GangBroken, MaxRunExceeded) whole gangs, queues (Reclaimed, Preempted) whole gangs or their pods above minMember, a reservation (Opportunistic) whole gangs that ran in its held capacity.",
-                &["reason"],
+                "Gangs evicted, once per gang and eviction, by reason: the safety net (BindFailed, PodsReadyTimeout, GangBroken, MaxRunExceeded) whole gangs, queues (Reclaimed, Preempted) whole gangs or their pods above minMember, a reservation (Opportunistic) whole gangs that ran in its held capacity. Labelled by the gang's queue and namespace; each reason also has a series with both empty, always present, so that a rate is zero rather than absent before the first eviction.",
+                &["reason", "queue", "namespace"],
             ),
             claims_given_back: counter(
                 "muster_claims_given_back_total",
@@ -352,7 +371,7 @@ impl Metrics {
             "Preempted",
             "Opportunistic",
         ] {
-            metrics.evictions.with_label_values(&[reason]);
+            metrics.evictions.with_label_values(&[reason, "", ""]);
         }
         metrics.catalog = catalog.into_inner();
         for phase in ["assemble", "cel", "engine", "plan"] {
@@ -415,5 +434,22 @@ mod tests {
                 assert!(name.ends_with("_seconds"), "{name}: histograms here measure time, in seconds");
             }
         }
+    }
+
+    #[test]
+    fn evictions_are_counted_per_queue_and_namespace_and_summed_per_reason() {
+        let metrics = Metrics::new();
+        assert_eq!(metrics.evicted_for("Reclaimed"), 0);
+        metrics.evicted("Reclaimed", "team-a", "ml");
+        metrics.evicted("Reclaimed", "team-b", "cv");
+        metrics.evicted("Preempted", "team-a", "ml");
+        assert_eq!(metrics.evicted_for("Reclaimed"), 2);
+        let text = render(&metrics.registry);
+        assert!(
+            text.contains("muster_evictions_total{namespace=\"ml\",queue=\"team-a\",reason=\"Reclaimed\"} 1"),
+            "{text}"
+        );
+        // Present before any eviction, so that a rate is zero rather than absent.
+        assert!(text.contains("muster_evictions_total{namespace=\"\",queue=\"\",reason=\"GangBroken\"} 0"), "{text}");
     }
 }

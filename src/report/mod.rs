@@ -1,31 +1,55 @@
 //! `muster report`: what each queue and namespace used over a period, read from the
-//! usage ledger's counters in Prometheus (`muster_gpu_seconds_total`, docs/reports.md),
-//! with the fleet's GPUs, what stood stranded or held, and the evictions, as a table or CSV.
+//! usage ledger's counters in Prometheus (`muster_gpu_seconds_total`, docs/reports.md) or
+//! from a simulator run's ledger, with the fleet's GPUs, what stood stranded or held, the
+//! waits and the evictions, as a table, CSV or a self-contained HTML page with plots.
 
+pub mod command;
+pub mod html;
 pub mod prometheus;
+pub mod query;
+pub mod simulated;
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use prometheus::{Prometheus, Series};
+use crate::metrics::WAITING_BUCKETS;
 
 /// A counter first seen this long after the period began started within it: its first
 /// sample counts whole. One seen earlier was already counting: only its increases count.
-const STARTED_WITHIN: f64 = 300.0;
+pub const STARTED_WITHIN: f64 = 300.0;
+
+/// The columns of [`Report::queue_rows`] and [`Report::namespace_rows`].
+pub const QUEUE_COLUMNS: [&str; 6] = ["QUEUE", "GPU-HOURS", "OF QUOTA", "OF FLEET", "WAIT P50", "WAIT P99"];
+pub const NAMESPACE_COLUMNS: [&str; 8] =
+    ["QUEUE", "NAMESPACE", "GPU-HOURS", "GPU-MEM GiB-H", "JOBS", "WAIT P50", "WAIT P99", "EVICTED"];
 
 /// Usage of one queue in one namespace.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Usage {
     pub gpu_hours: f64,
     pub gpu_memory_gib_hours: f64,
     /// Gangs bound in the period.
     pub jobs_started: f64,
+    /// How long its gangs waited to be bound, p50 and p99, in seconds; NaN when unknown.
+    pub wait_p50: f64,
+    pub wait_p99: f64,
+}
+
+impl Default for Usage {
+    fn default() -> Usage {
+        Usage { gpu_hours: 0.0, gpu_memory_gib_hours: 0.0, jobs_started: 0.0, wait_p50: f64::NAN, wait_p99: f64::NAN }
+    }
 }
 
 /// What the report says.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Report {
-    /// The period, in Unix seconds: from the later of its start and the first sample.
+    /// Where the figures come from: a Prometheus server, or a simulator run.
+    pub source: String,
+    /// Whether `from` and `until` are Unix seconds (Prometheus) rather than seconds from a
+    /// simulated run's start.
+    pub wall_clock: bool,
+    /// The period: from the later of its start and the first sample.
     pub from: f64,
     pub until: f64,
     /// Per (queue, namespace).
@@ -36,17 +60,23 @@ pub struct Report {
     pub fleet_gpus: f64,
     pub stranded_gpu_hours: f64,
     pub held_gpu_hours: f64,
-    /// Gangs evicted, by reason.
-    pub evictions: BTreeMap<String, f64>,
+    /// Gangs evicted, per (queue, namespace, reason).
+    pub evictions: BTreeMap<(String, String, String), f64>,
     /// Per queue: how long its gangs waited to be bound, p50 and p99, in seconds.
     pub waits: BTreeMap<String, (f64, f64)>,
+    /// Per queue: its gangs bound within each bound of [`WAITING_BUCKETS`], cumulative,
+    /// then all of them.
+    pub wait_buckets: BTreeMap<String, Vec<f64>>,
+    /// Per queue: GPUs in use over the period, as (seconds after `from`, GPUs).
+    pub in_use: BTreeMap<String, Vec<(f64, f64)>>,
 }
 
-/// How much a counter rose over its samples, counting resets, from `start`: a series that
-/// began within the period counts its first sample whole.
-pub fn increase(samples: &[(f64, f64)], start: f64) -> f64 {
+/// How much a counter rose over its samples, counting resets, from `start`: a series first
+/// seen more than `within` seconds into the period began within it and its first sample
+/// counts whole.
+pub fn increase(samples: &[(f64, f64)], start: f64, within: f64) -> f64 {
     let Some(&(first_at, first)) = samples.first() else { return 0.0 };
-    let mut total = if first_at - start > STARTED_WITHIN { first } else { 0.0 };
+    let mut total = if first_at - start > within { first } else { 0.0 };
     for pair in samples.windows(2) {
         let (before, after) = (pair[0].1, pair[1].1);
         total += if after >= before { after - before } else { after };
@@ -54,64 +84,26 @@ pub fn increase(samples: &[(f64, f64)], start: f64) -> f64 {
     total
 }
 
-impl Report {
-    /// The report of the `since` seconds before `until`, from Prometheus.
-    pub async fn from_prometheus(prometheus: &Prometheus, since: u64, until: f64) -> Result<Report, String> {
-        let start = until - since as f64;
-        let range = format!("[{since}s]");
-        let mut report = Report { from: until, until, ..Report::default() };
-        for (metric, memory) in [("muster_gpu_seconds_total", false), ("muster_gpu_memory_byte_seconds_total", true)] {
-            for series in prometheus.samples(&format!("{metric}{range}"), until).await? {
-                report.from = report.from.min(series.samples.first().map_or(until, |s| s.0));
-                let key = (series.label("queue").to_string(), series.label("namespace").to_string());
-                let used = increase(&series.samples, start) / 3600.0;
-                let entry = report.usage.entry(key).or_default();
-                if memory {
-                    entry.gpu_memory_gib_hours += used / f64::from(1u32 << 30);
-                } else {
-                    entry.gpu_hours += used;
-                }
-            }
+/// The `q` quantile of waits counted as [`WAITING_BUCKETS`] cumulative counts (then the
+/// total), as Prometheus' `histogram_quantile` estimates it: linearly within the bucket that
+/// holds it; beyond the last bound, that bound. NaN without a wait.
+pub fn quantile(counts: &[f64], q: f64) -> f64 {
+    let Some(&total) = counts.last().filter(|t| **t > 0.0) else { return f64::NAN };
+    let rank = q * total;
+    let (mut lower, mut below) = (0.0, 0.0);
+    for (i, &count) in counts.iter().enumerate() {
+        let Some(&upper) = WAITING_BUCKETS.get(i) else { return lower };
+        let count = count.max(below);
+        if count >= rank {
+            let inside = count - below;
+            return if inside > 0.0 { lower + (upper - lower) * (rank - below) / inside } else { upper };
         }
-        report.from = report.from.max(start);
-        let mean = |metric: &str| format!("sum(avg_over_time({metric}{range}))");
-        let one = |series: Vec<Series>| series.first().and_then(|s| s.samples.first()).map_or(0.0, |s| s.1);
-        let hours = report.hours();
-        report.fleet_gpus = one(prometheus.values(&mean("muster_node_gpus"), until).await?);
-        report.stranded_gpu_hours = one(prometheus.values(&mean("muster_node_gpus_stranded"), until).await?) * hours;
-        report.held_gpu_hours = one(prometheus.values(&mean("muster_node_gpus_held"), until).await?) * hours;
-        let quotas = format!("avg_over_time(muster_queue_quota{{resource=\"nvidia.com/gpu\"}}{range})");
-        for series in prometheus.values(&quotas, until).await? {
-            report.quota.insert(series.label("queue").to_string(), series.samples.first().map_or(0.0, |s| s.1));
-        }
-        // Counted from the samples too: a series appears with its first gang already in it.
-        for series in prometheus.samples(&format!("muster_gangs_started_total{range}"), until).await? {
-            let key = (series.label("queue").to_string(), series.label("namespace").to_string());
-            let count = increase(&series.samples, start).round();
-            if count > 0.0 {
-                report.usage.entry(key).or_default().jobs_started += count;
-            }
-        }
-        for (q, quantile) in [(0, 0.5), (1, 0.99)] {
-            let query = format!(
-                "histogram_quantile({quantile}, sum by (queue, le) (increase(muster_queue_gang_waiting_seconds_bucket{range})))"
-            );
-            for series in prometheus.values(&query, until).await? {
-                let Some(&(_, seconds)) = series.samples.first().filter(|s| s.1.is_finite()) else { continue };
-                let entry = report.waits.entry(series.label("queue").to_string()).or_insert((f64::NAN, f64::NAN));
-                if q == 0 { entry.0 = seconds } else { entry.1 = seconds }
-            }
-        }
-        let evictions = format!("sum by (reason) (increase(muster_evictions_total{range}))");
-        for series in prometheus.values(&evictions, until).await? {
-            let count = series.samples.first().map_or(0.0, |s| s.1).round();
-            if count > 0.0 {
-                report.evictions.insert(series.label("reason").to_string(), count);
-            }
-        }
-        Ok(report)
+        (lower, below) = (upper, count);
     }
+    lower
+}
 
+impl Report {
     /// The period's length in hours.
     pub fn hours(&self) -> f64 {
         (self.until - self.from).max(0.0) / 3600.0
@@ -139,62 +131,114 @@ impl Report {
         (fleet > 0.0).then(|| gpu_hours / fleet)
     }
 
+    /// The evictions of one queue and namespace, as `Reason=N` joined by `;`.
+    pub fn evictions_of(&self, queue: &str, namespace: &str) -> String {
+        let of = self.evictions.iter().filter(|((q, n, _), _)| q == queue && n == namespace);
+        of.map(|((_, _, reason), count)| format!("{reason}={count}")).collect::<Vec<_>>().join(";")
+    }
+
+    /// The period in words: its times, or its length in a simulated run.
+    pub fn period(&self) -> String {
+        let time = |unix: f64| {
+            jiff::Timestamp::from_second(unix as i64).map_or_else(|_| format!("{unix:.0}"), |t| t.to_string())
+        };
+        if self.wall_clock {
+            format!("{} to {} ({})", time(self.from), time(self.until), duration(self.until - self.from))
+        } else {
+            format!("{} of simulated time", duration(self.until - self.from))
+        }
+    }
+
+    /// Per queue: its name, GPU-hours, share of quota and of the fleet, waits p50 and p99.
+    pub fn queue_rows(&self) -> Vec<[String; 6]> {
+        let percent = |share: Option<f64>| share.map_or_else(|| "-".to_string(), |s| format!("{:.1}%", s * 100.0));
+        let rows = self.per_queue().into_iter().map(|(queue, hours)| {
+            let (p50, p99) = self.waits.get(queue).copied().unwrap_or((f64::NAN, f64::NAN));
+            [
+                queue.to_string(),
+                format!("{hours:.2}"),
+                percent(self.share_of_quota(queue, hours)),
+                percent(self.share_of_fleet(hours)),
+                duration(p50),
+                duration(p99),
+            ]
+        });
+        rows.collect()
+    }
+
+    /// Per queue and namespace: both names, GPU-hours, GPU-memory GiB-hours, gangs
+    /// started, waits p50 and p99, evictions.
+    pub fn namespace_rows(&self) -> Vec<[String; 8]> {
+        let rows = self.usage.iter().map(|((queue, namespace), usage)| {
+            let evicted = self.evictions_of(queue, namespace);
+            [
+                queue.clone(),
+                namespace.clone(),
+                format!("{:.2}", usage.gpu_hours),
+                format!("{:.2}", usage.gpu_memory_gib_hours),
+                format!("{}", usage.jobs_started),
+                duration(usage.wait_p50),
+                duration(usage.wait_p99),
+                if evicted.is_empty() { "-".to_string() } else { evicted },
+            ]
+        });
+        rows.collect()
+    }
+
+    /// Gangs evicted by reason over every queue: `Reason N, ...` or `none`.
+    pub fn evictions_by_reason(&self) -> String {
+        let mut by_reason: BTreeMap<&str, f64> = BTreeMap::new();
+        for ((_, _, reason), count) in &self.evictions {
+            *by_reason.entry(reason.as_str()).or_default() += count;
+        }
+        let evictions: Vec<String> = by_reason.iter().map(|(r, n)| format!("{r} {n}")).collect();
+        if evictions.is_empty() { "none".to_string() } else { evictions.join(", ") }
+    }
+
     /// The report as a table.
     pub fn table(&self) -> String {
-        let percent = |share: Option<f64>| share.map_or_else(|| "-".to_string(), |s| format!("{:.1}%", s * 100.0));
         let mut out = String::new();
-        let _ = writeln!(out, "period: {:.2} h, fleet: {:.1} GPUs on average\n", self.hours(), self.fleet_gpus);
+        let _ = writeln!(
+            out,
+            "{}\nperiod: {}, fleet: {:.1} GPUs on average\n",
+            self.source,
+            self.period(),
+            self.fleet_gpus
+        );
         let _ = writeln!(
             out,
             "{:<24} {:>10} {:>10} {:>10} {:>10} {:>10}",
-            "QUEUE", "GPU-HOURS", "OF QUOTA", "OF FLEET", "WAIT P50", "WAIT P99"
+            QUEUE_COLUMNS[0], QUEUE_COLUMNS[1], QUEUE_COLUMNS[2], QUEUE_COLUMNS[3], QUEUE_COLUMNS[4], QUEUE_COLUMNS[5]
         );
-        for (queue, hours) in self.per_queue() {
-            let (quota, fleet) = (self.share_of_quota(queue, hours), self.share_of_fleet(hours));
-            let (p50, p99) = self.waits.get(queue).copied().unwrap_or((f64::NAN, f64::NAN));
-            let _ = writeln!(
-                out,
-                "{queue:<24} {hours:>10.2} {:>10} {:>10} {:>10} {:>10}",
-                percent(quota),
-                percent(fleet),
-                duration(p50),
-                duration(p99)
-            );
+        for [queue, hours, quota, fleet, p50, p99] in self.queue_rows() {
+            let _ = writeln!(out, "{queue:<24} {hours:>10} {quota:>10} {fleet:>10} {p50:>10} {p99:>10}");
         }
-        let _ = writeln!(
-            out,
-            "\n{:<24} {:<24} {:>10} {:>16} {:>8}",
-            "QUEUE", "NAMESPACE", "GPU-HOURS", "GPU-MEM GiB-H", "JOBS"
-        );
-        for ((queue, namespace), usage) in &self.usage {
-            let _ = writeln!(
-                out,
-                "{queue:<24} {namespace:<24} {:>10.2} {:>16.2} {:>8}",
-                usage.gpu_hours, usage.gpu_memory_gib_hours, usage.jobs_started
-            );
+        let [q, n, h, m, j, p50, p99, e] = NAMESPACE_COLUMNS;
+        let _ = writeln!(out, "\n{q:<24} {n:<24} {h:>10} {m:>14} {j:>6} {p50:>9} {p99:>9}  {e}");
+        for [q, n, h, m, j, p50, p99, e] in self.namespace_rows() {
+            let _ = writeln!(out, "{q:<24} {n:<24} {h:>10} {m:>14} {j:>6} {p50:>9} {p99:>9}  {e}");
         }
         let _ = writeln!(
             out,
             "\nstranded: {:.2} GPU-hours, held by claims no pod uses: {:.2} GPU-hours",
             self.stranded_gpu_hours, self.held_gpu_hours
         );
-        let evictions: Vec<String> = self.evictions.iter().map(|(r, n)| format!("{r} {n}")).collect();
-        let evictions = if evictions.is_empty() { "none".to_string() } else { evictions.join(", ") };
-        let _ = writeln!(out, "gangs evicted: {evictions}");
+        let _ = writeln!(out, "gangs evicted: {}", self.evictions_by_reason());
         out
     }
 
     /// The report as CSV: one row per queue and namespace.
     pub fn csv(&self) -> String {
         let mut out = String::from(
-            "queue,namespace,gpu_hours,gpu_memory_gib_hours,share_of_queue_quota,share_of_fleet,jobs_started,queue_wait_p50_seconds,queue_wait_p99_seconds\n",
+            "queue,namespace,gpu_hours,gpu_memory_gib_hours,share_of_queue_quota,share_of_fleet,jobs_started,queue_wait_p50_seconds,queue_wait_p99_seconds,wait_p50_seconds,wait_p99_seconds,evictions\n",
         );
         let number = |v: Option<f64>| v.map_or_else(String::new, |v| format!("{v:.4}"));
+        let known = |v: f64| number(Some(v).filter(|v| v.is_finite()));
         for ((queue, namespace), usage) in &self.usage {
             let (p50, p99) = self.waits.get(queue).copied().unwrap_or((f64::NAN, f64::NAN));
             let _ = writeln!(
                 out,
-                "{},{},{:.4},{:.4},{},{},{},{},{}",
+                "{},{},{:.4},{:.4},{},{},{},{},{},{},{},{}",
                 csv_field(queue),
                 csv_field(namespace),
                 usage.gpu_hours,
@@ -202,8 +246,11 @@ impl Report {
                 number(self.share_of_quota(queue, usage.gpu_hours)),
                 number(self.share_of_fleet(usage.gpu_hours)),
                 usage.jobs_started,
-                number(Some(p50).filter(|v| v.is_finite())),
-                number(Some(p99).filter(|v| v.is_finite()))
+                known(p50),
+                known(p99),
+                known(usage.wait_p50),
+                known(usage.wait_p99),
+                csv_field(&self.evictions_of(queue, namespace))
             );
         }
         out
@@ -211,7 +258,7 @@ impl Report {
 }
 
 /// Seconds as a short duration (`45s`, `12m`, `3.5h`); `-` when unknown.
-fn duration(seconds: f64) -> String {
+pub fn duration(seconds: f64) -> String {
     match seconds {
         s if !s.is_finite() => "-".to_string(),
         s if s < 120.0 => format!("{s:.0}s"),
@@ -244,12 +291,28 @@ mod tests {
     #[test]
     fn a_counters_increase_counts_resets_and_a_start_within_the_period() {
         // Counting before the period began: only what it added since.
-        assert_eq!(increase(&[(1000.0, 50.0), (1060.0, 80.0), (1120.0, 110.0)], 990.0), 60.0);
+        assert_eq!(increase(&[(1000.0, 50.0), (1060.0, 80.0), (1120.0, 110.0)], 990.0, 300.0), 60.0);
         // Began within it (a restart, a new queue): its first sample counts whole.
-        assert_eq!(increase(&[(2000.0, 5.0), (2060.0, 35.0)], 990.0), 35.0);
+        assert_eq!(increase(&[(2000.0, 5.0), (2060.0, 35.0)], 990.0, 300.0), 35.0);
+        // Seen from the first step of a coarser series: already counting.
+        assert_eq!(increase(&[(2000.0, 5.0), (2060.0, 35.0)], 990.0, 1800.0), 30.0);
         // A reset (a new leader): what it reached after the reset counts.
-        assert_eq!(increase(&[(1000.0, 50.0), (1060.0, 80.0), (1120.0, 10.0), (1180.0, 40.0)], 990.0), 70.0);
-        assert_eq!(increase(&[], 0.0), 0.0);
+        assert_eq!(increase(&[(1000.0, 50.0), (1060.0, 80.0), (1120.0, 10.0), (1180.0, 40.0)], 990.0, 300.0), 70.0);
+        assert_eq!(increase(&[], 0.0, 300.0), 0.0);
+    }
+
+    #[test]
+    fn quantiles_of_bucketed_waits_are_estimated_as_prometheus_does() {
+        let mut counts = vec![0.0; WAITING_BUCKETS.len() + 1];
+        // Four waits between 5 s and 15 s, none before: the median is halfway through.
+        for count in counts.iter_mut().skip(2) {
+            *count = 4.0;
+        }
+        assert_eq!(quantile(&counts, 0.5), 10.0);
+        // One more beyond a day: the p99 is the last bound.
+        *counts.last_mut().unwrap() = 5.0;
+        assert_eq!(quantile(&counts, 0.99), 86_400.0);
+        assert!(quantile(&[0.0; 14], 0.5).is_nan());
     }
 
     #[test]
@@ -263,20 +326,30 @@ mod tests {
     #[test]
     fn shares_of_quota_and_fleet_and_the_csv() {
         let mut report = Report { from: 0.0, until: 36_000.0, fleet_gpus: 100.0, ..Report::default() };
-        let usage = |gpu_hours, gpu_memory_gib_hours| Usage { gpu_hours, gpu_memory_gib_hours, jobs_started: 3.0 };
+        let usage = |gpu_hours, gpu_memory_gib_hours| Usage {
+            gpu_hours,
+            gpu_memory_gib_hours,
+            jobs_started: 3.0,
+            wait_p50: 60.0,
+            wait_p99: f64::NAN,
+        };
         report.usage.insert(("team-a".into(), "ml".into()), usage(60.0, 0.0));
         report.usage.insert(("team-a".into(), "cv,2".into()), usage(20.0, 4.0));
         report.waits.insert("team-a".into(), (240.0, 9000.0));
         report.quota.insert("team-a".into(), 10.0);
+        report.evictions.insert(("team-a".into(), "ml".into(), "Reclaimed".into()), 2.0);
+        report.evictions.insert(("team-a".into(), "ml".into(), "Preempted".into()), 1.0);
         assert_eq!(report.per_queue()["team-a"], 80.0);
         // 80 GPU-hours of a quota of 10 GPUs over 10 hours; of a fleet of 100 GPUs.
         assert_eq!(report.share_of_quota("team-a", 80.0), Some(0.8));
         assert_eq!(report.share_of_fleet(80.0), Some(0.08));
         assert_eq!(report.share_of_quota("none", 1.0), None);
         let csv = report.csv();
-        assert!(csv.contains("team-a,\"cv,2\",20.0000,4.0000,0.2000,0.0200,3,240.0000,9000.0000"), "{csv}");
+        assert!(csv.contains("team-a,\"cv,2\",20.0000,4.0000,0.2000,0.0200,3,240.0000,9000.0000,60.0000,,\n"), "{csv}");
+        assert!(csv.contains(",60.0000,,Preempted=1;Reclaimed=2\n"), "{csv}");
         let table = report.table();
         assert!(table.contains("80.00") && table.contains("80.0%") && table.contains("8.0%"), "{table}");
         assert!(table.contains("4m") && table.contains("2.5h"), "waits p50 and p99: {table}");
+        assert!(table.contains("Preempted=1;Reclaimed=2") && table.contains("gangs evicted: Preempted 1, Reclaimed 2"));
     }
 }

@@ -46,6 +46,11 @@ impl Prometheus {
         Ok(Prometheus { authority, prefix })
     }
 
+    /// The server's address, as given.
+    pub fn address(&self) -> String {
+        format!("http://{}{}", self.authority, self.prefix)
+    }
+
     /// An instant query at `time`; the `data.result` array.
     pub async fn query(&self, query: &str, time: f64) -> Result<Vec<Value>, String> {
         let path = format!("{}/api/v1/query?query={}&time={time:.3}", self.prefix, encode(query));

@@ -366,6 +366,57 @@ fn the_service_monitor_is_rendered_where_the_prometheus_operator_serves_it() {
     assert_eq!(monitor["spec"]["endpoints"][0]["interval"], "15s");
 }
 
+/// `metrics.auth` and `metrics.ui`: the token's Secret is mounted, the configuration names
+/// its file (and the page's setting), and the ServiceMonitor sends it; a configuration of
+/// one's own that sets `metricsServer` too is refused rather than overridden.
+#[test]
+fn a_metrics_token_is_mounted_named_in_the_configuration_and_sent_by_the_service_monitor() {
+    let set = template(&[
+        "--set",
+        "metrics.auth.secretName=muster-metrics,metrics.ui=Open,metrics.serviceMonitor.enabled=true",
+    ]);
+    let config = Config::parse(&scheduler_config(&set).1, "the rendered configuration").expect("valid");
+    assert_eq!(config.metrics_server.bearer_token_file, "/etc/muster-metrics/token");
+    assert_eq!(config.metrics_server.ui, muster::metrics::access::UiAccess::Open);
+    let pod = &the(&set, "Deployment", "muster-scheduler")["spec"]["template"]["spec"];
+    assert_eq!(pod["volumes"][1]["secret"]["secretName"], "muster-metrics", "{pod}");
+    let mount = &pod["containers"][0]["volumeMounts"][1];
+    assert_eq!(
+        (mount["name"].as_str(), mount["mountPath"].as_str()),
+        (Some("metrics-token"), Some("/etc/muster-metrics"))
+    );
+    let endpoint = &the(&set, "ServiceMonitor", "muster-scheduler")["spec"]["endpoints"][0];
+    assert_eq!(endpoint["authorization"]["type"], "Bearer");
+    assert_eq!(endpoint["authorization"]["credentials"], serde_json::json!({"name": "muster-metrics", "key": "token"}));
+
+    // The page alone can be turned off; nothing is mounted without a Secret.
+    let off = template(&["--set", "metrics.ui=Off"]);
+    let config = Config::parse(&scheduler_config(&off).1, "the rendered configuration").expect("valid");
+    assert_eq!(
+        (config.metrics_server.ui, config.metrics_server.bearer_token_file.as_str()),
+        (muster::metrics::access::UiAccess::Off, "")
+    );
+    assert_eq!(
+        the(&off, "Deployment", "muster-scheduler")["spec"]["template"]["spec"]["volumes"].as_array().unwrap().len(),
+        1
+    );
+
+    let file = helm_home().join("config-with-metrics-server.yaml");
+    std::fs::write(&file, "metricsServer:\n  ui: Off\n").expect("write the configuration");
+    let refused = try_helm(&[
+        "template",
+        "muster",
+        chart_ref(),
+        "--set-file",
+        &format!("scheduler.config={}", file.display()),
+        "--set",
+        "metrics.auth.secretName=muster-metrics",
+    ]);
+    assert!(refused.as_ref().is_err_and(|e| e.contains("set it in one place")), "{refused:?}");
+    let refused = try_helm(&["template", "muster", chart_ref(), "--set", "metrics.ui=Closed"]);
+    assert!(refused.as_ref().is_err_and(|e| e.contains("/metrics/ui")), "{refused:?}");
+}
+
 /// `helm uninstall` when dropped, so that a failing test does not leave the release behind.
 struct Release {
     kubeconfig: String,

@@ -89,6 +89,6 @@ async fn the_api_server_down_for_20_seconds_mid_binding_leaves_every_gang_whole_
         recovered.as_secs_f64(),
         recovered.as_secs_f64() - 20.0,
         metrics.bind_rollbacks.get(),
-        metrics.evictions.with_label_values(&["BindFailed"]).get(),
+        metrics.evicted_for("BindFailed"),
     );
 }

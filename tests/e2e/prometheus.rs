@@ -370,6 +370,12 @@ async fn every_dashboard_query_returns_data_from_a_real_prometheus_while_gangs_r
         "spec": {"resources": {"nvidia.com/gpu": {"quota": "4"}}},
     }));
     cluster.create(&cluster.cluster_api::<Queue>(), &queue).await;
+    let lab = cluster.name("lab");
+    let queue: Queue = typed(json!({
+        "apiVersion": "muster.dev/v1alpha1", "kind": "Queue", "metadata": {"name": lab},
+        "spec": {"resources": {"nvidia.com/gpu": {"quota": "2"}}},
+    }));
+    cluster.create(&cluster.cluster_api::<Queue>(), &queue).await;
 
     let config = scheduler::config(&cluster);
     let metrics = Arc::new(Metrics::new());
@@ -384,9 +390,13 @@ async fn every_dashboard_query_returns_data_from_a_real_prometheus_while_gangs_r
     let started = unix_now();
     prometheus.wait_for_targets(2).await;
 
-    // A gang of the team's queue binds and runs while Prometheus watches.
+    // A gang of the team's queue and one of the lab's bind and run while Prometheus watches.
     create_gang(&cluster, "first", 2, Some(team.clone())).await;
-    wait_for_pods(&cluster, 60, "gang first running", |all| running_in(all, "first") == 2).await;
+    create_gang(&cluster, "second", 1, Some(lab.clone())).await;
+    wait_for_pods(&cluster, 60, "gangs first and second running", |all| {
+        running_in(all, "first") == 2 && running_in(all, "second") == 1
+    })
+    .await;
     tokio::time::sleep(Duration::from_secs(3 * SCRAPE_SECONDS)).await;
 
     // A gang bound one pod at a time, slowly: its second claim held for a few scrapes.
@@ -418,7 +428,7 @@ async fn every_dashboard_query_returns_data_from_a_real_prometheus_while_gangs_r
 
     // The agent's series are scraped too, one per GPU.
     let end = unix_now();
-    gpu_seconds_match_the_binding_times(&cluster, &prometheus, &team, started).await;
+    gpu_seconds_match_the_binding_times(&cluster, &prometheus, &[(&team, "first"), (&lab, "second")], started).await;
     let answer = prometheus.api("/api/v1/query", &[("query", "count(muster_agent_gpu_healthy == 1)".into())]).await;
     assert_eq!(answer["data"]["result"][0]["value"][1], "8", "the agent's eight GPUs in Prometheus: {answer}");
 
@@ -473,78 +483,112 @@ async fn every_dashboard_query_returns_data_from_a_real_prometheus_while_gangs_r
     drop(prometheus);
 }
 
-/// The usage ledger through Prometheus: the team queue's `muster_gpu_seconds_total`, at its
-/// last scrape, is within 5% of what its pods' binding times give (one GPU each, from their
-/// `PodScheduled` condition to that scrape), and `muster report --since 1h` gives the queue
-/// those GPU-hours within 5%, as of a scrape between the two instants around its run.
-async fn gpu_seconds_match_the_binding_times(cluster: &TestCluster, prometheus: &Prometheus, team: &str, started: f64) {
-    let query = format!("muster_gpu_seconds_total{{queue=\"{team}\"}}");
-    let number = |answer: &Value| -> f64 {
+/// The usage ledger through Prometheus, for two queues: each queue's
+/// `muster_gpu_seconds_total`, at its last scrape, is within 5% of what its gang's pods'
+/// binding times give (one GPU each, from their `PodScheduled` condition to that scrape),
+/// and `muster report --since 1h` gives each queue those GPU-hours within 5%, as of a scrape
+/// between the two instants around its run; its page plots both.
+async fn gpu_seconds_match_the_binding_times(
+    cluster: &TestCluster,
+    prometheus: &Prometheus,
+    queues: &[(&str, &str)],
+    started: f64,
+) {
+    let number = |answer: &Value, query: &str| -> f64 {
         let text = answer["data"]["result"][0]["value"][1].as_str().unwrap_or_else(|| panic!("{query}: {answer}"));
         text.parse().unwrap()
     };
     let last_scrape = || async {
-        let at = prometheus.api("/api/v1/query", &[("query", format!("timestamp({query})"))]).await;
-        number(&at)
+        let query = "max(timestamp(muster_gpu_seconds_total))".to_string();
+        let at = prometheus.api("/api/v1/query", &[("query", query.clone())]).await;
+        number(&at, &query)
     };
     let pods = cluster.api::<Pod>().list(&Default::default()).await.unwrap().items;
-    let bound: Vec<f64> = in_group(&pods, "first")
-        .iter()
-        .map(|pod| {
-            let conditions = pod.status.as_ref().and_then(|s| s.conditions.as_ref()).unwrap();
-            let bound = conditions.iter().find(|c| c.type_ == "PodScheduled" && c.status == "True").unwrap();
-            bound.last_transition_time.as_ref().unwrap().0.as_second() as f64
-        })
-        .collect();
-    assert_eq!(bound.len(), 2);
-    // One GPU each, from its binding.
-    let expected = |at: f64| bound.iter().map(|b| at - b).sum::<f64>();
-
-    let value = prometheus.api("/api/v1/query", &[("query", query.clone())]).await;
-    let scraped_at = last_scrape().await;
-    let used = number(&value);
-    assert!(expected(scraped_at) > 10.0, "the gang ran for a while: {} GPU-seconds", expected(scraped_at));
+    // Per queue: its pods' binding times; one GPU each, from its binding.
+    let bound = |group: &str| -> Vec<f64> {
+        in_group(&pods, group)
+            .iter()
+            .map(|pod| {
+                let conditions = pod.status.as_ref().and_then(|s| s.conditions.as_ref()).unwrap();
+                let bound = conditions.iter().find(|c| c.type_ == "PodScheduled" && c.status == "True").unwrap();
+                bound.last_transition_time.as_ref().unwrap().0.as_second() as f64
+            })
+            .collect()
+    };
+    let expected = |group: &str, at: f64| bound(group).iter().map(|b| at - b).sum::<f64>();
     let within = |got: f64, want: f64| (got - want).abs() <= 0.05 * want;
-    // (The value may be one scrape newer than its timestamp read after it.)
-    assert!(
-        within(used, expected(scraped_at)) || within(used, expected(scraped_at + SCRAPE_SECONDS as f64)),
-        "{team}: {used} GPU-seconds scraped, {} from the binding times",
-        expected(scraped_at)
-    );
-    assert!(used <= 2.0 * (unix_now() - started) + 2.0, "two GPUs cannot use more than the run: {used}");
+    for &(queue, group) in queues {
+        let query = format!("muster_gpu_seconds_total{{queue=\"{queue}\"}}");
+        let value = prometheus.api("/api/v1/query", &[("query", query.clone())]).await;
+        let stamp = format!("timestamp({query})");
+        let scraped_at = number(&prometheus.api("/api/v1/query", &[("query", stamp.clone())]).await, &stamp);
+        let used = number(&value, &query);
+        assert!(expected(group, scraped_at) > 10.0, "{group} ran for a while: {}", expected(group, scraped_at));
+        // (The value may be one scrape newer than its timestamp read after it.)
+        assert!(
+            within(used, expected(group, scraped_at))
+                || within(used, expected(group, scraped_at + SCRAPE_SECONDS as f64)),
+            "{queue}: {used} GPU-seconds scraped, {} from the binding times",
+            expected(group, scraped_at)
+        );
+        let gpus = bound(group).len() as f64;
+        assert!(used <= gpus * (unix_now() - started) + 2.0, "{queue}: more than its GPUs over the run: {used}");
+    }
 
     // The report, as a platform engineer runs it.
     let before = last_scrape().await;
     let url = format!("http://127.0.0.1:{}", prometheus.port);
-    let output = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(env!("CARGO_BIN_EXE_muster"))
-            .args(["report", "--prometheus", &url, "--since", "1h", "--output", "csv"])
-            .output()
-            .expect("muster runs")
-    })
-    .await
-    .unwrap();
+    let page = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/test-artifacts/usage-report.html");
+    std::fs::create_dir_all(page.parent().unwrap()).unwrap();
+    let run = |args: Vec<String>| async move {
+        let output = tokio::task::spawn_blocking(move || {
+            std::process::Command::new(env!("CARGO_BIN_EXE_muster")).args(args).output().expect("muster runs")
+        })
+        .await
+        .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+        assert!(output.status.success(), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
+        stdout
+    };
+    let args = |output: &[&str]| -> Vec<String> {
+        ["report", "--prometheus", &url, "--since", "1h", "--output"]
+            .iter()
+            .chain(output)
+            .map(|a| a.to_string())
+            .collect()
+    };
+    let csv = run(args(&["csv"])).await;
     let after = last_scrape().await + SCRAPE_SECONDS as f64;
-    let csv = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{csv}{}", String::from_utf8_lossy(&output.stderr));
-    let row = csv.lines().find(|l| l.starts_with(&format!("{team},"))).unwrap_or_else(|| panic!("no {team}:\n{csv}"));
-    let hours: f64 = row.split(',').nth(2).unwrap().parse().unwrap();
-    // One of the team's gangs started (the other waits); it waited a little, under a minute.
-    let jobs: f64 = row.split(',').nth(6).unwrap().parse().unwrap();
-    assert_eq!(jobs, 1.0, "{csv}");
-    let p50: f64 = row.split(',').nth(7).unwrap().parse().unwrap();
-    assert!((0.0..=60.0).contains(&p50), "{csv}");
-    let (low, high) = (expected(before) / 3600.0, expected(after) / 3600.0);
-    assert!(
-        hours >= low * 0.95 && hours <= high * 1.05,
-        "muster report: {team} used {hours} GPU-hours; its binding times give {low}..{high}\n{csv}"
-    );
-    eprintln!(
-        "prometheus: queue {team} used {used:.1} GPU-seconds; `muster report` says {:.1}; binding times {:.1}..{:.1}",
-        hours * 3600.0,
-        low * 3600.0,
-        high * 3600.0
-    );
+    for &(queue, group) in queues {
+        let row =
+            csv.lines().find(|l| l.starts_with(&format!("{queue},"))).unwrap_or_else(|| panic!("no {queue}:\n{csv}"));
+        let cell = |i: usize| -> f64 { row.split(',').nth(i).unwrap().parse().unwrap() };
+        // One gang of each queue started (the team's other waits); it waited under a minute,
+        // in the queue's and its namespace's figures alike.
+        assert_eq!(cell(6), 1.0, "{csv}");
+        assert!((0.0..=60.0).contains(&cell(7)) && (0.0..=60.0).contains(&cell(9)), "{csv}");
+        let (low, high) = (expected(group, before) / 3600.0, expected(group, after) / 3600.0);
+        let hours = cell(2);
+        assert!(
+            hours >= low * 0.95 && hours <= high * 1.05,
+            "muster report: {queue} used {hours} GPU-hours; its binding times give {low}..{high}\n{csv}"
+        );
+        eprintln!(
+            "prometheus: queue {queue}: `muster report` says {:.1} GPU-seconds; binding times {:.1}..{:.1}",
+            hours * 3600.0,
+            low * 3600.0,
+            high * 3600.0
+        );
+    }
+    run(args(&["html", page.to_str().unwrap()])).await;
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert_eq!(html.matches("<svg").count(), 2, "GPUs in use and waits: {html}");
+    for &(queue, _) in queues {
+        assert!(html.contains(&format!("<td>{queue}</td>")), "{queue} in the page's tables: {html}");
+    }
+    // A line per queue that used GPUs (the two, and the default queue's held gang).
+    let in_use = &html[html.find("GPUs in use per queue").unwrap()..html.find("<h2>Waits").unwrap()];
+    assert!(in_use.matches("<polyline").count() >= 2, "{in_use}");
 }
 
 #[test]

@@ -203,7 +203,7 @@ async fn gangs_with_claims_under_random_bind_and_pod_failures_never_stay_half_bo
         GRACE_SECONDS,
         EVICTION_SLACK.as_secs(),
         metrics.bind_rollbacks.get(),
-        metrics.evictions.with_label_values(&["GangBroken"]).get(),
+        metrics.evicted_for("GangBroken"),
         settle.elapsed().as_secs_f64(),
     );
     eprintln!("{report}");

@@ -68,7 +68,27 @@ included); only the schedulerName line is replaced, or added when there is none.
 {{- fail "scheduler.name could not be written into scheduler.config: give its schedulerName a line of its own (schedulerName: NAME)" -}}
 {{- end -}}
 {{- end -}}
+{{- $auth := .Values.metrics.auth.secretName -}}
+{{- $ui := .Values.metrics.ui -}}
+{{- if or $auth (ne $ui "Protected") -}}
+{{- if regexMatch "(?m)^metricsServer:" $config -}}
+{{- fail "metrics.auth and metrics.ui write the configuration's metricsServer, which scheduler.config sets too: set it in one place" -}}
+{{- end -}}
+{{- $block := "metricsServer:\n" -}}
+{{- if $auth -}}
+{{- $block = printf "%s  bearerTokenFile: %s/%s\n" $block (include "muster.tokenDir" .) .Values.metrics.auth.secretKey -}}
+{{- end -}}
+{{- $block = printf "%s  ui: %s\n" $block $ui -}}
+{{- $config = printf "%s\n%s" (trimSuffix "\n" $config) $block -}}
+{{- end -}}
 {{- $config -}}
+{{- end }}
+
+{{/*
+Where the scheduler's pod mounts the Secret of metrics.auth.
+*/}}
+{{- define "muster.tokenDir" -}}
+/etc/muster-metrics
 {{- end }}
 
 {{/*

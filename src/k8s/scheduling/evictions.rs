@@ -6,6 +6,7 @@ use std::time::Instant;
 use super::{CycleReport, Scheduler};
 use crate::engine::model::{GangKey, PodKey};
 use crate::engine::preempt::EvictionReason;
+use crate::engine::queues::DEFAULT_QUEUE;
 use crate::k8s::cache::Cache;
 use crate::k8s::writer::Write;
 
@@ -68,7 +69,11 @@ impl Scheduler {
                 ),
             };
             tracing::info!(gang = %eviction.gang, preemptor = %eviction.preemptor, reason, pods = eviction.pods.len(), "{message}");
-            self.metrics.evictions.with_label_values(&[reason]).inc();
+            self.metrics.evicted(
+                reason,
+                snapshot.queue_of(&eviction.gang).unwrap_or(DEFAULT_QUEUE),
+                &eviction.gang.namespace,
+            );
             self.last_eviction.insert(eviction.gang.clone(), (reason, message.clone(), snapshot.now));
             writes.extend(Self::eviction_writes(cache, &eviction.gang, &eviction.pods, reason, &message));
             if eviction.whole {

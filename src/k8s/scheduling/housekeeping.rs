@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use super::{CycleReport, Scheduler, decide, seconds_since};
 use crate::engine::CycleOutcome;
 use crate::engine::model::GangKey;
+use crate::engine::queues::DEFAULT_QUEUE;
 use crate::k8s::assemble::{Assembled, ClusterView};
 use crate::k8s::cache::Cache;
 use crate::k8s::writer::{Write, WriteKey};
@@ -58,7 +59,8 @@ impl Scheduler {
         for eviction in &evictions {
             self.last_eviction
                 .insert(eviction.gang.clone(), (eviction.reason.as_str(), eviction.message.clone(), unix));
-            self.metrics.evictions.with_label_values(&[eviction.reason.as_str()]).inc();
+            let queue = assembled.snapshot.queue_of(&eviction.gang).unwrap_or(DEFAULT_QUEUE);
+            self.metrics.evicted(eviction.reason.as_str(), queue, &eviction.gang.namespace);
             self.awaiting_running.remove(&eviction.gang);
             tracing::warn!(gang = %eviction.gang, reason = eviction.reason.as_str(), pods = eviction.pods.len(), "{}", eviction.message);
             let reason = eviction.reason.as_str();

@@ -261,8 +261,8 @@ impl Scheduler {
                 if binding.needed > 0 {
                     let waited = seconds_since(binding.created);
                     self.metrics.gang_waiting.with_label_values(&["bound"]).observe(waited);
-                    self.metrics.queue_gang_waiting.with_label_values(&[binding.queue.as_str()]).observe(waited);
                     let labels = [binding.queue.as_str(), binding.gang.namespace.as_str()];
+                    self.metrics.queue_gang_waiting.with_label_values(&labels).observe(waited);
                     self.metrics.gangs_started.with_label_values(&labels).inc();
                     self.awaiting_running.insert(binding.gang.clone(), (binding.created, binding.min_member));
                 }
@@ -299,7 +299,7 @@ impl Scheduler {
                 self.metrics.gang_attempts.with_label_values(&["bind_failed"]).inc();
                 self.metrics.bind_rollbacks.inc();
                 if !evicted.is_empty() {
-                    self.metrics.evictions.with_label_values(&["BindFailed"]).inc();
+                    self.metrics.evicted("BindFailed", &binding.queue, &binding.gang.namespace);
                 }
                 let delay = self.backoff.fail(&binding.gang, now);
                 self.wake_at(now + delay);

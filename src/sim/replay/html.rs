@@ -8,19 +8,14 @@ use super::Comparison;
 use super::report::size_class;
 use super::trace::TraceJob;
 use crate::config::QueueingStrategy;
-
-/// Line colours, one per policy column (colour-blind safe).
-const COLOURS: [&str; 6] = ["#0072b2", "#e69f00", "#009e73", "#cc79a7", "#d55e00", "#56b4e9"];
-const WIDTH: f64 = 720.0;
-const HEIGHT: f64 = 240.0;
-const MARGIN: f64 = 48.0;
+use crate::html::{PAGE_STYLE, axes, colour, escape, legend, polyline, x_at, y_at};
 
 pub fn page(comparison: &Comparison, jobs: &[TraceJob], source: &str, default: QueueingStrategy) -> String {
     let mut out = String::new();
     let titles: Vec<String> = comparison.outcomes.iter().map(|o| o.placer.title(default)).collect();
     let _ = write!(
         out,
-        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>Muster replay: {}</title>\n<style>{STYLE}</style></head><body>\n",
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>Muster replay: {}</title>\n<style>{PAGE_STYLE}</style></head><body>\n",
         escape(source)
     );
     let _ = writeln!(
@@ -53,16 +48,6 @@ pub fn page(comparison: &Comparison, jobs: &[TraceJob], source: &str, default: Q
     out
 }
 
-const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:60em}\
-table{border-collapse:collapse;font-size:.9em}td,th{padding:.2em .8em;text-align:right;border-bottom:1px solid #ddd}\
-td:first-child,th:first-child{text-align:left}svg{display:block;margin:.5em 0}\
-.legend span{display:inline-block;margin-right:1.5em}.legend i{display:inline-block;width:1.5em;height:.3em;\
-vertical-align:middle;margin-right:.4em}text{font-size:11px;fill:#444}";
-
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
-}
-
 /// The figures as an HTML table, then the notes.
 fn figures_table(comparison: &Comparison, default: QueueingStrategy) -> String {
     let mut out = String::from("<table>\n");
@@ -81,69 +66,15 @@ fn figures_table(comparison: &Comparison, default: QueueingStrategy) -> String {
     out
 }
 
-fn legend(out: &mut String, titles: &[String]) {
-    out.push_str("<p class=\"legend\">");
-    for (i, title) in titles.iter().enumerate() {
-        let _ =
-            write!(out, "<span><i style=\"background:{}\"></i>{}</span>", COLOURS[i % COLOURS.len()], escape(title));
-    }
-    out.push_str("</p>\n");
-}
-
-/// Axes with `y_ticks` labelled by `y_label` and `x_ticks` by `x_label`, over [0, x_max] and
-/// [0, y_max].
-fn axes(out: &mut String, x_max: f64, y_max: f64, x_label: &dyn Fn(f64) -> String, y_label: &dyn Fn(f64) -> String) {
-    let _ = write!(
-        out,
-        "<svg width=\"{}\" height=\"{}\" role=\"img\"><g stroke=\"#bbb\">",
-        WIDTH + MARGIN + 36.0,
-        HEIGHT + 30.0
-    );
-    for i in 0..=4 {
-        let y = 5.0 + HEIGHT * (1.0 - i as f64 / 4.0);
-        let _ = write!(out, "<line x1=\"{MARGIN}\" x2=\"{}\" y1=\"{y:.1}\" y2=\"{y:.1}\"/>", MARGIN + WIDTH);
-    }
-    out.push_str("</g>");
-    for i in 0..=4 {
-        let y = 5.0 + HEIGHT * (1.0 - i as f64 / 4.0);
-        let value = y_max * i as f64 / 4.0;
-        let _ = write!(
-            out,
-            "<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
-            MARGIN - 4.0,
-            y + 4.0,
-            y_label(value)
-        );
-        let x = MARGIN + WIDTH * i as f64 / 4.0;
-        let _ = write!(
-            out,
-            "<text x=\"{x:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
-            HEIGHT + 22.0,
-            x_label(x_max * i as f64 / 4.0)
-        );
-    }
-}
-
-fn polyline(out: &mut String, points: &[(f64, f64)], colour: &str) {
-    let _ = write!(out, "<polyline fill=\"none\" stroke=\"{colour}\" stroke-width=\"1.5\" points=\"");
-    for (x, y) in points {
-        let _ = write!(out, "{x:.1},{y:.1} ");
-    }
-    out.push_str("\"/>");
-}
-
 fn in_use_plot(out: &mut String, comparison: &Comparison) {
     let total = f64::from(comparison.total_gpus.max(1));
     let hours = comparison.horizon_seconds as f64 / 3600.0;
     axes(out, hours, total, &|h| format!("{h:.0} h"), &|g| format!("{g:.0}"));
     for (i, series) in comparison.in_use.iter().enumerate() {
         let n = series.len().max(1) as f64;
-        let points: Vec<(f64, f64)> = series
-            .iter()
-            .enumerate()
-            .map(|(k, v)| (MARGIN + WIDTH * (k as f64 + 0.5) / n, 5.0 + HEIGHT * (1.0 - v / total)))
-            .collect();
-        polyline(out, &points, COLOURS[i % COLOURS.len()]);
+        let points: Vec<(f64, f64)> =
+            series.iter().enumerate().map(|(k, v)| (x_at((k as f64 + 0.5) / n), y_at(v / total))).collect();
+        polyline(out, &points, colour(i));
     }
     out.push_str("</svg>\n");
 }
@@ -162,8 +93,8 @@ fn wait_plot(out: &mut String, comparison: &Comparison, members: &[usize]) {
     for (i, waits) in comparison.waits.iter().enumerate() {
         let mut sorted: Vec<f64> = members.iter().filter_map(|&j| waits[j]).collect();
         sorted.sort_by(f64::total_cmp);
-        let x = |m: f64| MARGIN + WIDTH * m / longest;
-        let y = |share: f64| 5.0 + HEIGHT * (1.0 - share);
+        let x = |m: f64| x_at(m / longest);
+        let y = y_at;
         let mut points = vec![(x(0.0), y(0.0))];
         // One point per distinct wait, at most 400 of them.
         let step = (sorted.len() / 400).max(1);
@@ -176,7 +107,7 @@ fn wait_plot(out: &mut String, comparison: &Comparison, members: &[usize]) {
         }
         let last = points.last().map_or(y(0.0), |p| p.1);
         points.push((x(longest), last));
-        polyline(out, &points, COLOURS[i % COLOURS.len()]);
+        polyline(out, &points, colour(i));
     }
     out.push_str("</svg>\n");
 }

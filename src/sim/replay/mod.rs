@@ -13,6 +13,7 @@
 pub mod cluster;
 pub mod command;
 pub mod html;
+pub mod ledger;
 pub mod progress;
 pub mod report;
 pub mod run;

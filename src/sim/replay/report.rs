@@ -6,6 +6,7 @@ use serde::Serialize;
 
 use super::run::Replay;
 use super::trace::TraceJob;
+use crate::report::simulated::SimulatedUsage;
 use crate::sim::placer::Placer;
 
 /// Waits of one group of jobs (a size class or a queue).
@@ -67,6 +68,8 @@ pub struct Outcome {
     pub evictions: usize,
     /// Scheduling cycles run.
     pub cycles: usize,
+    /// The usage ledger, per queue: what `muster report --simulation` reads.
+    pub usage: SimulatedUsage,
 }
 
 /// Size classes by GPUs, given the GPUs of the largest node: one GPU or less, the rest of
@@ -84,7 +87,7 @@ pub fn size_class(gpus: u32, node_gpus: u32) -> (usize, String) {
     }
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
+pub(super) fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() { 0.0 } else { sorted[((sorted.len() - 1) as f64 * p).round() as usize] }
 }
 
@@ -175,5 +178,6 @@ pub fn outcome(replay: &Replay, jobs: &[TraceJob], total_gpus: u32, node_gpus: u
         },
         evictions: replay.evictions,
         cycles: replay.cycles,
+        usage: super::ledger::usage(replay, jobs, total_gpus, horizon),
     }
 }

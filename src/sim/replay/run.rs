@@ -47,6 +47,19 @@ pub struct Replay {
     pub cycles: usize,
     /// Gangs evicted (opportunistic backfill), each started again later.
     pub evictions: usize,
+    /// Per queue of the trace (its `queue` column), by name: the usage ledger.
+    pub queues: Vec<QueueRun>,
+}
+
+/// What one queue's jobs held over a replay, as the scheduler's usage ledger counts it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct QueueRun {
+    pub name: String,
+    /// GPU-seconds held by its running jobs (an evicted run counted until its eviction).
+    pub gpu_seconds: f64,
+    /// GPUs in use by its running jobs, averaged over each of [`SERIES_POINTS`] spans.
+    pub in_use: Vec<f64>,
+    pub evictions: usize,
 }
 
 /// A job's pods, as the engine asks for them.
@@ -127,6 +140,9 @@ struct State<'a> {
     large_need: i64,
     large_waiting: usize,
     running_gpus: i64,
+    /// Per job its queue's index in `replay.queues`, and per queue the GPUs it runs on.
+    queue_of: Vec<usize>,
+    running_by_queue: Vec<i64>,
     held_gpus: i64,
     started_count: usize,
     now: i64,
@@ -151,6 +167,13 @@ impl<'a> State<'a> {
             .filter(|g| *g > cluster.node_gpus)
             .min()
             .map_or(0, |g| g.min(cluster.rack_gpus) as i64);
+        let names: std::collections::BTreeSet<&str> = jobs.iter().map(|j| j.queue.as_str()).collect();
+        let names: Vec<&str> = names.into_iter().collect();
+        let queue_of = jobs.iter().map(|j| names.binary_search(&j.queue.as_str()).unwrap_or(0)).collect();
+        let queues = names
+            .iter()
+            .map(|name| QueueRun { name: name.to_string(), in_use: vec![0.0; SERIES_POINTS], ..QueueRun::default() })
+            .collect();
         State {
             cluster,
             jobs,
@@ -170,6 +193,8 @@ impl<'a> State<'a> {
             large_need,
             large_waiting: 0,
             running_gpus: 0,
+            running_by_queue: vec![0; names.len()],
+            queue_of,
             held_gpus: 0,
             started_count: 0,
             now: 0,
@@ -185,6 +210,7 @@ impl<'a> State<'a> {
                 in_use: vec![0.0; SERIES_POINTS],
                 cycles: 0,
                 evictions: 0,
+                queues,
             },
         }
     }
@@ -208,6 +234,12 @@ impl<'a> State<'a> {
             self.replay.free_while_large_waits += free as f64 * span;
         }
         spread(&mut self.replay.in_use, self.horizon, self.now, now, self.running_gpus as f64);
+        for (queue, &running) in self.replay.queues.iter_mut().zip(&self.running_by_queue) {
+            if running > 0 {
+                queue.gpu_seconds += running as f64 * span;
+                spread(&mut queue.in_use, self.horizon, self.now, now, running as f64);
+            }
+        }
         self.now = now;
     }
 
@@ -293,6 +325,7 @@ impl<'a> State<'a> {
         self.nodes_of[j] = Vec::new();
         self.placed[j] = 0;
         self.running_gpus -= self.jobs[j].total_gpus() as i64;
+        self.running_by_queue[self.queue_of[j]] -= self.jobs[j].total_gpus() as i64;
         if self.jobs[j].limit.is_some() {
             let mut i = 0;
             while i < self.ending_job.len() {
@@ -431,6 +464,7 @@ impl<'a> State<'a> {
         self.release(j);
         self.runs[j] += 1;
         self.replay.evictions += 1;
+        self.replay.queues[self.queue_of[j]].evictions += 1;
         self.replay.started[j] = None;
         self.replay.completed[j] = false;
         self.replay.stopped_at_limit[j] = false;
@@ -443,6 +477,7 @@ impl<'a> State<'a> {
         let gpus = job.total_gpus() as i64;
         self.held_gpus -= gpus;
         self.running_gpus += gpus;
+        self.running_by_queue[self.queue_of[j]] += gpus;
         self.started_count += 1;
         if self.is_large(j) {
             self.large_waiting -= 1;
@@ -468,14 +503,32 @@ fn spread(series: &mut [f64], horizon: i64, from: i64, to: i64, value: f64) {
     }
     let width = horizon as f64 / series.len() as f64;
     let (from, to) = (from as f64, (to.min(horizon)) as f64);
-    let mut at = from;
-    while at < to {
-        let i = ((at / width) as usize).min(series.len() - 1);
-        let end = ((i + 1) as f64 * width).min(to);
-        series[i] += value * (end - at) / width;
-        if end <= at {
-            break;
+    // Span by span, counting spans rather than dividing again at each boundary, where
+    // rounding could find the span just ended.
+    let (mut at, mut i) = (from, ((from / width) as usize).min(series.len() - 1));
+    while at < to && i < series.len() {
+        let end = if i + 1 == series.len() { to } else { ((i + 1) as f64 * width).min(to) };
+        if end > at {
+            series[i] += value * (end - at) / width;
+            at = end;
         }
-        at = end;
+        i += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::spread;
+
+    #[test]
+    fn a_value_spread_over_a_run_fills_every_span_it_covers() {
+        // 7260 s in 400 spans: widths that are not whole seconds.
+        let mut series = vec![0.0; 400];
+        spread(&mut series, 7260, 0, 7200, 8.0);
+        let covered = (7200.0 / (7260.0 / 400.0)) as usize;
+        assert!(series[..covered].iter().all(|v| (v - 8.0).abs() < 1e-9), "{series:?}");
+        assert!(series[covered + 1..].iter().all(|v| *v == 0.0));
+        let total: f64 = series.iter().sum::<f64>() * 7260.0 / 400.0;
+        assert!((total - 8.0 * 7200.0).abs() < 1e-6, "{total}");
     }
 }

@@ -53,24 +53,7 @@ pub fn not_yet() -> String {
     )
 }
 
-/// `text` safe inside HTML text and double-quoted attributes.
-pub fn escape(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.contains(['<', '>', '&', '"', '\'']) {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len() + 16);
-    for c in text.chars() {
-        match c {
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '&' => out.push_str("&amp;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    std::borrow::Cow::Owned(out)
-}
+pub use crate::html::escape;
 
 /// Unix seconds as an RFC 3339 time in UTC, to the second.
 fn timestamp(unix: i64) -> String {

@@ -1,0 +1,161 @@
+//! The usage ledger of a simulator run: what `muster simulate --trace --output json` writes
+//! for each policy (its `usage`), and `muster report --simulation FILE` reads back into the
+//! same report the Prometheus counters give.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Report, Usage};
+use crate::metrics::WAITING_BUCKETS;
+
+/// One policy's run, as the scheduler's ledger would have counted it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SimulatedUsage {
+    /// The run's length, in seconds from the trace's start.
+    pub seconds: f64,
+    pub fleet_gpus: f64,
+    /// GPU-hours held by pods of gangs that had not started (the per-pod baseline's).
+    pub stranded_gpu_hours: f64,
+    pub queues: Vec<QueueUsage>,
+}
+
+/// One queue (and namespace) of a simulator run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueUsage {
+    pub queue: String,
+    pub namespace: String,
+    pub gpu_hours: f64,
+    pub gpu_memory_gib_hours: f64,
+    pub jobs_started: usize,
+    /// Waits of the gangs started, submission to start, in seconds.
+    pub wait_p50_seconds: Option<f64>,
+    pub wait_p99_seconds: Option<f64>,
+    /// Gangs started within each of the waiting histogram's bounds (`muster_queue_gang_waiting_seconds`),
+    /// cumulative, then all of them.
+    pub started_within: Vec<u64>,
+    /// Gangs evicted, by reason.
+    pub evictions: BTreeMap<String, usize>,
+    /// GPUs in use, averaged over equal spans of the run.
+    pub in_use: Vec<f64>,
+}
+
+/// Per bound of [`WAITING_BUCKETS`], how many of `waits` (seconds) are within it, then all.
+pub fn started_within(waits: &[f64]) -> Vec<u64> {
+    let mut counts: Vec<u64> =
+        WAITING_BUCKETS.iter().map(|bound| waits.iter().filter(|w| **w <= *bound).count() as u64).collect();
+    counts.push(waits.len() as u64);
+    counts
+}
+
+impl Report {
+    /// The report of one simulator run; `source` says which (the trace and the policy).
+    pub fn from_simulation(usage: &SimulatedUsage, source: String) -> Report {
+        let mut report = Report {
+            source,
+            wall_clock: false,
+            from: 0.0,
+            until: usage.seconds,
+            fleet_gpus: usage.fleet_gpus,
+            stranded_gpu_hours: usage.stranded_gpu_hours,
+            ..Report::default()
+        };
+        for queue in &usage.queues {
+            let key = (queue.queue.clone(), queue.namespace.clone());
+            let unknown = f64::NAN;
+            report.usage.insert(
+                key,
+                Usage {
+                    gpu_hours: queue.gpu_hours,
+                    gpu_memory_gib_hours: queue.gpu_memory_gib_hours,
+                    jobs_started: queue.jobs_started as f64,
+                    wait_p50: queue.wait_p50_seconds.unwrap_or(unknown),
+                    wait_p99: queue.wait_p99_seconds.unwrap_or(unknown),
+                },
+            );
+            let counts = report.wait_buckets.entry(queue.queue.clone()).or_default();
+            counts.resize(queue.started_within.len().max(counts.len()), 0.0);
+            for (sum, count) in counts.iter_mut().zip(&queue.started_within) {
+                *sum += *count as f64;
+            }
+            for (reason, count) in &queue.evictions {
+                *report.evictions.entry((queue.queue.clone(), queue.namespace.clone(), reason.clone())).or_default() +=
+                    *count as f64;
+            }
+            let span = usage.seconds / queue.in_use.len().max(1) as f64;
+            let points = queue.in_use.iter().enumerate().map(|(i, gpus)| ((i as f64 + 0.5) * span, *gpus));
+            let series = report.in_use.entry(queue.queue.clone()).or_default();
+            if series.is_empty() {
+                series.extend(points);
+            } else {
+                for (point, (_, gpus)) in series.iter_mut().zip(points) {
+                    point.1 += gpus;
+                }
+            }
+        }
+        // A queue's waits over its namespaces: exact where it has one namespace.
+        let mut namespaces: BTreeMap<&str, usize> = BTreeMap::new();
+        for (queue, _) in report.usage.keys() {
+            *namespaces.entry(queue.as_str()).or_default() += 1;
+        }
+        let mut waits = BTreeMap::new();
+        for ((queue, _), usage) in &report.usage {
+            let one = namespaces[queue.as_str()] == 1;
+            let counts = &report.wait_buckets[queue];
+            let (p50, p99) = if one {
+                (usage.wait_p50, usage.wait_p99)
+            } else {
+                (super::quantile(counts, 0.5), super::quantile(counts, 0.99))
+            };
+            waits.insert(queue.clone(), (p50, p99));
+        }
+        report.waits = waits;
+        report
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waits_are_counted_in_the_histograms_buckets() {
+        let counts = started_within(&[0.5, 10.0, 100.0, 100_000.0]);
+        assert_eq!(counts.len(), WAITING_BUCKETS.len() + 1);
+        // Within 1 s: one; within 15 s: two; within 2 min: three; within a day: three; all: four.
+        assert_eq!((counts[0], counts[2], counts[5], counts[12], counts[13]), (1, 2, 3, 3, 4));
+    }
+
+    #[test]
+    fn a_simulated_run_reads_as_the_report_of_its_queues() {
+        let queue = |name: &str, gpus: f64| QueueUsage {
+            queue: name.into(),
+            namespace: "default".into(),
+            gpu_hours: gpus,
+            jobs_started: 2,
+            wait_p50_seconds: Some(30.0),
+            wait_p99_seconds: Some(600.0),
+            started_within: started_within(&[30.0, 600.0]),
+            evictions: BTreeMap::from([("Opportunistic".to_string(), 1)]),
+            in_use: vec![1.0, 2.0],
+            ..QueueUsage::default()
+        };
+        let usage = SimulatedUsage {
+            seconds: 7200.0,
+            fleet_gpus: 8.0,
+            stranded_gpu_hours: 0.0,
+            queues: vec![queue("ml", 3.0), queue("web", 1.0)],
+        };
+        let report = Report::from_simulation(&usage, "trace.csv, Backfill".into());
+        assert_eq!(report.hours(), 2.0);
+        assert_eq!(report.per_queue()["ml"], 3.0);
+        assert_eq!(report.share_of_fleet(4.0), Some(0.25));
+        assert_eq!(report.waits["web"], (30.0, 600.0));
+        assert_eq!(report.evictions_of("ml", "default"), "Opportunistic=1");
+        assert_eq!(report.in_use["ml"], vec![(1800.0, 1.0), (5400.0, 2.0)]);
+        let table = report.table();
+        assert!(table.contains("trace.csv, Backfill") && table.contains("ml") && table.contains("30s"), "{table}");
+    }
+}
