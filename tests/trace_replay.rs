@@ -179,6 +179,16 @@ fn a_replays_usage_ledger_is_reported_per_queue_as_csv_and_as_a_page() {
     let queues: Vec<&str> =
         backfill["usage"]["queues"].as_array().unwrap().iter().map(|q| q["queue"].as_str().unwrap()).collect();
     assert_eq!(queues, ["ml", "web"], "{backfill}");
+    // Per gang, the largest first: `long` 8 GPUs x 2 h, `big` 16 GPUs x 60 s, `one` 1 x 600 s.
+    let gangs: Vec<(&str, f64)> = backfill["usage"]["gangs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| (g["name"].as_str().unwrap(), g["gpuHours"].as_f64().unwrap()))
+        .collect();
+    let names: Vec<&str> = gangs.iter().map(|g| g.0).collect();
+    assert_eq!(names, ["long", "big", "one"], "{gangs:?}");
+    assert!((gangs[1].1 - 16.0 * 60.0 / 3600.0).abs() < 1e-9, "{gangs:?}");
 
     let report = |args: &[&str]| {
         let output = muster().args(["report", "--simulation", run.to_str().unwrap()]).args(args).output().unwrap();
@@ -202,11 +212,13 @@ fn a_replays_usage_ledger_is_reported_per_queue_as_csv_and_as_a_page() {
 
     let table = report(&["--output", "html", page.to_str().unwrap()]);
     assert!(table.contains("policy Backfill") && table.contains("The page:"), "{table}");
+    assert!(table.contains("the 3 largest of 3 gangs:"), "{table}");
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(!html.contains("<script") && !html.contains("src="), "self-contained");
     assert_eq!(html.matches("<svg").count(), 2, "GPUs in use and waits: {html}");
     assert_eq!(html.matches("<polyline").count(), 2 * 2, "a line per queue in each plot");
     assert!(html.contains("<td>ml</td><td>16.27</td>"), "{html}");
+    assert!(html.contains("<td>long</td><td>ml</td><td>default</td><td>16.00</td>"), "{html}");
 }
 
 #[test]

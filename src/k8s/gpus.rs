@@ -163,7 +163,9 @@ pub fn gpu_usage(view: &ClusterView<'_>, groups: &[GroupSummary], levels: &[Topo
                 pod.metadata.name.as_deref().unwrap_or_default(),
             ));
         }
-        if let Some(gpus) = usage.nodes.get_mut(node) {
+        // On a node whose GPUs DRA serves, a pod's `nvidia.com/gpu` request is served by a
+        // claim, counted with the claims below.
+        if let Some(gpus) = usage.nodes.get_mut(node).filter(|_| extended.contains(node)) {
             let n = gpus_requested(pod);
             gpus.allocated += n;
             if stranded {
@@ -311,7 +313,8 @@ mod tests {
             }))
             .unwrap()
         };
-        let mut running = pod("running", Some("d"), 0, None);
+        // It asks `nvidia.com/gpu: 1`, which its claim serves: one GPU, not two.
+        let mut running = pod("running", Some("d"), 1, None);
         running.metadata.uid = Some("uid-running".into());
         let mut waiting = pod("waiting", None, 0, None);
         waiting.metadata.uid = Some("uid-waiting".into());

@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use super::{NAMESPACE_COLUMNS, QUEUE_COLUMNS, Report};
+use super::{GANG_COLUMNS, NAMESPACE_COLUMNS, QUEUE_COLUMNS, Report};
 use crate::html::{PAGE_STYLE, axes, axes_with, colour, escape, legend, polyline, x_at, y_at};
 use crate::metrics::WAITING_BUCKETS;
 
@@ -33,6 +33,11 @@ pub fn page(report: &Report) -> String {
         report.held_gpu_hours,
         escape(&report.evictions_by_reason())
     );
+    if !report.gangs.is_empty() {
+        let shown = super::LARGEST_GANGS.min(report.gangs.len());
+        let _ = writeln!(out, "<h2>The {shown} largest of {} gangs</h2>", report.gangs.len());
+        table(&mut out, &GANG_COLUMNS, report.gang_rows().iter().map(|r| r.as_slice()));
+    }
     let queues: Vec<String> = report.in_use.keys().chain(report.wait_buckets.keys()).cloned().collect();
     let mut queues = queues;
     queues.sort();

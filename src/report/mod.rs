@@ -20,6 +20,7 @@ pub const STARTED_WITHIN: f64 = 300.0;
 
 /// The columns of [`Report::queue_rows`] and [`Report::namespace_rows`].
 pub const QUEUE_COLUMNS: [&str; 6] = ["QUEUE", "GPU-HOURS", "OF QUOTA", "OF FLEET", "WAIT P50", "WAIT P99"];
+pub const GANG_COLUMNS: [&str; 5] = ["GANG", "QUEUE", "NAMESPACE", "GPU-HOURS", "WAITED"];
 pub const NAMESPACE_COLUMNS: [&str; 8] =
     ["QUEUE", "NAMESPACE", "GPU-HOURS", "GPU-MEM GiB-H", "JOBS", "WAIT P50", "WAIT P99", "EVICTED"];
 
@@ -40,6 +41,22 @@ impl Default for Usage {
         Usage { gpu_hours: 0.0, gpu_memory_gib_hours: 0.0, jobs_started: 0.0, wait_p50: f64::NAN, wait_p99: f64::NAN }
     }
 }
+
+/// What one gang used, where the source knows gangs (a simulator run; Prometheus' series
+/// stop at queue and namespace).
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GangUsage {
+    pub name: String,
+    pub queue: String,
+    pub namespace: String,
+    pub gpu_hours: f64,
+    /// From its submission to its (last) start, when it started.
+    pub wait_seconds: Option<f64>,
+}
+
+/// How many gangs the table and the page list, the largest first.
+pub const LARGEST_GANGS: usize = 20;
 
 /// What the report says.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -69,6 +86,8 @@ pub struct Report {
     pub wait_buckets: BTreeMap<String, Vec<f64>>,
     /// Per queue: GPUs in use over the period, as (seconds after `from`, GPUs).
     pub in_use: BTreeMap<String, Vec<(f64, f64)>>,
+    /// Per gang, the most GPU-hours first, where the source knows gangs.
+    pub gangs: Vec<GangUsage>,
 }
 
 /// How much a counter rose over its samples, counting resets, from `start`: a series first
@@ -185,6 +204,21 @@ impl Report {
         rows.collect()
     }
 
+    /// The [`LARGEST_GANGS`] gangs that used the most: name, queue, namespace, GPU-hours,
+    /// wait.
+    pub fn gang_rows(&self) -> Vec<[String; 5]> {
+        let rows = self.gangs.iter().take(LARGEST_GANGS).map(|g| {
+            [
+                g.name.clone(),
+                g.queue.clone(),
+                g.namespace.clone(),
+                format!("{:.2}", g.gpu_hours),
+                duration(g.wait_seconds.unwrap_or(f64::NAN)),
+            ]
+        });
+        rows.collect()
+    }
+
     /// Gangs evicted by reason over every queue: `Reason N, ...` or `none`.
     pub fn evictions_by_reason(&self) -> String {
         let mut by_reason: BTreeMap<&str, f64> = BTreeMap::new();
@@ -224,6 +258,14 @@ impl Report {
             self.stranded_gpu_hours, self.held_gpu_hours
         );
         let _ = writeln!(out, "gangs evicted: {}", self.evictions_by_reason());
+        if !self.gangs.is_empty() {
+            let [g, q, n, h, w] = GANG_COLUMNS;
+            let _ = writeln!(out, "\nthe {} largest of {} gangs:", LARGEST_GANGS.min(self.gangs.len()), self.gangs.len());
+            let _ = writeln!(out, "{g:<32} {q:<24} {n:<24} {h:>10} {w:>9}");
+            for [g, q, n, h, w] in self.gang_rows() {
+                let _ = writeln!(out, "{g:<32} {q:<24} {n:<24} {h:>10} {w:>9}");
+            }
+        }
         out
     }
 

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Report, Usage};
+use super::{GangUsage, Report, Usage};
 use crate::metrics::WAITING_BUCKETS;
 
 /// One policy's run, as the scheduler's ledger would have counted it.
@@ -19,6 +19,9 @@ pub struct SimulatedUsage {
     /// GPU-hours held by pods of gangs that had not started (the per-pod baseline's).
     pub stranded_gpu_hours: f64,
     pub queues: Vec<QueueUsage>,
+    /// Every gang that used GPUs, the most GPU-hours first.
+    #[serde(default)]
+    pub gangs: Vec<GangUsage>,
 }
 
 /// One queue (and namespace) of a simulator run.
@@ -60,8 +63,10 @@ impl Report {
             until: usage.seconds,
             fleet_gpus: usage.fleet_gpus,
             stranded_gpu_hours: usage.stranded_gpu_hours,
+            gangs: usage.gangs.clone(),
             ..Report::default()
         };
+        report.gangs.sort_by(|a, b| b.gpu_hours.total_cmp(&a.gpu_hours));
         for queue in &usage.queues {
             let key = (queue.queue.clone(), queue.namespace.clone());
             let unknown = f64::NAN;
@@ -147,6 +152,10 @@ mod tests {
             fleet_gpus: 8.0,
             stranded_gpu_hours: 0.0,
             queues: vec![queue("ml", 3.0), queue("web", 1.0)],
+            gangs: vec![
+                GangUsage { name: "small".into(), queue: "web".into(), gpu_hours: 1.0, ..GangUsage::default() },
+                GangUsage { name: "big".into(), queue: "ml".into(), gpu_hours: 3.0, wait_seconds: Some(90.0), ..GangUsage::default() },
+            ],
         };
         let report = Report::from_simulation(&usage, "trace.csv, Backfill".into());
         assert_eq!(report.hours(), 2.0);
@@ -157,5 +166,8 @@ mod tests {
         assert_eq!(report.in_use["ml"], vec![(1800.0, 1.0), (5400.0, 2.0)]);
         let table = report.table();
         assert!(table.contains("trace.csv, Backfill") && table.contains("ml") && table.contains("30s"), "{table}");
+        // Gangs, the largest first.
+        assert_eq!(report.gang_rows()[0][..4], ["big", "ml", "", "3.00"]);
+        assert!(table.contains("the 2 largest of 2 gangs:"), "{table}");
     }
 }

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use super::report::percentile;
 use super::run::Replay;
 use super::trace::TraceJob;
+use crate::report::GangUsage;
 use crate::report::simulated::{QueueUsage, SimulatedUsage, started_within};
 
 /// The namespace a replay's pods run in.
@@ -42,8 +43,23 @@ pub fn usage(replay: &Replay, jobs: &[TraceJob], total_gpus: u32, horizon: i64) 
             in_use: queue.in_use.clone(),
         }
     });
+    let mut gangs: Vec<GangUsage> = jobs
+        .iter()
+        .zip(&replay.gpu_seconds)
+        .zip(&replay.started)
+        .filter(|((_, seconds), _)| **seconds > 0.0)
+        .map(|((job, seconds), started)| GangUsage {
+            name: job.id.clone(),
+            queue: job.queue.clone(),
+            namespace: NAMESPACE.to_string(),
+            gpu_hours: seconds / 3600.0,
+            wait_seconds: started.map(|s| (s - job.submit) as f64),
+        })
+        .collect();
+    gangs.sort_by(|a, b| b.gpu_hours.total_cmp(&a.gpu_hours));
     SimulatedUsage {
         seconds: horizon as f64,
+        gangs,
         fleet_gpus: f64::from(total_gpus),
         stranded_gpu_hours: replay.stranded / 3600.0,
         queues: queues.collect(),

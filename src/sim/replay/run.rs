@@ -49,6 +49,8 @@ pub struct Replay {
     pub evictions: usize,
     /// Per queue of the trace (its `queue` column), by name: the usage ledger.
     pub queues: Vec<QueueRun>,
+    /// Per job: the GPU-seconds its runs held (an evicted run until its eviction).
+    pub gpu_seconds: Vec<f64>,
 }
 
 /// What one queue's jobs held over a replay, as the scheduler's usage ledger counts it.
@@ -211,6 +213,7 @@ impl<'a> State<'a> {
                 cycles: 0,
                 evictions: 0,
                 queues,
+                gpu_seconds: vec![0.0; jobs.len()],
             },
         }
     }
@@ -310,8 +313,9 @@ impl<'a> State<'a> {
         self.shapes[j] = None;
     }
 
-    /// Gives back what job `j`'s pods hold.
+    /// Gives back what job `j`'s pods hold, and books what its run used.
     fn release(&mut self, j: usize) {
+        self.book(j, self.now);
         let shape = self.shapes[j].as_ref().expect("a placed job has its shape");
         if self.opportunistic.remove(&self.jobs[j].id).is_some() {
             let id = &self.jobs[j].id;
@@ -491,7 +495,21 @@ impl<'a> State<'a> {
         self.endings.push(Reverse((end, j, self.runs[j])));
     }
 
-    fn finish(self) -> Replay {
+    /// Adds job `j`'s running time until `until` to its GPU-seconds.
+    fn book(&mut self, j: usize, until: i64) {
+        if let Some(started) = self.replay.started[j] {
+            let seconds = (until.min(self.horizon) - started).max(0) as f64;
+            self.replay.gpu_seconds[j] += seconds * f64::from(self.jobs[j].total_gpus());
+        }
+    }
+
+    fn finish(mut self) -> Replay {
+        // Jobs still running at the horizon.
+        for j in 0..self.jobs.len() {
+            if !self.nodes_of[j].is_empty() {
+                self.book(j, self.horizon);
+            }
+        }
         self.replay
     }
 }
