@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::report::percentile;
+use super::percentile;
 use super::run::Replay;
 use super::trace::TraceJob;
 use crate::report::GangUsage;

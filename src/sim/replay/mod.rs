@@ -112,6 +112,11 @@ pub fn compare(
     }
 }
 
+/// The `p` quantile of `sorted` values, by nearest rank; 0 when there are none.
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() { 0.0 } else { sorted[((sorted.len() - 1) as f64 * p).round() as usize] }
+}
+
 /// `run` over every item, on as many threads as the machine has cores; results in order.
 pub fn in_parallel<T: Sync, R: Send>(items: &[T], run: impl Fn(&T) -> R + Sync) -> Vec<R> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(items.len()).max(1);

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use super::percentile;
 use super::run::Replay;
 use super::trace::TraceJob;
 use crate::report::simulated::SimulatedUsage;
@@ -85,10 +86,6 @@ pub fn size_class(gpus: u32, node_gpus: u32) -> (usize, String) {
     } else {
         (3, format!("over {} GPUs", 4 * node))
     }
-}
-
-pub(super) fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() { 0.0 } else { sorted[((sorted.len() - 1) as f64 * p).round() as usize] }
 }
 
 /// Accumulates one group's jobs.
