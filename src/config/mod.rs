@@ -11,7 +11,9 @@ use crate::engine::{CycleConfig, Queueing, Scoring};
 
 mod sections;
 
-pub use sections::{Backoff, LeaderElection, Eviction, ClientConnection, Limits, Preemption, MinRuntimeResolution, QueueImport, Queues};
+pub use sections::{
+    Backoff, ClientConnection, Eviction, LeaderElection, Limits, MinRuntimeResolution, Preemption, QueueImport, Queues,
+};
 
 #[derive(Debug, Error)]
 pub enum Error {
@@ -57,7 +59,6 @@ pub struct TopologyLevel {
     pub name: String,
     pub node_label: String,
 }
-
 
 /// A duration as Kubernetes and Muster's objects write it ("10m", "1h30m", "90s"), in
 /// seconds; never negative.

@@ -260,7 +260,8 @@ impl Report {
         let _ = writeln!(out, "gangs evicted: {}", self.evictions_by_reason());
         if !self.gangs.is_empty() {
             let [g, q, n, h, w] = GANG_COLUMNS;
-            let _ = writeln!(out, "\nthe {} largest of {} gangs:", LARGEST_GANGS.min(self.gangs.len()), self.gangs.len());
+            let _ =
+                writeln!(out, "\nthe {} largest of {} gangs:", LARGEST_GANGS.min(self.gangs.len()), self.gangs.len());
             let _ = writeln!(out, "{g:<32} {q:<24} {n:<24} {h:>10} {w:>9}");
             for [g, q, n, h, w] in self.gang_rows() {
                 let _ = writeln!(out, "{g:<32} {q:<24} {n:<24} {h:>10} {w:>9}");

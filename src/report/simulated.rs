@@ -154,7 +154,13 @@ mod tests {
             queues: vec![queue("ml", 3.0), queue("web", 1.0)],
             gangs: vec![
                 GangUsage { name: "small".into(), queue: "web".into(), gpu_hours: 1.0, ..GangUsage::default() },
-                GangUsage { name: "big".into(), queue: "ml".into(), gpu_hours: 3.0, wait_seconds: Some(90.0), ..GangUsage::default() },
+                GangUsage {
+                    name: "big".into(),
+                    queue: "ml".into(),
+                    gpu_hours: 3.0,
+                    wait_seconds: Some(90.0),
+                    ..GangUsage::default()
+                },
             ],
         };
         let report = Report::from_simulation(&usage, "trace.csv, Backfill".into());
