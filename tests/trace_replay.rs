@@ -221,6 +221,39 @@ fn a_replays_usage_ledger_is_reported_per_queue_as_csv_and_as_a_page() {
     assert!(html.contains("<td>long</td><td>ml</td><td>default</td><td>16.00</td>"), "{html}");
 }
 
+/// Workers that ask for a fraction of a GPU share GPUs by memory, packed by the scheduler's
+/// own conversion and allocator: on one node of 2 GPUs, a whole-GPU job takes one, four
+/// quarters share the other, and a fifth quarter waits until one of them ends; the ledger
+/// counts each quarter as a quarter, with its GPU memory.
+#[test]
+fn fractional_workers_share_a_gpu_and_the_ledger_counts_their_share() {
+    let trace = temp(
+        "fractions.csv",
+        "id,submit,workers,gpus,gpu_fraction,runtime,queue\n\
+         whole,0,1,1,,7200,train\n\
+         q1,0,1,0,0.25,3600,nb\nq2,0,1,0,0.25,3600,nb\nq3,0,1,0,0.25,3600,nb\nq4,0,1,0,0.25,3600,nb\n\
+         q5,10,1,0,0.25,3600,nb\n",
+    );
+    let args = ["--trace", trace.to_str().unwrap(), "--nodes", "1", "--gpus-per-node", "2"];
+    let report = replay_json(&[&args[..], &["--horizon-hours", "2", "--policy", "Backfill"]].concat());
+    assert!(report["notes"][0].as_str().unwrap().contains("the GPUs are shared by memory"), "{report}");
+    let outcome = &report["outcomes"][0];
+    assert_eq!(outcome["started"], 6, "{outcome}");
+    let gangs = outcome["usage"]["gangs"].as_array().unwrap();
+    let wait = |name: &str| gangs.iter().find(|g| g["name"] == name).unwrap()["waitSeconds"].as_f64().unwrap();
+    assert_eq!((wait("q4"), wait("q5")), (0.0, 3590.0), "the fifth quarter waits for a share: {gangs:?}");
+    let queue = |name: &str| {
+        outcome["usage"]["queues"].as_array().unwrap().iter().find(|q| q["queue"] == name).unwrap().clone()
+    };
+    // Five quarters for an hour each (the fifth from 3600 s); the whole GPU for two hours.
+    let nb = queue("nb");
+    let expected = 5.0 * 0.25;
+    assert!((nb["gpuHours"].as_f64().unwrap() - expected).abs() < 1e-6, "{nb}");
+    assert!((nb["gpuMemoryGibHours"].as_f64().unwrap() - expected * 80.0).abs() < 1e-3, "80 GiB GPUs: {nb}");
+    assert!((queue("train")["gpuHours"].as_f64().unwrap() - 2.0).abs() < 1e-6);
+    assert!((outcome["gpuUtilisation"].as_f64().unwrap() - (expected + 2.0) / 4.0).abs() < 1e-6, "{outcome}");
+}
+
 #[test]
 fn the_replay_keeps_a_reservation_and_never_splits_a_gang() {
     // Through the library: a 16-GPU gang submitted behind a stream of 1-GPU jobs gets its

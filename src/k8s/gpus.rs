@@ -142,6 +142,21 @@ pub fn gpu_usage(view: &ClusterView<'_>, groups: &[GroupSummary], levels: &[Topo
             }
         }
     }
+    // Pods with a GPU device of a claim reserved for them: on a node whose GPUs DRA serves,
+    // their GPUs are counted with the claims below, not by their `nvidia.com/gpu` request.
+    let mut gpu_claimed: HashSet<(&str, &str)> = HashSet::new();
+    for claim in &view.resource_claims {
+        let Some(status) = claim.status.as_ref() else { continue };
+        let results = status.allocation.as_ref().and_then(|a| a.devices.as_ref()).and_then(|d| d.results.as_deref());
+        let gpu = |r: &&k8s_openapi::api::resource::v1::DeviceRequestAllocationResult| {
+            device_node.contains_key(&(r.driver.as_str(), r.pool.as_str(), r.device.as_str()))
+        };
+        if results.unwrap_or_default().iter().any(|r| gpu(&r)) {
+            let namespace = claim.metadata.namespace.as_deref().unwrap_or_default();
+            let pods = status.reserved_for.iter().flatten().filter(|c| c.resource == "pods");
+            gpu_claimed.extend(pods.map(|c| (namespace, c.name.as_str())));
+        }
+    }
     let stranded_gangs: HashSet<&crate::engine::model::GangKey> =
         groups.iter().filter(|g| g.bound > 0 && g.bound < g.min_member).map(|g| &g.key).collect();
     let mut stranded_pods: HashSet<(&str, &str)> = HashSet::new();
@@ -163,9 +178,10 @@ pub fn gpu_usage(view: &ClusterView<'_>, groups: &[GroupSummary], levels: &[Topo
                 pod.metadata.name.as_deref().unwrap_or_default(),
             ));
         }
-        // On a node whose GPUs DRA serves, a pod's `nvidia.com/gpu` request is served by a
-        // claim, counted with the claims below.
-        if let Some(gpus) = usage.nodes.get_mut(node).filter(|_| extended.contains(node)) {
+        let key =
+            (pod.metadata.namespace.as_deref().unwrap_or_default(), pod.metadata.name.as_deref().unwrap_or_default());
+        let by_claim = !extended.contains(node) && gpu_claimed.contains(&key);
+        if let Some(gpus) = usage.nodes.get_mut(node).filter(|_| !by_claim) {
             let n = gpus_requested(pod);
             gpus.allocated += n;
             if stranded {
@@ -318,11 +334,13 @@ mod tests {
         running.metadata.uid = Some("uid-running".into());
         let mut waiting = pod("waiting", None, 0, None);
         waiting.metadata.uid = Some("uid-waiting".into());
+        // Bound without a claim (by hand, or by another scheduler): its request counts.
+        let stray = pod("stray", Some("d"), 1, None);
         let mut dra_node = node("d", "r1", 0);
         dra_node.status = None;
         let objects = ClusterObjects {
             nodes: vec![dra_node],
-            pods: vec![running, waiting],
+            pods: vec![running, waiting, stray],
             resource_slices: vec![slice],
             resource_claims: vec![
                 claim("used", "gpu-0", "running", "uid-running"),
@@ -331,7 +349,7 @@ mod tests {
             ..Default::default()
         };
         let usage = gpu_usage(&objects.view(), &[], &crate::config::Config::default().topology);
-        assert_eq!(usage.nodes["d"], Gpus { total: 3, allocated: 2, stranded: 0, held: 1 });
+        assert_eq!(usage.nodes["d"], Gpus { total: 3, allocated: 3, stranded: 0, held: 1 });
         assert_eq!(usage.domains[&("rack".to_string(), "r1".to_string())].held, 1);
     }
 }

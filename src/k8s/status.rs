@@ -30,6 +30,9 @@ pub fn unschedulable_condition(message: &str) -> Value {
     }]}})
 }
 
+/// How many times an unschedulable condition is tried on a pod that keeps changing under it.
+const UNBOUND_TRIES: usize = 3;
+
 /// A time in seconds since the epoch, as Kubernetes writes it.
 pub fn k8s_time(seconds: i64) -> Time {
     Time(k8s_openapi::jiff::Timestamp::from_second(seconds).unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH))
@@ -211,15 +214,47 @@ impl ApiSink {
         }
     }
 
+    /// Writes `PodScheduled=False` on `pod` if it is still unbound, and says whether it did.
+    /// The write may land after the pod was bound (a cycle decides it, the background
+    /// writer sends it later): it is made to the version of the pod read unbound, and a
+    /// conflict reads it again, so a bound pod keeps its `PodScheduled=True`.
+    async fn mark_unschedulable(&self, pod: &PodRef, message: &str) -> Result<bool, RequestError> {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
+        let params = PatchParams::default();
+        for _ in 0..UNBOUND_TRIES {
+            let current = match request::retry(self.retry, Operation::Idempotent, || pods.get(&pod.name)).await {
+                Ok(current) => current,
+                Err(e) if e.is_not_found() => return Ok(false),
+                Err(e) => return Err(e),
+            };
+            let bound = current.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some();
+            let other = pod.uid.as_ref().is_some_and(|uid| current.metadata.uid.as_ref() != Some(uid));
+            if bound || other {
+                return Ok(false);
+            }
+            let mut body = unschedulable_condition(message);
+            body["metadata"] = json!({"resourceVersion": current.metadata.resource_version});
+            let patch = Patch::Strategic(body);
+            match request::retry(self.retry, Operation::Idempotent, || pods.patch_status(&pod.name, &params, &patch))
+                .await
+            {
+                Ok(_) => return Ok(true),
+                Err(e) if e.is_conflict() => continue,
+                Err(e) if e.is_not_found() => return Ok(false),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(false)
+    }
+
     async fn apply(&self, write: &Write) -> Result<(), RequestError> {
         let params = PatchParams::default();
         match write {
             Write::Unschedulable { pod, message } => {
-                let pods: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
-                let patch = Patch::Strategic(unschedulable_condition(message));
-                request::retry(self.retry, Operation::Idempotent, || pods.patch_status(&pod.name, &params, &patch))
-                    .await?;
-                self.event(pod, true, "FailedScheduling", message, "Scheduling").await
+                if self.mark_unschedulable(pod, message).await? {
+                    self.event(pod, true, "FailedScheduling", message, "Scheduling").await?;
+                }
+                Ok(())
             }
             Write::PodEvent { pod, warning, reason, note, action } => {
                 self.event(pod, *warning, reason, note, action).await

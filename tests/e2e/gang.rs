@@ -456,3 +456,40 @@ async fn kubernetes_own_podgroup_is_a_gang_and_is_marked_initially_scheduled() {
     })
     .await;
 }
+
+/// A cycle decides a pod waits and the background writer says so later: if the pod was
+/// bound in between, the late `PodScheduled=False` must not land on it (a running pod
+/// marked Unschedulable misleads people and autoscalers). An unbound pod gets it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_unschedulable_condition_does_not_land_on_a_bound_pod() {
+    use muster::k8s::status::ApiSink;
+    use muster::k8s::writer::{PodRef, Sink, Write};
+
+    let cluster = TestCluster::new("late-condition").await;
+    let node = cluster.name("n1");
+    cluster.create_node(&builders::node(&node, 8, 64, 0, &[(TEST_LABEL, cluster.id.as_str())])).await;
+    let pods = cluster.api::<Pod>();
+    // No scheduler runs for this name: the test binds by hand.
+    let nobody = format!("nobody-{}", cluster.id);
+    for name in ["bound", "waiting"] {
+        cluster.create(&pods, &builders::pod(name, &nobody, 0, &[])).await;
+    }
+    cluster.bind("bound", &node).await;
+    let sink = ApiSink::new(cluster.client.clone(), "muster", Duration::from_secs(10));
+    for name in ["bound", "waiting"] {
+        let pod = PodRef { namespace: cluster.namespace.clone(), name: name.into(), uid: None };
+        let write = Write::Unschedulable { pod, message: "0/1 nodes fit".into() };
+        sink.write(&write).await.expect("the write is answered");
+    }
+    let scheduled = |pod: &Pod| -> Option<String> {
+        let conditions = pod.status.as_ref()?.conditions.as_ref()?;
+        conditions
+            .iter()
+            .find(|c| c.type_ == "PodScheduled")
+            .map(|c| format!("{}/{}", c.status, c.reason.clone().unwrap_or_default()))
+    };
+    let bound = pods.get("bound").await.unwrap();
+    assert_eq!(scheduled(&bound).as_deref().map(|s| s.starts_with("True")), Some(true), "{:?}", bound.status);
+    let waiting = pods.get("waiting").await.unwrap();
+    assert_eq!(scheduled(&waiting).as_deref(), Some("False/Unschedulable"), "{:?}", waiting.status);
+}

@@ -510,8 +510,10 @@ async fn gpu_seconds_match_the_binding_times(
             .iter()
             .map(|pod| {
                 let conditions = pod.status.as_ref().and_then(|s| s.conditions.as_ref()).unwrap();
-                let bound = conditions.iter().find(|c| c.type_ == "PodScheduled" && c.status == "True").unwrap();
-                bound.last_transition_time.as_ref().unwrap().0.as_second() as f64
+                let bound = conditions.iter().find(|c| c.type_ == "PodScheduled" && c.status == "True");
+                let time = bound.and_then(|c| c.last_transition_time.as_ref());
+                let time = time.unwrap_or_else(|| panic!("{group}: no binding time in {:?}", pod.status));
+                time.0.as_second() as f64
             })
             .collect()
     };

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Node as KubeNode;
 
 use crate::config::Config;
+use crate::engine::dra::model::DraSnapshot;
 use crate::engine::model::Node;
 use crate::engine::resources::{Capacity, ResourceId, ResourceNames};
 use crate::engine::topology::{DomainIndex, LevelSpec, TopologyTree};
@@ -46,6 +47,10 @@ pub struct Cluster {
     pub total_gpus: u32,
     /// GPU models the nodes carry (`nvidia.com/gpu.product`), none on a generated cluster.
     pub models: Vec<String>,
+    /// Per node: its GPUs.
+    pub gpus_of: Vec<u32>,
+    /// When fractions share the GPUs: the devices that publish them (`shared::share`).
+    pub shared: Option<Arc<DraSnapshot>>,
     /// In words, for the report.
     pub description: String,
 }
@@ -83,7 +88,8 @@ impl Cluster {
             .collect();
         let description =
             format!("{} nodes x {} GPUs in {racks} racks, 2 racks a block", shape.nodes, shape.gpus_per_node);
-        Cluster::new(names, nodes, config, description)
+        let gpus = vec![shape.gpus_per_node; shape.nodes];
+        Cluster::new(names, nodes, gpus, config, description)
     }
 
     /// From Node objects (the other objects of a `--cluster` file are not read).
@@ -100,10 +106,19 @@ impl Cluster {
             return Err("the cluster has no Node objects to replay the trace on".into());
         }
         let description = format!("{} nodes read from the cluster's files", nodes.len());
-        Ok(Cluster::new(names, nodes, config, description))
+        let gpu = names.get(GPU).expect("interned");
+        let gpus = nodes.iter().map(|n| n.allocatable.get(gpu).max(0) as u32).collect();
+        Ok(Cluster::new(names, nodes, gpus, config, description))
     }
 
-    fn new(resources: ResourceNames, nodes: Vec<Node>, config: &Config, description: String) -> Cluster {
+    /// The cluster of `nodes`, each with its GPUs in `gpus_of`.
+    pub fn new(
+        resources: ResourceNames,
+        nodes: Vec<Node>,
+        gpus_of: Vec<u32>,
+        config: &Config,
+        description: String,
+    ) -> Cluster {
         let levels =
             config.topology.iter().map(|l| LevelSpec { name: l.name.clone(), label: l.node_label.clone() }).collect();
         let mut tree = TopologyTree::new(levels);
@@ -118,7 +133,7 @@ impl Cluster {
             .collect();
         let racks = rack_of.iter().map(|r| *r as usize + 1).max().unwrap_or(1);
         let gpu = resources.get(GPU).expect("interned");
-        let node_gpus: Vec<u32> = nodes.iter().map(|n| n.allocatable.get(gpu).max(0) as u32).collect();
+        let node_gpus = &gpus_of;
         let mut per_rack = vec![0u32; racks];
         for (n, g) in node_gpus.iter().enumerate() {
             per_rack[rack_of[n] as usize] += g;
@@ -141,6 +156,8 @@ impl Cluster {
             racks,
             models,
             description,
+            gpus_of,
+            shared: None,
         }
     }
 }

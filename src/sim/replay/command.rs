@@ -81,6 +81,9 @@ pub fn run(options: &TraceOptions, config: &Config) -> Result<String, String> {
             Cluster::from_nodes(&loaded.objects.nodes, config)?
         }
     };
+    // Fractions need GPUs that several pods can share.
+    let cluster =
+        if jobs.iter().any(|j| j.gpu_fraction.is_some()) { super::shared::share(&cluster, config)? } else { cluster };
     let horizon = match options.horizon_hours {
         Some(hours) if hours > 0.0 => (hours * 3600.0) as i64,
         Some(hours) => return Err(format!("--horizon-hours {hours}: the horizon must be after the start")),

@@ -34,7 +34,7 @@ pub fn usage(replay: &Replay, jobs: &[TraceJob], total_gpus: u32, horizon: i64) 
             queue: queue.name.clone(),
             namespace: NAMESPACE.to_string(),
             gpu_hours: queue.gpu_seconds / 3600.0,
-            gpu_memory_gib_hours: 0.0,
+            gpu_memory_gib_hours: queue.memory_byte_seconds / f64::from(1u32 << 30) / 3600.0,
             jobs_started: waits.len(),
             wait_p50_seconds: at(0.5),
             wait_p99_seconds: at(0.99),

@@ -17,6 +17,8 @@ pub mod ledger;
 pub mod progress;
 pub mod report;
 pub mod run;
+pub mod series;
+pub mod shared;
 pub mod trace;
 
 use serde::Serialize;
@@ -82,7 +84,11 @@ pub fn compare(
     let replays: Vec<run::Replay> = replays.into_iter().map(|(_, replay)| replay).collect();
     let mut notes = Vec::new();
     let fractions = jobs.iter().filter(|j| j.gpu_fraction.is_some()).count();
-    if fractions > 0 {
+    if fractions > 0 && cluster.shared.is_some() {
+        notes.push(format!(
+            "{fractions} job(s) ask for a fraction of a GPU per worker: the GPUs are shared by memory (DRA devices that allow several allocations), whole GPUs asked through nvidia.com/gpu"
+        ));
+    } else if fractions > 0 {
         notes.push(format!(
             "{fractions} job(s) ask for a fraction of a GPU per worker; each such worker holds one whole GPU in this replay"
         ));

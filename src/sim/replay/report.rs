@@ -125,9 +125,10 @@ pub fn outcome(replay: &Replay, jobs: &[TraceJob], total_gpus: u32, node_gpus: u
         let run = job.limit.map_or(job.runtime, |l| l.min(job.runtime));
         let wait = (started.unwrap_or(horizon) - job.submit) as f64;
         let slowdown = ((wait + run as f64) / (run.max(600) as f64)).max(1.0);
-        let ran = started.map_or(0.0, |s| (horizon.min(s + run) - s).max(0) as f64 * f64::from(gpus));
+        let held = replay.job_gpus.get(j).copied().unwrap_or(f64::from(gpus));
+        let ran = started.map_or(0.0, |s| (horizon.min(s + run) - s).max(0) as f64 * held);
         if replay.completed[j] {
-            completed += f64::from(gpus) * job.runtime as f64;
+            completed += held * job.runtime as f64;
         }
         let (class, label) = size_class(gpus, node_gpus);
         let size = &mut sizes.entry(class).or_insert_with(|| (label, Group::default())).1;

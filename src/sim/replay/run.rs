@@ -10,11 +10,14 @@ use std::sync::Arc;
 
 use super::cluster::{Cluster, MODEL_LABEL};
 use super::progress::Progress;
+use super::series::spread;
+use super::shared::{fraction_milli, held_milli};
 use super::trace::TraceJob;
 use crate::config::Config;
+use crate::engine::dra::model::DeviceUse;
 use crate::engine::model::{
-    Ending, Gang, GangKey, GangKind, NodeConstraints, NodeIdx, Parked, PendingPod, PodKey, RunningGang, RunningPod,
-    Snapshot,
+    Ending, Gang, GangKey, GangKind, NodeConstraints, NodeIdx, Parked, PendingPod, PodDevices, PodKey, RunningGang,
+    RunningPod, Snapshot,
 };
 use crate::engine::queues::DEFAULT_QUEUE;
 use crate::engine::reason::WaitReason;
@@ -49,8 +52,10 @@ pub struct Replay {
     pub evictions: usize,
     /// Per queue of the trace (its `queue` column), by name: the usage ledger.
     pub queues: Vec<QueueRun>,
-    /// Per job: the GPU-seconds its runs held (an evicted run until its eviction).
+    /// Per job: the GPU-seconds its runs held (an evicted run until its eviction), and the
+    /// GPUs it holds while it runs (a fraction's share on shared GPUs).
     pub gpu_seconds: Vec<f64>,
+    pub job_gpus: Vec<f64>,
 }
 
 /// What one queue's jobs held over a replay, as the scheduler's usage ledger counts it.
@@ -62,14 +67,22 @@ pub struct QueueRun {
     /// GPUs in use by its running jobs, averaged over each of [`SERIES_POINTS`] spans.
     pub in_use: Vec<f64>,
     pub evictions: usize,
+    /// GPU memory held by its jobs' shares of GPUs, in byte-seconds.
+    pub memory_byte_seconds: f64,
 }
 
 /// A job's pods, as the engine asks for them.
 struct Shape {
     demand: Demand,
+    /// What a pod takes of its node's own capacity: on shared GPUs, all but the GPUs.
+    node_demand: Demand,
+    devices: Option<Arc<PodDevices>>,
     constraints: Arc<NodeConstraints>,
     topology: Option<GangTopology>,
+    /// Whole GPUs a pod takes from its rack's count (one for a fraction), and the GPUs it
+    /// holds in thousandths (its share for a fraction on shared GPUs).
     gpus: i64,
+    milli: i64,
 }
 
 /// Replays `jobs` (in submission order) on `cluster` until `horizon` seconds.
@@ -141,11 +154,19 @@ struct State<'a> {
     /// The smallest large job's GPUs (a job larger than a node), capped at a rack.
     large_need: i64,
     large_waiting: usize,
+    /// GPUs in thousandths: running, per queue, and held by jobs not started.
     running_gpus: i64,
     /// Per job its queue's index in `replay.queues`, and per queue the GPUs it runs on.
     queue_of: Vec<usize>,
     running_by_queue: Vec<i64>,
     held_gpus: i64,
+    /// Per job: the GPUs it holds while it runs, in thousandths; its devices on shared GPUs
+    /// and the GPU memory their shares consume; the devices of each GPU request size.
+    milli_of: Vec<i64>,
+    uses_of: Vec<Vec<DeviceUse>>,
+    memory_of: Vec<f64>,
+    memory_by_queue: Vec<f64>,
+    devices: HashMap<(u32, u32), Arc<PodDevices>>,
     started_count: usize,
     now: i64,
     replay: Replay,
@@ -153,16 +174,32 @@ struct State<'a> {
 
 impl<'a> State<'a> {
     fn new(cluster: &'a Cluster, jobs: &'a [TraceJob], placer: Placer, horizon: i64) -> State<'a> {
-        let snapshot = Snapshot {
+        let mut snapshot = Snapshot {
             resources: cluster.resources.clone(),
             nodes: Arc::new(cluster.nodes.clone()),
             topology: cluster.topology.clone(),
             ..Default::default()
         };
-        let mut rack_free = vec![0i64; cluster.racks];
-        for (n, node) in cluster.nodes.iter().enumerate() {
-            rack_free[cluster.rack_of[n] as usize] += node.allocatable.get(cluster.gpu).max(0);
+        let mut devices = HashMap::new();
+        if let Some(dra) = &cluster.shared {
+            snapshot.dra = (**dra).clone();
+            for job in jobs {
+                let key = (job.gpus, fraction_milli(job));
+                if let std::collections::hash_map::Entry::Vacant(entry) = devices.entry(key) {
+                    // A fraction the conversion refuses leaves the job without devices: it
+                    // waits, and the replay's note says why.
+                    if let Ok(asked) = super::shared::worker_devices(job, cluster, &mut snapshot.resources) {
+                        entry.insert(Arc::new(asked));
+                    }
+                }
+            }
         }
+        let mut rack_free = vec![0i64; cluster.racks];
+        for (n, gpus) in cluster.gpus_of.iter().enumerate() {
+            rack_free[cluster.rack_of[n] as usize] += i64::from(*gpus);
+        }
+        let shared = cluster.shared.is_some();
+        let milli_of = jobs.iter().map(|j| j.workers as i64 * held_milli(j, shared)).collect();
         let large_need = jobs
             .iter()
             .map(|j| j.total_gpus())
@@ -196,8 +233,13 @@ impl<'a> State<'a> {
             large_waiting: 0,
             running_gpus: 0,
             running_by_queue: vec![0; names.len()],
+            memory_by_queue: vec![0.0; names.len()],
             queue_of,
             held_gpus: 0,
+            milli_of,
+            uses_of: vec![Vec::new(); jobs.len()],
+            memory_of: vec![0.0; jobs.len()],
+            devices,
             started_count: 0,
             now: 0,
             replay: Replay {
@@ -214,6 +256,7 @@ impl<'a> State<'a> {
                 evictions: 0,
                 queues,
                 gpu_seconds: vec![0.0; jobs.len()],
+                job_gpus: Vec::new(),
             },
         }
     }
@@ -228,19 +271,22 @@ impl<'a> State<'a> {
         if span <= 0.0 {
             return;
         }
-        self.replay.busy += self.running_gpus as f64 * span;
-        self.replay.stranded += self.held_gpus as f64 * span;
+        self.replay.busy += self.running_gpus as f64 / 1000.0 * span;
+        self.replay.stranded += self.held_gpus as f64 / 1000.0 * span;
         if self.large_waiting > 0 && self.large_need > 0 {
             let free: i64 = self.rack_free.iter().sum();
             let unusable: i64 = self.rack_free.iter().filter(|f| **f < self.large_need).sum();
             self.replay.fragmented += unusable as f64 * span;
             self.replay.free_while_large_waits += free as f64 * span;
         }
-        spread(&mut self.replay.in_use, self.horizon, self.now, now, self.running_gpus as f64);
-        for (queue, &running) in self.replay.queues.iter_mut().zip(&self.running_by_queue) {
-            if running > 0 {
-                queue.gpu_seconds += running as f64 * span;
-                spread(&mut queue.in_use, self.horizon, self.now, now, running as f64);
+        spread(&mut self.replay.in_use, self.horizon, self.now, now, self.running_gpus as f64 / 1000.0);
+        let running = self.running_by_queue.iter().zip(&self.memory_by_queue);
+        for (queue, (&milli, &memory)) in self.replay.queues.iter_mut().zip(running) {
+            if milli > 0 {
+                let gpus = milli as f64 / 1000.0;
+                queue.gpu_seconds += gpus * span;
+                queue.memory_byte_seconds += memory * span;
+                spread(&mut queue.in_use, self.horizon, self.now, now, gpus);
             }
         }
         self.now = now;
@@ -248,9 +294,21 @@ impl<'a> State<'a> {
 
     fn shape(&self, job: &TraceJob) -> Shape {
         let cluster = self.cluster;
-        let gpus = job.gpus_per_worker() as i64;
-        let mut entries = vec![(ResourceId::PODS, 1), (cluster.gpu, gpus)];
+        let mut gpus = job.gpus_per_worker() as i64;
+        let mut entries = vec![(ResourceId::PODS, 1)];
         entries.extend([(cluster.cpu, job.cpu_milli), (cluster.memory, job.memory)].into_iter().filter(|e| e.1 > 0));
+        let node_demand = Demand::new(entries.clone());
+        let shared = cluster.shared.is_some();
+        let devices = if shared { self.devices.get(&(job.gpus, fraction_milli(job))).cloned() } else { None };
+        // On shared GPUs a fraction asks only through its devices, and takes no whole GPU from
+        // its rack's count (without devices it asks for GPUs no node lists: it waits).
+        if shared && job.gpu_fraction.is_some() && devices.is_some() {
+            gpus = 0;
+        } else {
+            entries.push((cluster.gpu, gpus));
+        }
+        let demand = Demand::new(entries);
+        let node_demand = if shared { node_demand } else { demand.clone() };
         let mut constraints = NodeConstraints::default();
         if let Some(model) = job.gpu_model.as_ref().filter(|_| !cluster.models.is_empty()) {
             constraints.node_selector.push((MODEL_LABEL.to_string(), model.clone()));
@@ -262,7 +320,8 @@ impl<'a> State<'a> {
             (_, true) => Some(GangTopology { required: None, preferred: Some(rack) }),
             _ => None,
         });
-        Shape { demand: Demand::new(entries), constraints: Arc::new(constraints), topology, gpus }
+        let milli = held_milli(job, shared);
+        Shape { demand, node_demand, devices, constraints: Arc::new(constraints), topology, gpus, milli }
     }
 
     fn submit(&mut self, j: usize) {
@@ -289,7 +348,7 @@ impl<'a> State<'a> {
             key: PodKey { namespace: "default".into(), name: format!("{}-{i}", job.id) },
             demand: shape.demand.clone(),
             constraints: shape.constraints.clone(),
-            devices: None,
+            devices: shape.devices.clone(),
         };
         if self.placer.gangs() {
             let kind = if job.workers == 1 { GangKind::Single } else { GangKind::Muster };
@@ -323,13 +382,21 @@ impl<'a> State<'a> {
         }
         let nodes = Arc::make_mut(&mut self.snapshot.nodes);
         for &n in &self.nodes_of[j] {
-            nodes[n as usize].requested.sub(&shape.demand, 1);
+            nodes[n as usize].requested.sub(&shape.node_demand, 1);
             self.rack_free[self.cluster.rack_of[n as usize] as usize] += shape.gpus;
         }
         self.nodes_of[j] = Vec::new();
         self.placed[j] = 0;
-        self.running_gpus -= self.jobs[j].total_gpus() as i64;
-        self.running_by_queue[self.queue_of[j]] -= self.jobs[j].total_gpus() as i64;
+        self.running_gpus -= self.milli_of[j];
+        self.running_by_queue[self.queue_of[j]] -= self.milli_of[j];
+        self.memory_by_queue[self.queue_of[j]] -= self.memory_of[j];
+        self.memory_of[j] = 0.0;
+        for used in std::mem::take(&mut self.uses_of[j]) {
+            let in_use = &mut self.snapshot.dra.in_use;
+            if let Some(i) = in_use.iter().position(|u| *u == used) {
+                in_use.swap_remove(i);
+            }
+        }
         if self.jobs[j].limit.is_some() {
             let mut i = 0;
             while i < self.ending_job.len() {
@@ -387,12 +454,13 @@ impl<'a> State<'a> {
             let shape = self.shapes[j].as_ref().expect("a waiting job has its shape");
             let nodes = Arc::make_mut(&mut self.snapshot.nodes);
             for &(_, n) in &placement.pods {
-                nodes[n as usize].requested.add(&shape.demand, 1);
+                nodes[n as usize].requested.add(&shape.node_demand, 1);
                 self.rack_free[self.cluster.rack_of[n as usize] as usize] -= shape.gpus;
                 self.nodes_of[j].push(n);
                 // Opportunistic gangs count as leaving whenever they are in the way.
                 if let Some(limit) = job.limit.filter(|_| placement.opportunistic.is_none()) {
-                    self.snapshot.endings.push(Ending { at: now + limit, node: n, demand: shape.demand.clone() });
+                    let demand = shape.node_demand.clone();
+                    self.snapshot.endings.push(Ending { at: now + limit, node: n, demand });
                     self.ending_job.push(j);
                 }
             }
@@ -421,7 +489,16 @@ impl<'a> State<'a> {
                 });
                 self.opportunistic.insert(job.id.clone(), j);
             }
-            self.held_gpus += shape.gpus * placement.pods.len() as i64;
+            for device in placement.claims.iter().filter_map(|c| c.allocation.as_ref()).flat_map(|a| &a.devices) {
+                let used = DeviceUse { device: device.device, admin_access: false, consumed: device.consumed.clone() };
+                if job.gpu_fraction.is_some() {
+                    let memory = used.consumed.iter().flatten().filter(|(name, _)| name == "memory");
+                    self.memory_of[j] += memory.map(|(_, q)| q.as_f64()).sum::<f64>();
+                }
+                self.snapshot.dra.in_use.push(used.clone());
+                self.uses_of[j].push(used);
+            }
+            self.held_gpus += shape.milli * placement.pods.len() as i64;
             self.placed[j] += placement.pods.len();
             if self.placed[j] == job.workers {
                 self.start(j);
@@ -436,6 +513,11 @@ impl<'a> State<'a> {
     /// on the nodes (in one rack, when it requires one) than it needs, counting GPUs alone.
     fn unpark(&mut self) {
         if self.parking.is_empty() {
+            return;
+        }
+        // Shared GPUs are counted by their devices, which this proof does not read.
+        if self.cluster.shared.is_some() {
+            self.parking.clear();
             return;
         }
         let (cluster, nodes) = (self.cluster, &self.snapshot.nodes);
@@ -478,10 +560,11 @@ impl<'a> State<'a> {
 
     fn start(&mut self, j: usize) {
         let job = &self.jobs[j];
-        let gpus = job.total_gpus() as i64;
-        self.held_gpus -= gpus;
-        self.running_gpus += gpus;
-        self.running_by_queue[self.queue_of[j]] += gpus;
+        let milli = self.milli_of[j];
+        self.held_gpus -= milli;
+        self.running_gpus += milli;
+        self.running_by_queue[self.queue_of[j]] += milli;
+        self.memory_by_queue[self.queue_of[j]] += self.memory_of[j];
         self.started_count += 1;
         if self.is_large(j) {
             self.large_waiting -= 1;
@@ -499,7 +582,7 @@ impl<'a> State<'a> {
     fn book(&mut self, j: usize, until: i64) {
         if let Some(started) = self.replay.started[j] {
             let seconds = (until.min(self.horizon) - started).max(0) as f64;
-            self.replay.gpu_seconds[j] += seconds * f64::from(self.jobs[j].total_gpus());
+            self.replay.gpu_seconds[j] += seconds * self.milli_of[j] as f64 / 1000.0;
         }
     }
 
@@ -510,43 +593,7 @@ impl<'a> State<'a> {
                 self.book(j, self.horizon);
             }
         }
+        self.replay.job_gpus = self.milli_of.iter().map(|m| *m as f64 / 1000.0).collect();
         self.replay
-    }
-}
-
-/// Adds `value` over [from, to) to the series' spans of `horizon`, as an average per span.
-fn spread(series: &mut [f64], horizon: i64, from: i64, to: i64, value: f64) {
-    if value == 0.0 || horizon <= 0 {
-        return;
-    }
-    let width = horizon as f64 / series.len() as f64;
-    let (from, to) = (from as f64, (to.min(horizon)) as f64);
-    // Span by span, counting spans rather than dividing again at each boundary, where
-    // rounding could find the span just ended.
-    let (mut at, mut i) = (from, ((from / width) as usize).min(series.len() - 1));
-    while at < to && i < series.len() {
-        let end = if i + 1 == series.len() { to } else { ((i + 1) as f64 * width).min(to) };
-        if end > at {
-            series[i] += value * (end - at) / width;
-            at = end;
-        }
-        i += 1;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::spread;
-
-    #[test]
-    fn a_value_spread_over_a_run_fills_every_span_it_covers() {
-        // 7260 s in 400 spans: widths that are not whole seconds.
-        let mut series = vec![0.0; 400];
-        spread(&mut series, 7260, 0, 7200, 8.0);
-        let covered = (7200.0 / (7260.0 / 400.0)) as usize;
-        assert!(series[..covered].iter().all(|v| (v - 8.0).abs() < 1e-9), "{series:?}");
-        assert!(series[covered + 1..].iter().all(|v| *v == 0.0));
-        let total: f64 = series.iter().sum::<f64>() * 7260.0 / 400.0;
-        assert!((total - 8.0 * 7200.0).abs() < 1e-6, "{total}");
     }
 }
