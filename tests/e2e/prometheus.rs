@@ -425,6 +425,19 @@ async fn every_dashboard_query_returns_data_from_a_real_prometheus_while_gangs_r
     })
     .await;
     tokio::time::sleep(Duration::from_secs(4 * SCRAPE_SECONDS)).await;
+    // The stray's GPU shows as stranded once a housekeeping pass has counted it and a scrape
+    // has read it, which a loaded machine may take longer to do.
+    let stranded = "max(muster_node_gpus_stranded)".to_string();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let answer = prometheus.api("/api/v1/query", &[("query", stranded.clone())]).await;
+        let value = answer["data"]["result"][0]["value"][1].as_str().and_then(|v| v.parse::<f64>().ok());
+        if value.is_some_and(|v| v > 0.0) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no stranded GPU scraped within a minute: {answer}");
+        tokio::time::sleep(Duration::from_secs(SCRAPE_SECONDS)).await;
+    }
 
     // The agent's series are scraped too, one per GPU.
     let end = unix_now();
