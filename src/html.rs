@@ -4,6 +4,7 @@
 
 use std::borrow::Cow;
 use std::fmt::Write;
+use std::path::PathBuf;
 
 /// Line colours, one per series (colour-blind safe).
 pub const COLOURS: [&str; 6] = ["#0072b2", "#e69f00", "#009e73", "#cc79a7", "#d55e00", "#56b4e9"];
@@ -36,6 +37,22 @@ pub fn escape(text: &str) -> Cow<'_, str> {
         }
     }
     Cow::Owned(out)
+}
+
+/// An `--output` argument: one of the `plain` formats (written to standard output; the
+/// first is the default), or `html FILE` (a page written to the file). The format and the
+/// page's file.
+pub fn output_argument(values: &[String], plain: &[&str]) -> Result<(String, Option<PathBuf>), String> {
+    match values {
+        [] => Ok((plain.first().copied().unwrap_or("table").to_string(), None)),
+        [kind] if plain.contains(&kind.as_str()) => Ok((kind.clone(), None)),
+        [kind, file] if kind == "html" => Ok((kind.clone(), Some(PathBuf::from(file)))),
+        [kind] if kind == "html" => Err("--output html needs a file to write the page to: --output html FILE".into()),
+        [kind, ..] if plain.contains(&kind.as_str()) => {
+            Err(format!("--output {kind} takes no file; it writes to standard output"))
+        }
+        [kind, ..] => Err(format!("--output {kind:?} is not one of {}, html FILE", plain.join(", "))),
+    }
 }
 
 /// The colour of the `i`th series.

@@ -21,19 +21,11 @@ pub enum Output {
 impl Output {
     /// `--output table`, `--output csv` or `--output html FILE`.
     pub fn parse(values: &[String]) -> Result<Output, String> {
-        match values {
-            [] => Ok(Output::Table),
-            [kind] if kind == "table" => Ok(Output::Table),
-            [kind] if kind == "csv" => Ok(Output::Csv),
-            [kind, file] if kind == "html" => Ok(Output::Html(PathBuf::from(file))),
-            [kind] if kind == "html" => {
-                Err("--output html needs a file to write the page to: --output html FILE".into())
-            }
-            [kind, ..] if ["table", "csv"].contains(&kind.as_str()) => {
-                Err(format!("--output {kind} takes no file; it writes to standard output"))
-            }
-            [kind, ..] => Err(format!("--output {kind:?} is not one of table, csv, html FILE")),
-        }
+        Ok(match crate::html::output_argument(values, &["table", "csv"])? {
+            (_, Some(page)) => Output::Html(page),
+            (kind, None) if kind == "csv" => Output::Csv,
+            _ => Output::Table,
+        })
     }
 
     /// The report written this way: the text to print (for a page, the table and where the

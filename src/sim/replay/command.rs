@@ -22,19 +22,11 @@ pub enum Format {
 impl Format {
     /// `--output table`, `--output json` or `--output html FILE`.
     pub fn parse(values: &[String]) -> Result<Format, String> {
-        match values {
-            [] => Ok(Format::Table),
-            [kind] if kind == "table" => Ok(Format::Table),
-            [kind] if kind == "json" => Ok(Format::Json),
-            [kind, file] if kind == "html" => Ok(Format::Html(PathBuf::from(file))),
-            [kind] if kind == "html" => {
-                Err("--output html needs a file to write the page to: --output html FILE".into())
-            }
-            [kind, ..] if ["table", "json"].contains(&kind.as_str()) => {
-                Err(format!("--output {kind} takes no file; it writes to standard output"))
-            }
-            [kind, ..] => Err(format!("--output {kind:?} is not one of table, json, html FILE")),
-        }
+        Ok(match crate::html::output_argument(values, &["table", "json"])? {
+            (_, Some(page)) => Format::Html(page),
+            (kind, None) if kind == "json" => Format::Json,
+            _ => Format::Table,
+        })
     }
 }
 
