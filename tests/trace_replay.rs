@@ -254,6 +254,31 @@ fn fractional_workers_share_a_gpu_and_the_ledger_counts_their_share() {
     assert!((outcome["gpuUtilisation"].as_f64().unwrap() - (expected + 2.0) / 4.0).abs() < 1e-6, "{outcome}");
 }
 
+/// On GPUs served by DRA a waiting gang's reservation keeps as many nodes as its pods need:
+/// a node of 8 devices holds one pod of 8 GPUs, not eight. Two nodes of 8 GPUs: `long` holds
+/// one GPU for 2 hours, `big` (2 x 8 GPUs) comes next, then a 1-GPU job every 10 minutes for 5
+/// hours. Reserved both nodes, `big` starts when `long` and the small jobs already running
+/// end; reserved one node, the small jobs kept the other busy until the stream ended.
+#[test]
+fn a_reservation_on_dra_gpus_keeps_the_nodes_its_pods_need() {
+    let mut trace =
+        String::from("id,submit,workers,gpus,gpu_fraction,runtime,queue\nlong,0,1,1,,7200,a\nbig,10,2,8,,3600,a\n");
+    for i in 1..=30 {
+        trace.push_str(&format!("small-{i},{},1,1,,1800,a\n", 600 * i));
+    }
+    // A fraction makes the replay publish the GPUs as DRA devices.
+    trace.push_str("tiny,20,1,0,0.5,60,a\n");
+    let trace = temp("dra-reservation.csv", &trace);
+    let args = ["--trace", trace.to_str().unwrap(), "--nodes", "2", "--racks", "1", "--horizon-hours", "8"];
+    let report = replay_json(&[&args[..], &["--policy", "Backfill"]].concat());
+    assert!(report["notes"][0].as_str().unwrap().contains("shared by memory"), "{report}");
+    let gangs = report["outcomes"][0]["usage"]["gangs"].as_array().unwrap();
+    let wait = |name: &str| gangs.iter().find(|g| g["name"] == name).and_then(|g| g["waitSeconds"].as_f64());
+    let big = wait("big").expect("big started");
+    assert!(big <= 3.0 * 3600.0, "big waited {big} s behind the stream of small jobs");
+    assert!((1..=30).all(|i| wait(&format!("small-{i}")).is_some()), "every small job ran: {gangs:?}");
+}
+
 #[test]
 fn the_replay_keeps_a_reservation_and_never_splits_a_gang() {
     // Through the library: a 16-GPU gang submitted behind a stream of 1-GPU jobs gets its

@@ -100,9 +100,11 @@ impl Workspace<'_> {
                 None => &s.demand,
             };
             let mut holds = node_ref.allocatable.fit_count(demand, needed);
-            if s.devices.is_some() {
-                // A node without devices cannot hold a pod that claims some.
-                holds = holds.min(self.snapshot.dra.node_devices.get(node as usize).map_or(0, Vec::len));
+            if let Some(d) = s.devices.as_ref() {
+                // As many pods as its devices hold, each taking the devices it asks for (a
+                // node without devices holds none).
+                let devices = self.snapshot.dra.node_devices.get(node as usize).map_or(0, Vec::len);
+                holds = holds.min(devices / super::score::devices_of(&d.pod).max(1) as usize);
             }
             if holds > 0 {
                 self.set_reserved(node, true);

@@ -27,8 +27,13 @@ pub(crate) enum Key {
 
 /// How many devices a pod's claims ask for at least (an `All` request asks for one).
 fn devices_asked(pod: &PendingPod) -> i64 {
+    pod.devices.as_deref().map_or(0, devices_of)
+}
+
+/// How many devices `devices` ask for at least: its claims' requests still to allocate and
+/// its extended resources served by DRA (a share of a device counts one).
+pub(super) fn devices_of(devices: &crate::engine::model::PodDevices) -> i64 {
     use crate::engine::dra::model::{AllocationMode, ClaimNeed};
-    let Some(devices) = &pod.devices else { return 0 };
     let claimed: i64 = devices
         .claims
         .iter()
