@@ -48,19 +48,25 @@ MUSTER_HELM_BIN="$(bash hack/build-helm.sh)"
 export MUSTER_HELM_BIN
 echo "test: helm in $MUSTER_HELM_BIN ($(( $(date +%s) - start ))s)" >&2
 
+# Installs Debian's package $1 when no $1 is on the PATH and $2 (the variable naming its
+# binary) is not set.
+install_debian_package() {
+  local package=$1 variable=$2
+  [[ -z "${!variable:-}" ]] && ! command -v "$package" >/dev/null || return 0
+  local sudo=()
+  [[ "$(id -u)" -eq 0 ]] || sudo=(sudo)
+  echo "test: installing Debian's $package package" >&2
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$package" >&2 \
+    || { "${sudo[@]}" apt-get update -q >&2 \
+      && "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$package" >&2; } \
+    || { echo "test: failed to install $package; install it or set $variable" >&2; exit 1; }
+}
+
 # Prometheus, for the test that runs every dashboard query against it (tests/e2e/prometheus.rs):
 # Debian's package when no prometheus is on the PATH. The test starts its own process, with
 # its own configuration and storage, on a free loopback port, so a service the package may
 # start beside it changes nothing.
-if [[ -z "${MUSTER_PROMETHEUS_BIN:-}" ]] && ! command -v prometheus >/dev/null; then
-  sudo=()
-  [[ "$(id -u)" -eq 0 ]] || sudo=(sudo)
-  echo "test: installing Debian's prometheus package" >&2
-  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus >&2 \
-    || { "${sudo[@]}" apt-get update -q >&2 \
-      && "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus >&2; } \
-    || { echo "test: failed to install prometheus; install it or set MUSTER_PROMETHEUS_BIN" >&2; exit 1; }
-fi
+install_debian_package prometheus MUSTER_PROMETHEUS_BIN
 MUSTER_PROMETHEUS_BIN="${MUSTER_PROMETHEUS_BIN:-$(command -v prometheus)}"
 export MUSTER_PROMETHEUS_BIN
 echo "test: prometheus at $MUSTER_PROMETHEUS_BIN ($("$MUSTER_PROMETHEUS_BIN" --version 2>&1 | head -n 1))" >&2
@@ -68,15 +74,7 @@ echo "test: prometheus at $MUSTER_PROMETHEUS_BIN ($("$MUSTER_PROMETHEUS_BIN" --v
 # Chromium, for the browser test of the page at /ui (tests/e2e/ui.rs): Debian's package when
 # no chromium is on the PATH. The test runs it headless, in a profile of its own, against
 # loopback only.
-if [[ -z "${MUSTER_CHROMIUM_BIN:-}" ]] && ! command -v chromium >/dev/null; then
-  sudo=()
-  [[ "$(id -u)" -eq 0 ]] || sudo=(sudo)
-  echo "test: installing Debian's chromium package" >&2
-  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium >&2 \
-    || { "${sudo[@]}" apt-get update -q >&2 \
-      && "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium >&2; } \
-    || { echo "test: failed to install chromium; install it or set MUSTER_CHROMIUM_BIN" >&2; exit 1; }
-fi
+install_debian_package chromium MUSTER_CHROMIUM_BIN
 MUSTER_CHROMIUM_BIN="${MUSTER_CHROMIUM_BIN:-$(command -v chromium)}"
 export MUSTER_CHROMIUM_BIN
 echo "test: chromium at $MUSTER_CHROMIUM_BIN ($("$MUSTER_CHROMIUM_BIN" --version 2>&1 | head -n 1))" >&2

@@ -64,26 +64,28 @@ pub struct FakeSource {
 
 impl FakeSource {
     pub fn new(node_name: &str, count: u32, product_name: &str) -> Self {
-        let memory_bytes = memory_from_product(product_name).unwrap_or(80 << 30);
-        let gpus = (0..count)
-            .map(|minor| Gpu {
-                minor,
-                uuid: fake_uuid(node_name, minor),
-                product_name: product_name.to_string(),
-                brand: "Nvidia".into(),
-                architecture: architecture_from_product(product_name).into(),
-                cuda_compute_capability: "9.0".into(),
-                driver_version: "580.95.05".into(),
-                cuda_driver_version: "13.0".into(),
-                pci_bus_id: format!("0000:{:02x}:00.0", 0x18 + minor * 0x10),
-                pcie_root: format!("pci0000:{:02x}", 0x17 + (minor / 2) * 0x20),
-                memory_bytes,
-                clique: None,
-                mig: Vec::new(),
-                health: Health::Healthy,
-            })
-            .collect();
-        FakeSource { gpus }
+        FakeSource { gpus: (0..count).map(|minor| fake_gpu(node_name, minor, product_name)).collect() }
+    }
+}
+
+/// One healthy GPU of `product_name`, named after the node: what the fake source publishes,
+/// and a starting point for tests.
+pub fn fake_gpu(node_name: &str, minor: u32, product_name: &str) -> Gpu {
+    Gpu {
+        minor,
+        uuid: fake_uuid(node_name, minor),
+        product_name: product_name.to_string(),
+        brand: "Nvidia".into(),
+        architecture: architecture_from_product(product_name).into(),
+        cuda_compute_capability: "9.0".into(),
+        driver_version: "580.95.05".into(),
+        cuda_driver_version: "13.0".into(),
+        pci_bus_id: format!("0000:{:02x}:00.0", 0x18 + minor * 0x10),
+        pcie_root: format!("pci0000:{:02x}", 0x17 + (minor / 2) * 0x20),
+        memory_bytes: memory_from_product(product_name).unwrap_or(80 << 30),
+        clique: None,
+        mig: Vec::new(),
+        health: Health::Healthy,
     }
 }
 

@@ -9,7 +9,8 @@ use std::time::Duration;
 use hyper_util::rt::TokioIo;
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use kube::api::{Patch, PatchParams};
-use muster::agent::gpu::{Gpu, Health, MigDevice};
+use muster::agent::gpu::{Gpu, MigDevice};
+use muster::agent::inventory::fake_gpu;
 use muster::agent::kubelet::proto::dra::dra_plugin_client::DraPluginClient;
 use muster::agent::kubelet::proto::dra::{
     Claim, Device, NodePrepareResourcesRequest, NodePrepareResourcesResponse, NodeUnprepareResourcesRequest,
@@ -66,18 +67,9 @@ fn gpu(minor: u32) -> Gpu {
     Gpu {
         minor,
         uuid: format!("GPU-{minor}{minor}{minor}{minor}1111-2222-3333-4444-555555555555"),
-        product_name: "NVIDIA H100 80GB HBM3".into(),
-        brand: "Nvidia".into(),
-        architecture: "Hopper".into(),
-        cuda_compute_capability: "9.0".into(),
-        driver_version: "580.95.05".into(),
-        cuda_driver_version: "13.0".into(),
         pci_bus_id: format!("0000:{:02x}:00.0", 0x18 + minor),
         pcie_root: "pci0000:10".into(),
-        memory_bytes: 80 << 30,
-        clique: None,
-        mig: Vec::new(),
-        health: Health::Healthy,
+        ..fake_gpu("node-a", minor, "NVIDIA H100 80GB HBM3")
     }
 }
 

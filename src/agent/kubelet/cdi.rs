@@ -279,7 +279,8 @@ fn locate<'g>(device: &str, gpus: &'g [Gpu]) -> Result<(DeviceName, &'g str), Er
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::gpu::{Health, MigDevice};
+    use crate::agent::gpu::MigDevice;
+    use crate::agent::inventory::fake_gpu;
 
     const DRIVER: &str = "gpu.muster.dev";
     const NODE: &str = "node-a";
@@ -289,18 +290,9 @@ mod tests {
         Gpu {
             minor,
             uuid: format!("GPU-0000000{minor}-aaaa-bbbb-cccc-dddddddddddd"),
-            product_name: "NVIDIA H100 80GB HBM3".into(),
-            brand: "Nvidia".into(),
-            architecture: "Hopper".into(),
-            cuda_compute_capability: "9.0".into(),
-            driver_version: "580.95.05".into(),
-            cuda_driver_version: "13.0".into(),
             pci_bus_id: format!("0000:{minor:02x}:00.0"),
             pcie_root: "pci0000:00".into(),
-            memory_bytes: 80 << 30,
-            clique: None,
-            mig: Vec::new(),
-            health: Health::Healthy,
+            ..fake_gpu("node-a", minor, "NVIDIA H100 80GB HBM3")
         }
     }
 

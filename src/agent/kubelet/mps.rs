@@ -108,7 +108,8 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity as KubeQuantity;
 
     use super::*;
-    use crate::agent::gpu::{Health, MigDevice};
+    use crate::agent::gpu::MigDevice;
+    use crate::agent::inventory::fake_gpu;
 
     const PIPES: &str = "/tmp/nvidia-mps";
 
@@ -116,18 +117,9 @@ mod tests {
         Gpu {
             minor,
             uuid: format!("GPU-{minor}"),
-            product_name: "NVIDIA H100 80GB HBM3".into(),
-            brand: "Nvidia".into(),
-            architecture: "Hopper".into(),
-            cuda_compute_capability: "9.0".into(),
-            driver_version: "580.95.05".into(),
-            cuda_driver_version: "13.0".into(),
             pci_bus_id: format!("0000:{bus:02x}:00.0"),
             pcie_root: "pci0000:00".into(),
-            memory_bytes: 80 << 30,
-            clique: None,
-            mig: Vec::new(),
-            health: Health::Healthy,
+            ..fake_gpu("node-a", minor, "NVIDIA H100 80GB HBM3")
         }
     }
 
