@@ -10,10 +10,10 @@
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
+use muster::convert::assemble::{ClusterObjects, assemble};
 use muster::engine::dra::selectors::SelectorCache;
 use muster::engine::model::Snapshot;
 use muster::engine::{CycleConfig, schedule_with};
-use muster::k8s::assemble::{ClusterObjects, assemble};
 use serde_json::json;
 
 const NODES: usize = 500;
@@ -28,7 +28,7 @@ fn typed<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> T {
 fn cluster(device_quota: bool) -> Snapshot {
     let mut objects = ClusterObjects::default();
     if device_quota {
-        let queue: muster::k8s::queue_crd::Queue = typed(json!({
+        let queue: muster::api::queue::Queue = typed(json!({
             "apiVersion": "muster.dev/v1alpha1", "kind": "Queue",
             "metadata": {"name": "team", "resourceVersion": "1"},
             "spec": {"resources": {

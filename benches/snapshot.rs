@@ -4,9 +4,9 @@
 //! Run with `cargo bench --bench snapshot`.
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use muster::k8s::assemble::{Memo, assemble_view};
-use muster::k8s::cache::Cache;
-use muster::sim::objects::{gpu_node, training_pod};
+use muster::convert::assemble::{Memo, assemble_view};
+use muster::convert::objects::{gpu_node, training_pod};
+use muster::k8s::store::cache::Cache;
 
 /// The scheduler binary's allocator, so the figure is the binary's.
 #[global_allocator]

@@ -20,12 +20,12 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use kube::runtime::watcher::Event;
 use muster::config::Config;
+use muster::convert::assemble::{Memo, assemble_view};
+use muster::convert::objects::{gpu_node, training_pod};
 use muster::engine::dra::selectors::SelectorCache;
 use muster::engine::schedule_with;
-use muster::k8s::assemble::{Memo, assemble_view};
-use muster::k8s::cache::Cache;
-use muster::k8s::watch::apply_event;
-use muster::sim::objects::{gpu_node, training_pod};
+use muster::k8s::store::cache::Cache;
+use muster::k8s::store::watch::apply_event;
 use serde_json::json;
 
 const DRIVER: &str = "gpu.example.com";

@@ -9,11 +9,11 @@ use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use muster::config::Config;
-use muster::k8s::assemble::{ClusterObjects, assemble};
-use muster::k8s::gpus::gpu_usage;
-use muster::k8s::ui_view::{Inputs, build};
-use muster::sim::objects::{gpu_node, training_pod};
+use muster::convert::assemble::{ClusterObjects, assemble};
+use muster::convert::objects::{gpu_node, training_pod};
+use muster::figures::gpus::gpu_usage;
 use muster::ui::Board;
+use muster::ui::build::{Inputs, build};
 
 /// The scheduler binary's allocator, so the figure is the binary's.
 #[global_allocator]

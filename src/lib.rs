@@ -1,32 +1,39 @@
 //! Muster: a gang scheduler for Kubernetes GPU clusters.
 //!
 //! ```text
-//!  Kubernetes API ──watch──► k8s::watch ──apply()──► k8s::cache ──snapshot()──► engine (pure)
-//!                                                       ▲                         │ plans,
-//!                                                       │ assume / forget         │ reasons
-//!  Kubernetes API ◄──writes── k8s::bind, k8s::status ◄──┴─────────────────────────┘
+//!  Kubernetes API ──watch──► k8s::store ──objects──► convert (pure) ──snapshot──► engine (pure)
+//!                               ▲                          ▲                        │ plans,
+//!                               │ assume / forget          │ same conversion        │ evictions,
+//!  Kubernetes API ◄──writes── k8s::write ◄─────────────────┼────────────────────────┘ reasons
+//!                                                          │
+//!                     sim (in-memory cluster + clock) ─────┘
 //! ```
 //!
-//! Crate map (see docs/ARCHITECTURE.md for the invariants):
+//! Crate map, lowest layer first (docs/ARCHITECTURE.md has the rooms and the invariants;
+//! `tests/architecture.rs` holds them):
+//! - [`quantity`], [`yaml`], [`html`], [`config`]: exact quantities, the YAML Muster
+//!   prints, escaping and plots for pages, the configuration file.
 //! - [`engine`]: the pure scheduling engine: a snapshot in, gang placements and reasons out.
-//! - [`agent`]: the node agent (GPUs from NVML, ResourceSlices, health, the kubelet plugin).
-//! - [`k8s`]: the shell that talks to the API server, and Muster's own API types
-//!   ([`k8s::crd`]), from which `muster crds` generates `manifests/crds/`.
-//! - [`sim`]: the simulator: the shell's conversion and the engine on an in-memory cluster.
-//! - [`metrics`]: Prometheus metrics and the `/metrics`, `/healthz`, `/readyz` server.
-//! - [`ui`]: the read-only page at `/ui` on the metrics port, rendered from the view the
-//!   scheduling loop publishes.
-//! - [`html`]: escaping and inline-SVG plots shared by the pages Muster writes.
-//! - [`config`]: the scheduler's configuration file.
-//! - [`quantity`]: Kubernetes quantities as exact numbers, shared by the engine, the shell
-//!   and the agent.
-//! - [`yaml`]: the YAML Muster prints (`muster crds`, the agent's dry run), quoted so that
-//!   YAML 1.1 and 1.2 readers alike read every string as a string.
+//! - [`api`]: the Kubernetes types Muster defines (from which `muster crds` generates
+//!   `manifests/crds/`) or reads.
+//! - [`convert`]: the pure conversion of objects into the engine's model and of decisions
+//!   back into objects, shared by the scheduler and the simulator.
+//! - [`metrics`], [`figures`]: the Prometheus registry and server; GPU, usage and queue
+//!   figures computed without I/O.
+//! - [`ui`], [`sim`], [`report`]: the read-only page at `/ui`; the simulator; usage reports.
+//! - [`k8s`]: the I/O shell: the store, the scheduling loop, the writes, the client.
+//! - [`cli`]: `muster explain`.
+//! - [`agent`]: the node agent (GPUs from NVML, ResourceSlices, health, the kubelet plugin),
+//!   beside all of it and sharing none of it.
 #![forbid(unsafe_code)]
 
 pub mod agent;
+pub mod api;
+pub mod cli;
 pub mod config;
+pub mod convert;
 pub mod engine;
+pub mod figures;
 pub mod html;
 pub mod k8s;
 pub mod metrics;

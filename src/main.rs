@@ -197,7 +197,8 @@ async fn client(
         }
         None => kube::Config::infer().await.map_err(|e| format!("no kubeconfig or in-cluster configuration: {e}"))?,
     };
-    muster::k8s::request::client(config, connection).map_err(|e| format!("failed to build a Kubernetes client: {e}"))
+    muster::k8s::client::request::client(config, connection)
+        .map_err(|e| format!("failed to build a Kubernetes client: {e}"))
 }
 
 fn init_logging(json: bool) {
@@ -245,11 +246,11 @@ fn run(command: Command) -> Result<(), String> {
         }
         Command::Explain { resource, name, namespace, config, kubeconfig } => {
             let config = load_config(config)?;
-            let target = muster::k8s::explain::target(&resource, &namespace, &name).map_err(|e| e.to_string())?;
+            let target = muster::cli::explain::target(&resource, &namespace, &name).map_err(|e| e.to_string())?;
             let runtime = tokio::runtime::Runtime::new().map_err(|e| format!("failed to start the runtime: {e}"))?;
             runtime.block_on(async {
                 let client = client(kubeconfig, &config.client_connection).await?;
-                let text = muster::k8s::explain::explain(&client, &config, &target).await.map_err(|e| e.to_string())?;
+                let text = muster::cli::explain::explain(&client, &config, &target).await.map_err(|e| e.to_string())?;
                 print!("{text}");
                 Ok(())
             })
@@ -278,7 +279,10 @@ fn run(command: Command) -> Result<(), String> {
             Ok(())
         }
         Command::Crds => {
-            print!("{}", muster::k8s::crd::definitions_yaml().map_err(|e| format!("failed to render the CRDs: {e}"))?);
+            print!(
+                "{}",
+                muster::api::pod_group::definitions_yaml().map_err(|e| format!("failed to render the CRDs: {e}"))?
+            );
             Ok(())
         }
         Command::Simulate {
@@ -321,7 +325,7 @@ fn run(command: Command) -> Result<(), String> {
             }
             if let Some(path) = generate_trace {
                 let nodes = nodes.ok_or("--generate-trace needs --nodes, the cluster the trace is made for")?;
-                print!("{}", replay::generate(&path, jobs, nodes, seed)?);
+                print!("{}", muster::sim::scenarios::generate_trace(&path, jobs, nodes, seed)?);
                 return Ok(());
             }
             if let Some(trace) = trace {

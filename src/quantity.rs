@@ -1,7 +1,7 @@
 //! Kubernetes quantities ("500m", "80Gi", "1.5", "2e3") as exact numbers.
 //!
 //! One parser for every quantity Muster reads: pod requests and node capacity (in the
-//! engine's units, through `k8s::quantity`), device capacity and consumed capacity, and the
+//! engine's units, through `convert::quantity`), device capacity and consumed capacity, and the
 //! CEL `quantity()` library. A value is kept as a whole number of nano-units, the finest
 //! precision Kubernetes keeps; anything finer is rounded up, as the API server rounds it.
 

@@ -1,11 +1,12 @@
-//! Architecture invariants, as tests: the engine is pure, modules import one way (no
-//! circles; the engine below its callers, metrics and the agent beside the scheduler's
-//! shell, not on it), and no source file outgrows one purpose.
+//! Architecture invariants, as tests that read the code's parsed paths (not its text): the
+//! engine and the conversion are pure, each layer imports only the layers below it, no two
+//! files and no two folders import each other round a circle, no source file outgrows one
+//! purpose, and every folder of `src/` is on the map (docs/ARCHITECTURE.md).
 
 #[path = "architecture/source.rs"]
 mod source;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::Path;
 
 use petgraph::algo::tarjan_scc;
@@ -17,39 +18,114 @@ use source::{Crate, rust_files};
 /// The most lines a file in src/ may have.
 const MAX_LINES: usize = 600;
 
-/// The engine's callers: the scheduler's shell, the simulator, the node agent, metrics.
-const ABOVE_THE_ENGINE: &[&str] = &["k8s", "sim", "agent", "metrics"];
+/// The layers, each a top-level folder of `src/` (or a file beside them), and what each
+/// must never import: the engine below everything; the API types and the pure conversion
+/// below the shell; the simulator beside the shell, never on it; the node agent beside the
+/// scheduler, sharing neither its engine nor its shell.
+const LAYERS: &[(&str, &[&str])] = &[
+    ("engine", &["api", "convert", "k8s", "sim", "agent", "metrics", "figures", "ui", "report", "cli", "config"]),
+    ("quantity", &["api", "convert", "k8s", "sim", "agent", "metrics", "figures", "ui", "report", "cli", "engine"]),
+    ("api", &["engine", "convert", "k8s", "sim", "agent", "metrics", "figures", "ui", "report", "cli"]),
+    ("convert", &["k8s", "sim", "agent", "metrics", "figures", "ui", "report", "cli"]),
+    ("figures", &["k8s", "sim", "agent", "ui", "report", "cli"]),
+    ("ui", &["k8s", "sim", "agent", "report", "cli"]),
+    ("sim", &["k8s", "agent", "cli", "report", "ui"]),
+    ("report", &["k8s", "agent", "cli"]),
+    ("metrics", &["k8s", "sim", "agent", "convert", "figures", "ui", "report", "cli"]),
+    ("agent", &["engine", "api", "convert", "k8s", "sim", "figures", "ui", "report", "cli"]),
+    ("k8s", &["sim", "agent", "report", "cli"]),
+];
+
+/// Paths into other crates that do I/O, keep time or run tasks; written anywhere in a
+/// file of a pure layer (a `use` or inline), they break the layer's purity.
+const IMPURE: &[&[&str]] = &[
+    &["kube", "Api"],
+    &["kube", "Client"],
+    &["kube", "runtime"],
+    &["kube", "api", "Api"],
+    &["kube", "api", "Patch"],
+    &["kube", "api", "PatchParams"],
+    &["kube", "api", "ListParams"],
+    &["kube", "api", "PostParams"],
+    &["kube", "api", "DeleteParams"],
+    &["tokio"],
+    &["futures"],
+    &["hyper"],
+    &["reqwest"],
+    &["std", "fs"],
+    &["std", "net"],
+    &["std", "process"],
+    &["std", "env"],
+    &["std", "thread"],
+    &["std", "time", "Instant"],
+    &["std", "time", "SystemTime"],
+    &["std", "time", "UNIX_EPOCH"],
+];
+
+/// What the engine may not name besides [`IMPURE`]: any Kubernetes type, logging, a clock.
+const ENGINE_ALSO: &[&[&str]] = &[&["kube"], &["k8s_openapi"], &["tracing"], &["std", "time"]];
+
+/// Macros that write to the terminal: only the binary and the shell's commands print.
+const PRINTING: &[&str] = &["println", "eprintln", "print", "eprint", "dbg"];
 
 #[test]
 fn the_engine_does_no_io_and_knows_no_kubernetes_types() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut files = Vec::new();
-    rust_files(&root.join("src/engine"), &mut files);
-    assert!(files.len() >= 5, "src/engine went missing");
-    // The quantity parser sits at the crate root, shared with the shell and the agent; the
-    // engine uses it, so it is held to the same rule.
-    files.push(root.join("src/quantity.rs"));
-    let forbidden = [
-        "kube::",
-        "k8s_openapi",
-        "tokio",
-        "std::fs",
-        "std::net",
-        "std::time",
-        "std::process",
-        "std::env",
-        "tracing::",
-        "println!",
-        "eprintln!",
-        "SystemTime",
-        "Instant",
-    ];
+    let crate_ = Crate::read();
+    let engine: Vec<_> =
+        crate_.files.iter().filter(|f| in_layer(&f.path, "engine") || in_layer(&f.path, "quantity")).collect();
+    assert!(engine.len() >= 5, "src/engine went missing");
+    let forbidden: Vec<&[&str]> = IMPURE.iter().chain(ENGINE_ALSO).copied().collect();
+    let offences = impure_paths(&engine, &forbidden);
+    assert!(offences.is_empty(), "the engine must stay pure:\n{}", offences.join("\n"));
+}
+
+#[test]
+fn the_conversion_does_no_io() {
+    let crate_ = Crate::read();
+    let convert: Vec<_> = crate_.files.iter().filter(|f| in_layer(&f.path, "convert")).collect();
+    assert!(convert.len() >= 10, "src/convert went missing");
+    let offences = impure_paths(&convert, IMPURE);
+    assert!(
+        offences.is_empty(),
+        "the conversion must stay pure (no client, no runtime, no clock):\n{}",
+        offences.join("\n")
+    );
+}
+
+#[test]
+fn each_layer_imports_only_the_layers_below_it() {
+    let crate_ = Crate::read();
+    let mut offences = Vec::new();
+    for (layer, forbidden) in LAYERS {
+        offences.extend(in_words(imports_of(&crate_, |path| in_layer(path, layer), forbidden)));
+    }
+    assert!(offences.is_empty(), "imports against the layering (docs/ARCHITECTURE.md):\n{}", offences.join("\n"));
+}
+
+/// Whether the file at `path` (`src/engine/model.rs`) is part of the top-level `layer`
+/// (`engine`: `src/engine.rs` or anything under `src/engine/`).
+fn in_layer(path: &str, layer: &str) -> bool {
+    path == format!("src/{layer}.rs") || path.starts_with(&format!("src/{layer}/"))
+}
+
+/// Each path in `files` that starts with one of `forbidden`, or a printing macro, in words.
+fn impure_paths(files: &[&source::SourceFile], forbidden: &[&[&str]]) -> Vec<String> {
+    let mut found = Vec::new();
     for file in files {
-        let text = std::fs::read_to_string(&file).expect("readable");
-        for word in forbidden {
-            assert!(!text.contains(word), "{} uses `{word}`: the engine must stay pure", file.display());
+        for path in &file.external {
+            if let Some(prefix) =
+                forbidden.iter().find(|p| path.len() >= p.len() && path.iter().zip(p.iter()).all(|(a, b)| a == b))
+            {
+                found.push(format!("{} names `{}` ({})", file.path, path.join("::"), prefix.join("::")));
+            }
+        }
+        for name in file.macros.iter().filter(|m| PRINTING.contains(&m.as_str())) {
+            found.push(format!("{} calls `{name}!`", file.path));
         }
     }
+    found.sort();
+    found.dedup();
+    found
 }
 
 /// No import circle among the library's modules.
@@ -65,16 +141,8 @@ fn the_engine_does_no_io_and_knows_no_kubernetes_types() {
 #[test]
 fn no_import_circle_among_modules() {
     let crate_ = Crate::read();
-    let mut graph = DiGraph::<usize, String>::new();
-    let nodes: Vec<NodeIndex> = (0..crate_.files.len()).map(|i| graph.add_node(i)).collect();
-    for (from, to, written) in crate_.dependencies() {
-        graph.add_edge(nodes[from], nodes[to], written);
-    }
-    let circles: Vec<String> = tarjan_scc(&graph)
-        .into_iter()
-        .filter(|component| component.len() > 1)
-        .map(|component| describe_circle(&crate_, &graph, &component))
-        .collect();
+    let graph = room_graph(&crate_, usize::MAX);
+    let circles = circles(&graph);
     assert!(
         circles.is_empty(),
         "modules import each other in a circle; move what both need into a module below both:\n{}",
@@ -82,68 +150,89 @@ fn no_import_circle_among_modules() {
     );
 }
 
+/// No import circle among folders either, at any depth: for each depth, every file counts
+/// as part of its folder that deep (`src/engine/place/shapes.rs` is `src/engine/place/` at
+/// depth 2 and `src/engine/` at depth 1), a file shallower than that as itself, and the
+/// rooms so made import one way. Prints the graph of the top-level rooms and of each
+/// folder's rooms (`cargo test --test architecture folders -- --nocapture`).
 #[test]
-fn no_source_file_over_600_lines() {
-    let long = in_words(long_files(&Crate::read()));
-    assert!(long.is_empty(), "files over {MAX_LINES} lines; split them by purpose:\n{}", long.join("\n"));
-}
-
-#[test]
-fn the_engine_imports_nothing_of_the_shell_simulator_agent_or_metrics() {
-    let offences = in_words(imports_of(&Crate::read(), in_engine, ABOVE_THE_ENGINE));
-    assert!(offences.is_empty(), "the engine must not depend on its callers:\n{}", offences.join("\n"));
-}
-
-#[test]
-fn metrics_and_the_agent_do_not_import_the_scheduler_shell() {
-    let offences = in_words(imports_of(&Crate::read(), in_metrics_or_agent, &["k8s"]));
+fn no_import_circle_among_folders() {
+    let crate_ = Crate::read();
+    let deepest = crate_.files.iter().map(|f| f.path.matches('/').count()).max().unwrap_or(1);
+    let mut found = Vec::new();
+    for depth in 1..deepest {
+        let graph = room_graph(&crate_, depth);
+        print_rooms(&graph, depth);
+        found.extend(circles(&graph));
+    }
     assert!(
-        offences.is_empty(),
-        "metrics and the node agent must not depend on the scheduler's shell (crate::k8s):\n{}",
-        offences.join("\n")
+        found.is_empty(),
+        "folders import each other in a circle; move what both need into a room below both:\n{}",
+        found.join("\n\n")
     );
 }
 
-fn in_engine(path: &str) -> bool {
-    path.starts_with("src/engine/")
+/// The rooms at `depth` (see [`room`]) and which imports which, each edge with the first
+/// import that makes it.
+fn room_graph(crate_: &Crate, depth: usize) -> DiGraph<String, String> {
+    let mut graph = DiGraph::<String, String>::new();
+    let mut index: HashMap<String, NodeIndex> = HashMap::new();
+    let mut seen = HashSet::new();
+    for (from, to, written) in crate_.dependencies() {
+        let (a, b) = (room(&crate_.files[from].path, depth), room(&crate_.files[to].path, depth));
+        if a == b {
+            continue;
+        }
+        let [na, nb] = [a, b].map(|r| *index.entry(r.clone()).or_insert_with(|| graph.add_node(r)));
+        if seen.insert((na, nb)) {
+            graph.add_edge(na, nb, format!("{} imports `{written}`", crate_.files[from].path));
+        }
+    }
+    graph
 }
 
-fn in_metrics_or_agent(path: &str) -> bool {
-    path == "src/metrics.rs" || path.starts_with("src/metrics/") || path.starts_with("src/agent/")
-}
-
-/// Files over [`MAX_LINES`], as (file, offence in words).
-fn long_files(crate_: &Crate) -> Vec<(String, String)> {
-    crate_
-        .files
-        .iter()
-        .filter(|f| f.lines > MAX_LINES)
-        .map(|f| (f.path.clone(), format!("{} has {} lines", f.path, f.lines)))
+/// Every circle of `graph`, in words: its rooms, then the shortest way round, one import a
+/// line.
+fn circles(graph: &DiGraph<String, String>) -> Vec<String> {
+    tarjan_scc(graph)
+        .into_iter()
+        .filter(|component| component.len() > 1)
+        .map(|component| {
+            let names: Vec<&str> = component.iter().map(|n| graph[*n].as_str()).collect();
+            format!("{}:\n{}", names.join(" <-> "), room_circle(graph, &component))
+        })
         .collect()
 }
 
-/// Paths into the top-level modules `forbidden` in the files `which` selects, as (file,
-/// offence in words).
-fn imports_of(crate_: &Crate, which: fn(&str) -> bool, forbidden: &[&str]) -> Vec<(String, String)> {
-    let mut found = Vec::new();
-    for file in crate_.files.iter().filter(|f| which(&f.path)) {
-        for import in &file.imports {
-            if import.absolute.first().is_some_and(|m| forbidden.contains(&m.as_str())) {
-                found.push((file.path.clone(), format!("{} imports `{}`", file.path, import.written)));
-            }
-        }
+/// The room of the file at `path` at `depth`: its folder that deep, or the file itself.
+fn room(path: &str, depth: usize) -> String {
+    let parts: Vec<&str> = path.split('/').collect();
+    if depth < usize::MAX && parts.len() - 1 > depth {
+        format!("{}/", parts[..=depth].join("/"))
+    } else {
+        path.to_string()
     }
-    found
 }
 
-/// The offences, in words.
-fn in_words(offences: Vec<(String, String)>) -> Vec<String> {
-    offences.into_iter().map(|(_, what)| what).collect()
+/// Prints which rooms each room imports, folders only, grouped by the folder they are in.
+fn print_rooms(graph: &DiGraph<String, String>, depth: usize) {
+    let mut lines: Vec<String> = graph
+        .node_indices()
+        .filter(|n| graph[*n].ends_with('/'))
+        .map(|n| {
+            let mut to: Vec<&str> = graph.edges(n).map(|e| graph[e.target()].as_str()).collect();
+            to.sort();
+            format!("  {} -> {}", graph[n], if to.is_empty() { "nothing".to_string() } else { to.join(", ") })
+        })
+        .collect();
+    lines.sort();
+    if !lines.is_empty() {
+        println!("rooms at depth {depth}:\n{}", lines.join("\n"));
+    }
 }
 
-/// The shortest circle through the first file of a strongly connected `component`, one
-/// import a line.
-fn describe_circle(crate_: &Crate, graph: &DiGraph<usize, String>, component: &[NodeIndex]) -> String {
+/// The shortest circle through the first room of `component`, one import a line.
+fn room_circle(graph: &DiGraph<String, String>, component: &[NodeIndex]) -> String {
     let start = component[0];
     let mut came_from: HashMap<NodeIndex, (NodeIndex, String)> = HashMap::new();
     let mut queue = VecDeque::from([start]);
@@ -163,8 +252,7 @@ fn describe_circle(crate_: &Crate, graph: &DiGraph<usize, String>, component: &[
     let mut steps = Vec::new();
     let mut node = start;
     while let Some((previous, written)) = came_from.get(&node) {
-        let (from, to) = (&crate_.files[graph[*previous]].path, &crate_.files[graph[node]].path);
-        steps.push(format!("  {from} imports `{written}` ({to})"));
+        steps.push(format!("  {} -> {}: {written}", graph[*previous], graph[node]));
         node = *previous;
         if node == start {
             break;
@@ -172,4 +260,61 @@ fn describe_circle(crate_: &Crate, graph: &DiGraph<usize, String>, component: &[
     }
     steps.reverse();
     steps.join("\n")
+}
+
+#[test]
+fn no_source_file_over_600_lines() {
+    let long = in_words(long_files(&Crate::read()));
+    assert!(long.is_empty(), "files over {MAX_LINES} lines; split them by purpose:\n{}", long.join("\n"));
+}
+
+/// Files over [`MAX_LINES`], as (file, offence in words).
+fn long_files(crate_: &Crate) -> Vec<(String, String)> {
+    crate_
+        .files
+        .iter()
+        .filter(|f| f.lines > MAX_LINES)
+        .map(|f| (f.path.clone(), format!("{} has {} lines", f.path, f.lines)))
+        .collect()
+}
+
+/// Paths into the top-level modules `forbidden` in the files `which` selects, as (file,
+/// offence in words).
+fn imports_of(crate_: &Crate, which: impl Fn(&str) -> bool, forbidden: &[&str]) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    for file in crate_.files.iter().filter(|f| which(&f.path)) {
+        for import in &file.imports {
+            if import.absolute.first().is_some_and(|m| forbidden.contains(&m.as_str())) {
+                found.push((file.path.clone(), format!("{} imports `{}`", file.path, import.written)));
+            }
+        }
+    }
+    found
+}
+
+/// The offences, in words.
+fn in_words(offences: Vec<(String, String)>) -> Vec<String> {
+    offences.into_iter().map(|(_, what)| what).collect()
+}
+
+#[test]
+fn every_folder_of_src_is_on_the_map() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let map = std::fs::read_to_string(root.join("docs/ARCHITECTURE.md")).expect("docs/ARCHITECTURE.md");
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    let mut missing: Vec<String> = files
+        .iter()
+        .filter_map(|f| f.parent())
+        .filter(|d| *d != root.join("src"))
+        .map(|d| format!("{}/", d.strip_prefix(root).expect("under the crate").to_string_lossy().replace('\\', "/")))
+        .filter(|folder| !map.contains(&format!("`{folder}`")))
+        .collect();
+    missing.sort();
+    missing.dedup();
+    assert!(
+        missing.is_empty(),
+        "folders of src/ with no line in docs/ARCHITECTURE.md's code map:\n{}",
+        missing.join("\n")
+    );
 }

@@ -1,9 +1,9 @@
 //! Kubernetes' CEL environment for device selectors, case by case: the expression, the
 //! device it runs on, and what Kubernetes' allocator would say (true, false, or an error).
 
-use muster::engine::dra::cel::semver::Semver;
 use muster::engine::dra::cel::{DeviceVal, MAX_COST, Selector};
 use muster::engine::dra::model::AttributeValue;
+use muster::engine::dra::semver::Semver;
 use muster::quantity::Quantity;
 
 /// An H100 as NVIDIA's DRA driver publishes it, under the driver gpu.nvidia.com.

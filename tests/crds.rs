@@ -3,7 +3,7 @@
 #[test]
 fn committed_crds_match_the_rust_types() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/crds/muster.dev.yaml");
-    let generated = muster::k8s::crd::definitions_yaml().expect("the CRDs render as YAML");
+    let generated = muster::api::pod_group::definitions_yaml().expect("the CRDs render as YAML");
     let committed = std::fs::read_to_string(&path).unwrap_or_default();
     assert!(
         committed == generated,
@@ -14,7 +14,7 @@ fn committed_crds_match_the_rust_types() {
 
 #[test]
 fn podgroup_crd_names_and_schema() {
-    let crds = muster::k8s::crd::definitions();
+    let crds = muster::api::pod_group::definitions();
     let crd = crds.iter().find(|c| c.metadata.name.as_deref() == Some("podgroups.muster.dev")).expect("podgroups CRD");
     assert_eq!(crd.spec.names.short_names.as_deref(), Some(&["mpg".to_string()][..]));
     let version = &crd.spec.versions[0];

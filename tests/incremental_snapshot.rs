@@ -4,11 +4,11 @@
 //! And it is brought up to date, not made afresh, when only pods, PodGroups or a node's
 //! taints changed.
 
+use muster::api::queue::Queue;
+use muster::convert::assemble::{Assembled, Memo, assemble_view};
+use muster::convert::objects::{gpu_node, pod_group, training_pod};
 use muster::engine::model::PodKey;
-use muster::k8s::assemble::{Assembled, Memo, assemble_view};
-use muster::k8s::cache::Cache;
-use muster::k8s::queue_crd::Queue;
-use muster::sim::objects::{gpu_node, pod_group, training_pod};
+use muster::k8s::store::cache::Cache;
 
 fn versioned<K: kube::ResourceExt>(mut object: K, version: &mut u64) -> K {
     *version += 1;

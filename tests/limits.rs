@@ -3,9 +3,9 @@
 //! pod scheduling. Through the shell's conversion and the engine, as the scheduler runs them.
 
 use muster::config::Config;
+use muster::convert::assemble::{Memo, assemble_view};
 use muster::engine::dra::selectors::SelectorCache;
 use muster::engine::schedule_with;
-use muster::k8s::assemble::{Memo, assemble_view};
 use muster::sim::load::load_str;
 
 const DRIVER: &str = "dra.example.com";

@@ -18,8 +18,8 @@ use muster::engine::{CycleConfig, CycleOutcome, schedule};
 /// `SEED_RANGE=a..b` runs other seeds, and `TRACE=1` prints each cycle.
 const SEEDS: u64 = 100_000;
 
-/// Seeds beyond the first `SEEDS` that found a chain before a rule of docs/ARCHITECTURE.md
-/// ("Preemption inside a queue is a swap" and the three after it) ended it: each rule has
+/// Seeds beyond the first `SEEDS` that found a chain before a rule of docs/decisions/
+/// (0013 "Preemption inside a queue is a swap", 0014 and 0015) ended it: each rule has
 /// seeds here that fail without it.
 const REGRESSIONS: &[u64] = &[151_619, 164_255, 360_973, 374_062, 484_440, 545_893, 620_932, 676_651, 798_635, 927_257];
 

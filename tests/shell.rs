@@ -6,12 +6,12 @@ use std::collections::HashSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::runtime::watcher::Event;
 use muster::config::Config;
+use muster::convert::assemble::{ClusterObjects, Memo, assemble_view};
+use muster::convert::objects::{gpu_node, pod_group, training_pod};
 use muster::engine::model::{GangKey, GangKind, PodKey};
-use muster::k8s::assemble::{ClusterObjects, Memo, assemble_view};
-use muster::k8s::cache::Cache;
-use muster::k8s::safety::{EvictionReason, SafetyNet};
-use muster::k8s::watch::apply_event;
-use muster::sim::objects::{gpu_node, pod_group, training_pod};
+use muster::k8s::scheduling::safety::{EvictionReason, SafetyNet};
+use muster::k8s::store::cache::Cache;
+use muster::k8s::store::watch::apply_event;
 use serde_json::json;
 
 fn pod(name: &str, group: Option<&str>) -> Pod {
@@ -112,8 +112,8 @@ fn check(
 ) -> Vec<(EvictionReason, Vec<String>)> {
     let objects = ClusterObjects { pods, muster_groups: vec![pod_group("train", 2, 0)], ..Default::default() };
     let view = objects.view();
-    let members = muster::k8s::groups::members(&view, &config.scheduler_name);
-    net.check(&view, &muster::k8s::groups::group_specs(&view), &members, config, busy, now)
+    let members = muster::convert::groups::members(&view, &config.scheduler_name);
+    net.check(&view, &muster::convert::groups::group_specs(&view), &members, config, busy, now)
         .into_iter()
         .map(|e| (e.reason, e.pods.into_iter().map(|p| p.name).collect()))
         .collect()
@@ -209,10 +209,10 @@ fn a_new_scheduler_grants_the_grace_period_to_a_gang_whose_podgroup_says_it_was_
         group.status = Some(serde_json::from_value(json!({"conditions": conditions})).unwrap());
         let objects = ClusterObjects { pods: left(), muster_groups: vec![group], ..Default::default() };
         let view = objects.view();
-        let members = muster::k8s::groups::members(&view, &config.scheduler_name);
+        let members = muster::convert::groups::members(&view, &config.scheduler_name);
         let mut net = SafetyNet::default();
         let mut evicted =
-            net.check(&view, &muster::k8s::groups::group_specs(&view), &members, &config, &HashSet::new(), now);
+            net.check(&view, &muster::convert::groups::group_specs(&view), &members, &config, &HashSet::new(), now);
         evicted.pop().map(|e| e.reason)
     };
     // Ready before: the grace period, then GangBroken.
@@ -227,7 +227,7 @@ fn a_new_scheduler_grants_the_grace_period_to_a_gang_whose_podgroup_says_it_was_
 #[test]
 fn a_ready_gang_that_lost_a_pod_says_so_in_its_status_and_a_later_scheduler_still_grants_the_grace() {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-    use muster::k8s::status::{GroupFacts, podgroup_status};
+    use muster::convert::status::{GroupFacts, podgroup_status};
     let config = Config { gang_broken_grace_seconds: 60, ..Config::default() };
     let at = |s: i64| Time(jiff::Timestamp::from_second(s).unwrap());
     let facts = GroupFacts { waiting: None, evicted: None };
@@ -247,8 +247,8 @@ fn a_ready_gang_that_lost_a_pod_says_so_in_its_status_and_a_later_scheduler_stil
     // A new leader, with no memory: the grace period, then GangBroken.
     let objects = ClusterObjects { pods: left.to_vec(), muster_groups: vec![group], ..Default::default() };
     let view = objects.view();
-    let members = muster::k8s::groups::members(&view, &config.scheduler_name);
-    let specs = muster::k8s::groups::group_specs(&view);
+    let members = muster::convert::groups::members(&view, &config.scheduler_name);
+    let specs = muster::convert::groups::group_specs(&view);
     let mut net = SafetyNet::default();
     assert!(net.check(&view, &specs, &members, &config, &HashSet::new(), 30).is_empty(), "within the grace period");
     let evicted = net.check(&view, &specs, &members, &config, &HashSet::new(), 95);
@@ -311,7 +311,7 @@ fn with_uid(mut pod: Pod, uid: &str) -> Pod {
 
 #[test]
 fn claims_of_pods_that_are_gone_are_released_after_a_grace_and_finished_pods_at_once() {
-    use muster::k8s::claim_release::{GRACE_SECONDS, ReleaseTracker};
+    use muster::k8s::scheduling::claim_release::{GRACE_SECONDS, ReleaseTracker};
     let mut cache = Cache::default();
     cache.apply_pod(with_uid(pod("running", None), "uid-running"));
     let mut done = bound(with_uid(pod("done", None), "uid-done"), "n1", "Succeeded", false, 0);
@@ -380,7 +380,7 @@ fn claiming(mut pod: Pod, uid: &str, claim: &str) -> Pod {
 
 #[test]
 fn devices_held_for_pods_that_are_not_bound_are_given_back_unless_their_gang_is_being_placed() {
-    use muster::k8s::claim_giveback::give_back;
+    use muster::k8s::scheduling::claim_giveback::give_back;
     let mut cache = Cache::default();
     // Gang a: its pods are pending with claims a leader allocated before it stopped.
     cache.apply_pod(claiming(pod("a-0", Some("a")), "uid-a0", "a0"));
@@ -459,7 +459,7 @@ fn cached_objects_are_kept_without_their_managed_fields() {
 #[test]
 fn every_eviction_moves_the_evicted_conditions_time_even_for_the_same_reason() {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-    use muster::k8s::status::{GroupFacts, podgroup_status};
+    use muster::convert::status::{GroupFacts, podgroup_status};
     let at = |s: i64| Time(jiff::Timestamp::from_second(s).unwrap());
     let mut group = pod_group("train", 2, 0);
     let first = GroupFacts { waiting: None, evicted: Some(("Reclaimed", "evicted whole for ml/a", 100)) };
@@ -487,8 +487,8 @@ fn a_gang_past_its_max_run_seconds_is_evicted_whole_and_the_loop_wakes_for_it() 
     let at = |net: &mut SafetyNet, now: i64| {
         let objects = ClusterObjects { pods: pods(), muster_groups: vec![group.clone()], ..Default::default() };
         let view = objects.view();
-        let members = muster::k8s::groups::members(&view, &config.scheduler_name);
-        let specs = muster::k8s::groups::group_specs(&view);
+        let members = muster::convert::groups::members(&view, &config.scheduler_name);
+        let specs = muster::convert::groups::group_specs(&view);
         net.check(&view, &specs, &members, &config, &HashSet::new(), now)
             .into_iter()
             .map(|e| (e.reason, e.pods.len(), e.message))

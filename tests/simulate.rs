@@ -445,7 +445,7 @@ fn pods_of_a_pytorchjob_without_a_podgroup_are_one_gang_and_wait_whole() {
 
 #[test]
 fn explain_says_where_a_gang_without_a_podgroup_comes_from() {
-    use muster::k8s::explain::{Target, explain_objects};
+    use muster::cli::explain::{Target, explain_objects};
     let loaded = muster::sim::load::load_str(&pytorchjob_on_six_gpus(), "pytorchjob.yaml").unwrap();
     let config = muster::config::Config { scheduler_name: "muster".into(), ..Default::default() };
     let target = Target::Pod { namespace: "ml".into(), name: "resnet-3".into() };

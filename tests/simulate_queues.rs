@@ -324,7 +324,7 @@ fn weights_split_the_surplus_and_a_small_demand_caps_a_share() {
 
 #[test]
 fn explain_queue_shows_the_tree_the_figures_how_the_share_was_reached_and_why_gangs_wait() {
-    use muster::k8s::explain::{Target, explain_objects};
+    use muster::cli::explain::{Target, explain_objects};
     let cluster = two_teams().gang("a-more", "team-a", 1, 1, 4, 90, None, "");
     let dir = std::env::temp_dir().join(format!("muster-explainq-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

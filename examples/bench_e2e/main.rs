@@ -294,7 +294,7 @@ async fn main() {
 
     // Muster's CRDs, established, and the bench's DeviceClass.
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in muster::k8s::crd::definitions() {
+    for crd in muster::api::pod_group::definitions() {
         let name = crd.metadata.name.clone().unwrap_or_default();
         let _ = crds.create(&PostParams::default(), &crd).await;
         let _ = tokio::time::timeout(

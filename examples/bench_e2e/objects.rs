@@ -218,12 +218,12 @@ pub async fn create_gangs(
             .collect();
         create_all(&Api::namespaced(client.clone(), ns), groups, deadline).await?
     } else {
-        let groups: Vec<muster::k8s::crd::PodGroup> = names
+        let groups: Vec<muster::api::pod_group::PodGroup> = names
             .iter()
             .map(|name| {
-                muster::k8s::crd::PodGroup::new(
+                muster::api::pod_group::PodGroup::new(
                     name,
-                    muster::k8s::crd::PodGroupSpec { min_member: min, ..Default::default() },
+                    muster::api::pod_group::PodGroupSpec { min_member: min, ..Default::default() },
                 )
             })
             .collect();
@@ -367,7 +367,7 @@ pub async fn clean_namespace(b: &Bench, ns: &str) {
     let claims: Api<ResourceClaim> = Api::namespaced(c(), ns);
     unfinalize_all(&claims).await;
     delete_all(b, &claims, &all, "claims").await;
-    let groups: Api<muster::k8s::crd::PodGroup> = Api::namespaced(c(), ns);
+    let groups: Api<muster::api::pod_group::PodGroup> = Api::namespaced(c(), ns);
     unfinalize_all(&groups).await;
     delete_all(b, &groups, &all, "Muster PodGroups").await;
     let groups: Api<KubePodGroup> = Api::namespaced(c(), ns);

@@ -16,7 +16,7 @@ use crate::report::Row;
 use crate::sched::{self, Scheduler};
 use crate::track::Tracker;
 use crate::{Bench, Progress};
-use muster::k8s::allocation::FINALIZER;
+use muster::convert::allocation::FINALIZER;
 
 /// How long a run whose pods were deleted may bind nothing before it is given up.
 const STALL: Duration = Duration::from_secs(30);

@@ -1,17 +1,18 @@
 //! One scheduling cycle: gangs in queue order, each placed whole or left waiting with its
 //! reason, under the configured queueing policy.
 
+use super::admission::{GangNeeds, QueueState};
 use super::claims::ClaimPlacement;
 use super::dra::selectors::SelectorCache;
 use super::model::{Gang, GangKey, NodeIdx, Parked, PodKey, Reservation, Snapshot};
 use super::place::{Backfilled, CapacityMemory, GangFit, Scoring, Shortfall, Timed, Workspace};
 use super::preempt::{Eviction, Evictor, PreemptionConfig, Room};
-use super::queues::admit::{admit, resolve};
-use super::queues::devices::DeviceCharges;
-use super::queues::order::Picker;
-use super::queues::{GangNeeds, QueueState, QueueingStrategy, Refusal, WithinQueue};
+use super::queues::{QueueingStrategy, Refusal, WithinQueue};
 use super::reason::{WaitReason, Waiting};
 use super::topology::DomainChoice;
+use crate::engine::admission::admit::{admit, resolve};
+use crate::engine::admission::devices::DeviceCharges;
+use crate::engine::admission::order::Picker;
 
 /// What happens behind a gang that does not fit.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -3,6 +3,7 @@
 //! A [`model::Snapshot`] goes in, a [`cycle::CycleOutcome`] comes out: the gangs placed
 //! whole, and for every gang left waiting, why, as data ([`reason`]).
 
+pub mod admission;
 pub mod build;
 pub mod claims;
 pub mod clock;
@@ -17,6 +18,8 @@ pub mod preempt;
 pub mod queues;
 pub mod reason;
 pub mod resources;
+#[cfg(test)]
+mod tests;
 pub mod topology;
 
 pub use cycle::{

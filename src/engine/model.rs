@@ -1,6 +1,6 @@
 //! The engine's compact model of a cluster: nodes, pending pods and the gangs they form.
 //!
-//! Built by the shell (`k8s::convert`) or the simulator from Kubernetes objects; nothing
+//! Built by the conversion (`convert::core`, `convert::assemble`) for the scheduler or the simulator from Kubernetes objects; nothing
 //! here knows about the Kubernetes API.
 
 use std::fmt;
@@ -225,7 +225,7 @@ pub struct RunningPod {
     /// Its `terminationGracePeriodSeconds`: how long it may take to go once evicted.
     pub grace_seconds: i64,
     /// Thousandths of GPUs it holds as GPU fractions (KAI's annotations), which queues
-    /// count under `nvidia.com/gpu` ([`fractions::held`](crate::engine::queues::fractions::held)).
+    /// count under `nvidia.com/gpu` ([`fractions::held`](crate::engine::admission::fractions::held)).
     pub gpu_milli: i64,
 }
 

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use super::clock::at;
 use super::filter::StaticRejection;
 use super::model::{GangKey, Parked, PodKey};
 
@@ -89,7 +90,7 @@ pub enum WaitReason {
     Queue(super::queues::Refusal),
     /// It does not fit in free capacity (`shortfall`), and this is where it stands with
     /// evicting others.
-    Room { shortfall: Box<WaitReason>, room: super::preempt::Room },
+    Room { shortfall: Box<WaitReason>, room: Room },
     /// Parked by the caller (see [`super::model::Parked`]): not tried again; its last
     /// reason stands.
     Unchanged,
@@ -126,7 +127,6 @@ impl WaitReason {
     /// earlier gang (a reservation moves from one cycle to the next), nor one that capacity
     /// is held for.
     pub fn parkable(&self) -> Option<Parked> {
-        use super::preempt::Room;
         match self {
             WaitReason::DoesNotFit { nodes, .. } => {
                 (!nodes.counts.contains_key(&NodeRejection::Reserved)).then_some(Parked::DidNotFit)
@@ -200,6 +200,73 @@ impl fmt::Display for Waiting {
                     write!(f, "; {} waits until this is fixed", self.gang)?;
                 }
                 Ok(())
+            }
+        }
+    }
+}
+
+/// Why a gang's pods are evicted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum EvictionReason {
+    /// For a gang of another queue that is owed the capacity (its fair share).
+    Reclaimed,
+    /// For a gang of higher priority: in the same queue, or (`borrowWithinParent`) in a
+    /// queue that must borrow from one over its quota.
+    Preempted,
+    /// It ran opportunistically in capacity held for a reservation, and the reserved gang
+    /// can start now in its place (opportunistic backfill).
+    Opportunistic,
+}
+
+impl EvictionReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EvictionReason::Reclaimed => "Reclaimed",
+            EvictionReason::Preempted => "Preempted",
+            EvictionReason::Opportunistic => "Opportunistic",
+        }
+    }
+}
+
+/// Where a gang that does not fit in free capacity stands with evictions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Room {
+    /// Pods were evicted for it in this cycle; the freed capacity is held for it.
+    Evicting { victims: Vec<GangKey>, pods: usize, reason: EvictionReason, until: i64 },
+    /// Capacity is held for it while the pods evicted for it go.
+    Reserved { until: i64 },
+    /// It may not evict anyone yet.
+    InPreemptionDelay { until: i64 },
+    /// Its queue holds its fair share already: it waits for free capacity.
+    FairShareReached { queue: String, resource: String, fair_share: String, allocated: String, needs: String },
+    /// Gangs that could make room have not run their minimum runtime.
+    ProtectedByMinRuntime { until: i64 },
+}
+
+impl fmt::Display for Room {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Room::Evicting { victims, pods, reason, until } => {
+                let names: Vec<String> = victims.iter().map(ToString::to_string).collect();
+                write!(
+                    f,
+                    "evicting {pods} pod(s) of {} ({}) to make room; the freed capacity is held for it until {}",
+                    names.join(", "),
+                    reason.as_str(),
+                    at(*until)
+                )
+            }
+            Room::Reserved { until } => {
+                write!(f, "waiting for evicted pods to exit; capacity is held for it until {}", at(*until))
+            }
+            Room::InPreemptionDelay { until } => write!(f, "in its preemption delay until {}", at(*until)),
+            Room::FairShareReached { queue, resource, fair_share, allocated, needs } => write!(
+                f,
+                "queue {queue} has reached its fair share of {fair_share} {resource} ({allocated} allocated, \
+                 the gang needs {needs}); it waits for free capacity"
+            ),
+            Room::ProtectedByMinRuntime { until } => {
+                write!(f, "the gangs that could make room are protected by their minimum runtime until {}", at(*until))
             }
         }
     }

@@ -1,52 +1,19 @@
-//! The scheduler's shell: everything that talks to the Kubernetes API server, and the
-//! conversion of Kubernetes objects into the engine's model that the simulator shares.
+//! The scheduler's I/O shell: everything that talks to the Kubernetes API server. What it
+//! reads goes through the pure conversion (`crate::convert`) to the engine; what the engine
+//! decides comes back through it as objects to write.
+//!
+//! - [`store`]: discovery, the watches and the cache they fill;
+//! - [`scheduling`]: the loop: cycles, backoff, the unschedulable pool, housekeeping and the
+//!   safety net;
+//! - [`write`]: binds, claim writes, the background writer and its sink, fencing and
+//!   leadership;
+//! - [`client`]: every request's deadline and the client-side rate limits;
+//! - [`observe`]: what `/healthz` and `/readyz` say;
+//! - [`scheduler`]: the process, all of it wired together.
 
-pub mod allocation;
-pub mod assemble;
-pub mod backoff;
-pub mod bind;
-pub mod cache;
-pub mod changes;
-pub mod claim_bind;
-pub mod claim_giveback;
-pub mod claim_release;
-pub mod cluster_topology;
-pub mod convert;
-pub mod convert_dra;
-pub mod convert_kai;
-pub mod convert_kueue;
-pub mod convert_queues;
-pub mod crd;
-pub mod discovery;
-pub mod explain;
-pub mod explain_queue;
-pub mod fence;
-pub mod foreign;
-pub mod gpus;
-pub mod group_spec;
-pub mod groups;
-pub mod health;
-pub mod interner;
-pub mod journal;
-pub mod kai_queue;
-pub mod kueue;
-pub mod leader;
-pub mod quantity;
-pub mod queue_crd;
-pub mod queue_status;
-pub mod refusals;
-pub mod relevance;
-pub mod request;
-pub mod safety;
+pub mod client;
+pub mod observe;
 pub mod scheduler;
 pub mod scheduling;
-pub mod status;
-pub mod throttle;
-pub mod tracker;
-pub mod ui_view;
-pub mod usage;
-pub mod view;
-pub mod watch;
-pub mod wire;
-pub mod workloads;
-pub mod writer;
+pub mod store;
+pub mod write;

@@ -13,15 +13,15 @@ use thiserror::Error;
 use tokio::sync::oneshot;
 use tokio::sync::watch as signal;
 
-use super::bind::{BindHook, Binder};
-use super::cache::Cache;
-use super::discovery;
-use super::health::Health;
 use super::scheduling::Scheduler;
-use super::status::ApiSink;
-use super::watch::{self, Wake};
-use super::writer::Writer;
 use crate::config::Config;
+use crate::k8s::observe::health::Health;
+use crate::k8s::store::cache::Cache;
+use crate::k8s::store::discovery;
+use crate::k8s::store::{watch, watch::Wake};
+use crate::k8s::write::bind::{BindHook, Binder};
+use crate::k8s::write::sink::ApiSink;
+use crate::k8s::write::writer::Writer;
 use crate::metrics::Metrics;
 
 #[derive(Debug, Error)]
@@ -77,7 +77,7 @@ pub async fn run(client: kube::Client, config: Config, options: Options) -> Resu
     tokio::pin!(stopped);
 
     // Caches first: discovery, every watch, and their first lists.
-    let retry = super::request::Retry::new(config.request_timeout());
+    let retry = crate::k8s::client::request::Retry::new(config.request_timeout());
     let sources = tokio::select! {
         sources = discovery::discover(&client, retry) => discovery::imported(sources?, &config.queues),
         _ = &mut stopped => return Ok(()),
@@ -103,9 +103,9 @@ pub async fn run(client: kube::Client, config: Config, options: Options) -> Resu
 
     // Writes end before another replica may lead (see `fence`).
     let fence = Arc::new(if config.leader_election.enabled {
-        super::fence::Fence::closed(config.request_timeout())
+        crate::k8s::write::fence::Fence::closed(config.request_timeout())
     } else {
-        super::fence::Fence::open()
+        crate::k8s::write::fence::Fence::open()
     });
     let term = |client: kube::Client| lead(client, &config, &options, &cache, &wake, &health, &fence);
     if !config.leader_election.enabled {
@@ -117,15 +117,16 @@ pub async fn run(client: kube::Client, config: Config, options: Options) -> Resu
         }
         return Ok(());
     }
-    let identity = options.identity.clone().unwrap_or_else(super::leader::default_identity);
-    let settings = super::leader::LeaseSettings::from_config(&config, identity.clone());
+    let identity = options.identity.clone().unwrap_or_else(crate::k8s::write::leader::default_identity);
+    let settings = crate::k8s::write::leader::LeaseSettings::from_config(&config, identity.clone());
     let lease = format!("{}/{}", settings.namespace, settings.name);
     tracing::info!(%lease, %identity, "leader election on; waiting for the lease");
     let (leading_tx, mut leading) = signal::channel(false);
     let (stop_election, election_stopped) = oneshot::channel::<()>();
     let mut election = tokio::task::JoinSet::new();
-    let elector = super::leader::Election { leading: leading_tx, health: health.clone(), fence: fence.clone() };
-    election.spawn(super::leader::elect(client.clone(), settings, elector, async move {
+    let elector =
+        crate::k8s::write::leader::Election { leading: leading_tx, health: health.clone(), fence: fence.clone() };
+    election.spawn(crate::k8s::write::leader::elect(client.clone(), settings, elector, async move {
         let _ = election_stopped.await;
     }));
     let result = loop {
@@ -163,7 +164,7 @@ async fn lead(
     cache: &Arc<Mutex<Cache>>,
     wake: &Arc<Wake>,
     health: &Arc<Health>,
-    fence: &Arc<super::fence::Fence>,
+    fence: &Arc<crate::k8s::write::fence::Fence>,
 ) {
     let metrics = options.metrics.clone();
     // GPU usage counts while this term leads, and stops with it however it ends.
@@ -175,7 +176,7 @@ async fn lead(
     let sink = Arc::new(ApiSink::new(client.clone(), &config.scheduler_name, deadline));
     // A write is one or two requests, each with its deadline; the writer's own is a backstop.
     let writer = Writer::new(sink, deadline * 4, metrics.clone())
-        .with_refusals(super::refusals::RefusalPolicy::from_config(&config.eviction))
+        .with_refusals(crate::k8s::write::refusals::RefusalPolicy::from_config(&config.eviction))
         .with_fence(fence.clone());
     writer.set_leading(true);
     let binder = Arc::new(

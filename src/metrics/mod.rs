@@ -3,7 +3,7 @@
 //! Names follow Prometheus' conventions: a `muster_` prefix, base units (`_seconds`), and
 //! `_total` on counters only. docs/metrics.md lists every metric with its meaning.
 //! Nothing here is measured inside the engine: the shell times its calls into it, and the
-//! GPU figures are computed from the cluster's objects in `k8s::gpus`. The HTTP server for
+//! GPU figures are computed from the cluster's objects in `figures::gpus`. The HTTP server for
 //! `/metrics`, `/healthz` and `/readyz`, shared with the node agent, is [`server`]; who may
 //! read it, [`access`].
 

@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 
 use super::Report;
 use super::prometheus::Prometheus;
-use super::simulated::SimulatedUsage;
 use crate::config::Config;
 use crate::sim::placer::Placer;
+use crate::sim::replay::usage::SimulatedUsage;
 
 /// How the report is written.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use crate::metrics::WAITING_BUCKETS;
+use crate::sim::replay::usage::GangUsage;
 
 /// A counter first seen this long after the period began started within it: its first
 /// sample counts whole. One seen earlier was already counting: only its increases count.
@@ -40,19 +41,6 @@ impl Default for Usage {
     fn default() -> Usage {
         Usage { gpu_hours: 0.0, gpu_memory_gib_hours: 0.0, jobs_started: 0.0, wait_p50: f64::NAN, wait_p99: f64::NAN }
     }
-}
-
-/// What one gang used, where the source knows gangs (a simulator run; Prometheus' series
-/// stop at queue and namespace).
-#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct GangUsage {
-    pub name: String,
-    pub queue: String,
-    pub namespace: String,
-    pub gpu_hours: f64,
-    /// From its submission to its (last) start, when it started.
-    pub wait_seconds: Option<f64>,
 }
 
 /// How many gangs the table and the page list, the largest first.

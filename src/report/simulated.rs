@@ -1,57 +1,11 @@
-//! The usage ledger of a simulator run: what `muster simulate --trace --output json` writes
-//! for each policy (its `usage`), and `muster report --simulation FILE` reads back into the
-//! same report the Prometheus counters give.
+//! The report of a simulator run: the usage its ledger wrote
+//! ([`SimulatedUsage`](crate::sim::replay::usage::SimulatedUsage)) read into the same report
+//! the Prometheus counters give.
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-
-use super::{GangUsage, Report, Usage};
-use crate::metrics::WAITING_BUCKETS;
-
-/// One policy's run, as the scheduler's ledger would have counted it.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SimulatedUsage {
-    /// The run's length, in seconds from the trace's start.
-    pub seconds: f64,
-    pub fleet_gpus: f64,
-    /// GPU-hours held by pods of gangs that had not started (the per-pod baseline's).
-    pub stranded_gpu_hours: f64,
-    pub queues: Vec<QueueUsage>,
-    /// Every gang that used GPUs, the most GPU-hours first.
-    #[serde(default)]
-    pub gangs: Vec<GangUsage>,
-}
-
-/// One queue (and namespace) of a simulator run.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct QueueUsage {
-    pub queue: String,
-    pub namespace: String,
-    pub gpu_hours: f64,
-    pub gpu_memory_gib_hours: f64,
-    pub jobs_started: usize,
-    /// Waits of the gangs started, submission to start, in seconds.
-    pub wait_p50_seconds: Option<f64>,
-    pub wait_p99_seconds: Option<f64>,
-    /// Gangs started within each of the waiting histogram's bounds (`muster_queue_gang_waiting_seconds`),
-    /// cumulative, then all of them.
-    pub started_within: Vec<u64>,
-    /// Gangs evicted, by reason.
-    pub evictions: BTreeMap<String, usize>,
-    /// GPUs in use, averaged over equal spans of the run.
-    pub in_use: Vec<f64>,
-}
-
-/// Per bound of [`WAITING_BUCKETS`], how many of `waits` (seconds) are within it, then all.
-pub fn started_within(waits: &[f64]) -> Vec<u64> {
-    let mut counts: Vec<u64> =
-        WAITING_BUCKETS.iter().map(|bound| waits.iter().filter(|w| **w <= *bound).count() as u64).collect();
-    counts.push(waits.len() as u64);
-    counts
-}
+use super::{Report, Usage};
+use crate::sim::replay::usage::SimulatedUsage;
 
 impl Report {
     /// The report of one simulator run; `source` says which (the trace and the policy).
@@ -123,15 +77,10 @@ impl Report {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::collections::BTreeMap;
 
-    #[test]
-    fn waits_are_counted_in_the_histograms_buckets() {
-        let counts = started_within(&[0.5, 10.0, 100.0, 100_000.0]);
-        assert_eq!(counts.len(), WAITING_BUCKETS.len() + 1);
-        // Within 1 s: one; within 15 s: two; within 2 min: three; within a day: three; all: four.
-        assert_eq!((counts[0], counts[2], counts[5], counts[12], counts[13]), (1, 2, 3, 3, 4));
-    }
+    use super::*;
+    use crate::sim::replay::usage::{GangUsage, QueueUsage, started_within};
 
     #[test]
     fn a_simulated_run_reads_as_the_report_of_its_queues() {

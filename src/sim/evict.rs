@@ -9,11 +9,11 @@ use std::collections::HashSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
 use serde::Serialize;
 
+use crate::convert::assemble::ClusterObjects;
+use crate::convert::objects::touch;
+use crate::convert::status::k8s_time;
 use crate::engine::model::GangKind;
 use crate::engine::preempt::Eviction;
-use crate::k8s::assemble::ClusterObjects;
-use crate::k8s::status::k8s_time;
-use crate::sim::objects::touch;
 
 /// One evicted pod, for the JSON output.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -74,7 +74,7 @@ pub fn evict(objects: &mut ClusterObjects, evictions: &[Eviction], cycle: usize,
             }
             // Recreated by its controller: no marker of how the last one was bound.
             if let Some(annotations) = pod.metadata.annotations.as_mut() {
-                annotations.remove(crate::k8s::view::OPPORTUNISTIC_ANNOTATION);
+                annotations.remove(crate::convert::view::OPPORTUNISTIC_ANNOTATION);
             }
             if let Some(status) = pod.status.as_mut() {
                 status.start_time = None;

@@ -9,7 +9,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::k8s::workloads::WorkloadKind;
+use crate::convert::workloads::WorkloadKind;
 
 /// The objects a workload's controllers would create: child workloads (a JobSet's Jobs, a
 /// RayJob's RayCluster) and pods, each with the workload's creation time. `workload` has a

@@ -11,15 +11,15 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use serde_yaml::Value;
 use thiserror::Error;
 
+use crate::api::foreign::PodGroup as PluginPodGroup;
+use crate::api::kai::{PodGroup as KaiPodGroup, Queue as KaiQueue};
+use crate::api::kueue::{ClusterQueue, Cohort};
+use crate::api::pod_group::PodGroup as MusterPodGroup;
+use crate::api::queue::Queue as MusterQueue;
+use crate::convert::assemble::ClusterObjects;
+use crate::convert::dra;
+use crate::convert::workloads::{Workload, WorkloadKind};
 use crate::engine::dra::cel::Selector;
-use crate::k8s::assemble::ClusterObjects;
-use crate::k8s::convert_dra;
-use crate::k8s::crd::PodGroup as MusterPodGroup;
-use crate::k8s::foreign::PodGroup as PluginPodGroup;
-use crate::k8s::kai_queue::{PodGroup as KaiPodGroup, Queue as KaiQueue};
-use crate::k8s::kueue::{ClusterQueue, Cohort};
-use crate::k8s::queue_crd::Queue as MusterQueue;
-use crate::k8s::workloads::{Workload, WorkloadKind};
 use crate::sim::expand;
 
 #[derive(Debug, Error)]
@@ -363,7 +363,7 @@ impl Loader {
         self.expand()?;
         self.check_priority_classes()?;
         let objects = &mut self.cluster.objects;
-        crate::k8s::workloads::resolve::mark_all(&mut objects.pods, &objects.workloads, Default::default());
+        crate::convert::workloads::resolve::mark_all(&mut objects.pods, &objects.workloads, Default::default());
         Ok(self.cluster)
     }
 
@@ -372,7 +372,7 @@ impl Loader {
     fn expand(&mut self) -> Result<()> {
         let objects = &self.cluster.objects;
         let owner = |meta: &ObjectMeta| {
-            let reference = crate::k8s::workloads::controller_of(meta)?;
+            let reference = crate::convert::workloads::controller_of(meta)?;
             Some((meta.namespace.clone().unwrap_or_default(), reference.kind.clone(), reference.name.clone()))
         };
         let owners: HashSet<(String, String, String)> = objects
@@ -425,7 +425,7 @@ impl Loader {
             if !builtin && !objects.priority_classes.iter().any(|c| c.metadata.name.as_ref() == Some(class)) {
                 return Err(Error::Invalid {
                     path: path.clone(),
-                    object: crate::k8s::convert::describe("Pod", &pod.metadata),
+                    object: crate::convert::core::describe("Pod", &pod.metadata),
                     problem: format!("no PriorityClass with name {class} was found"),
                 });
             }
@@ -459,8 +459,8 @@ fn check_claim_spec(
     spec: &k8s_openapi::api::resource::v1::ResourceClaimSpec,
 ) -> std::result::Result<(), String> {
     // The caller names the object; the message says only what is wrong in it.
-    convert_dra::claim_spec(object, spec).map_err(|e| match e {
-        convert_dra::Error::Invalid { problem, .. } => problem.to_string(),
+    dra::claim_spec(object, spec).map_err(|e| match e {
+        dra::Error::Invalid { problem, .. } => problem.to_string(),
         other => other.to_string(),
     })?;
     for request in spec.devices.iter().flat_map(|d| d.requests.iter().flatten()) {

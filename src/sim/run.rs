@@ -13,19 +13,19 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use serde::Serialize;
 
 use crate::config::Config;
+use crate::convert::allocation;
+use crate::convert::assemble::{ClusterObjects, Memo, assemble_view};
+use crate::convert::dra::EXTENDED_CLAIM_ANNOTATION;
+use crate::convert::dra::POD_CLAIM_NAME_ANNOTATION;
+use crate::convert::objects::touch;
+use crate::engine::admission::QueueState;
+use crate::engine::admission::report::report as queue_report;
 use crate::engine::dra::selectors::SelectorCache;
 use crate::engine::model::{GangKind, PodKey, Snapshot};
-use crate::engine::queues::QueueState;
 use crate::engine::queues::refusal::quantity;
-use crate::engine::queues::report::report as queue_report;
 use crate::engine::{CycleOutcome, schedule_with};
-use crate::k8s::allocation;
-use crate::k8s::assemble::{ClusterObjects, Memo, assemble_view};
-use crate::k8s::convert_dra::EXTENDED_CLAIM_ANNOTATION;
-use crate::k8s::convert_dra::POD_CLAIM_NAME_ANNOTATION;
-use crate::k8s::tracker::Tracker;
 use crate::sim::evict::{EvictionResult, evict};
-use crate::sim::objects::touch;
+use crate::sim::tracker::Tracker;
 
 /// One device allocated to a pod's claim.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -201,9 +201,8 @@ pub fn apply(objects: &mut ClusterObjects, snapshot: &Snapshot, outcome: &CycleO
                 // A GPU fraction's claim the pod names by an entry of its spec is recorded
                 // there, as the binder records it.
                 let pod = index.get(&(claim.pod.namespace.clone(), claim.pod.name.clone())).copied();
-                let entry = pod
-                    .and_then(|i| crate::k8s::convert_dra::fraction_claim_entry(&objects.pods[i]))
-                    .map(str::to_string);
+                let entry =
+                    pod.and_then(|i| crate::convert::dra::fraction_claim_entry(&objects.pods[i])).map(str::to_string);
                 let mut object = allocation::extended_claim(&claim.pod, &pod_uid, claim, entry.as_deref());
                 let name = format!("{}-{}", claim.pod.name, entry.as_deref().unwrap_or("extended-resources"));
                 object.metadata.name = Some(name.clone());
@@ -253,14 +252,14 @@ pub fn apply(objects: &mut ClusterObjects, snapshot: &Snapshot, outcome: &CycleO
                 spec.node_name = Some(snapshot.nodes[*node as usize].name.clone());
                 // It starts as it is bound: its runtime bound counts from now.
                 objects.pods[i].status.get_or_insert_default().start_time =
-                    Some(crate::k8s::status::k8s_time(snapshot.now));
+                    Some(crate::convert::status::k8s_time(snapshot.now));
                 // Bound as the scheduler binds it: marked when it runs opportunistically.
                 if placement.opportunistic.is_some() {
                     objects.pods[i]
                         .metadata
                         .annotations
                         .get_or_insert_default()
-                        .insert(crate::k8s::view::OPPORTUNISTIC_ANNOTATION.into(), "true".into());
+                        .insert(crate::convert::view::OPPORTUNISTIC_ANNOTATION.into(), "true".into());
                 }
                 touch(&mut objects.pods[i].metadata);
                 count += 1;
@@ -372,8 +371,8 @@ fn pod_devices(pod: &Pod, claims: &HashMap<(String, String), &ResourceClaim>) ->
     // which the status cannot name) found by its owner.
     let uid = pod.metadata.uid.as_deref();
     let fractions = pod.metadata.annotations.as_ref().is_some_and(|a| {
-        a.contains_key(crate::k8s::convert_dra::FRACTION_ANNOTATION)
-            || a.contains_key(crate::k8s::convert_dra::MEMORY_ANNOTATION)
+        a.contains_key(crate::convert::dra::FRACTION_ANNOTATION)
+            || a.contains_key(crate::convert::dra::MEMORY_ANNOTATION)
     });
     let named = extended.and_then(|s| claims.get(&(namespace.clone(), s.resource_claim_name.clone())));
     let made = named.or_else(|| {
@@ -396,10 +395,8 @@ fn pod_devices(pod: &Pod, claims: &HashMap<(String, String), &ResourceClaim>) ->
             let mappings = extended.map(|s| s.request_mappings.as_slice()).unwrap_or_default();
             let resource = mappings.iter().find(|m| m.request_name == r.request);
             devices.push(DeviceResult {
-                claim: resource.map_or_else(
-                    || crate::k8s::convert_dra::FRACTION_RESOURCE.to_string(),
-                    |m| m.resource_name.clone(),
-                ),
+                claim: resource
+                    .map_or_else(|| crate::convert::dra::FRACTION_RESOURCE.to_string(), |m| m.resource_name.clone()),
                 request: r.request.clone(),
                 driver: r.driver.clone(),
                 pool: r.pool.clone(),

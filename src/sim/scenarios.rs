@@ -3,23 +3,24 @@
 //! scored LeastAllocated, kube-scheduler's default).
 
 use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
 
 use serde::Serialize;
 
-use super::objects::{START, gpu_node, pod_group, training_pod};
 use super::placer::Placer;
 use super::replay::cluster::{Cluster, ClusterShape};
 use super::replay::report::Outcome;
 use super::replay::trace::TraceJob;
 use super::replay::{Comparison, compare};
 use super::run::apply;
+use crate::api::pod_group::PodGroupTopology;
 use crate::config::Config;
+use crate::convert::assemble::{ClusterObjects, Memo, assemble_view};
+use crate::convert::objects::{START, gpu_node, pod_group, training_pod};
 use crate::engine::model::{GangKey, Parked};
 use crate::engine::reason::WaitReason;
 use crate::engine::schedule;
-use crate::k8s::assemble::{ClusterObjects, Memo, assemble_view};
-use crate::k8s::crd::PodGroupTopology;
-use crate::k8s::tracker::Tracker;
+use crate::sim::tracker::Tracker;
 
 /// One cycle at `now`, its placements bound. A cycle places, in queue order, every gang
 /// that fits, and what did not fit cannot fit once others took capacity, so a second
@@ -310,6 +311,24 @@ pub fn fleet_trace(shape: &FleetShape) -> Vec<TraceJob> {
             }
         })
         .collect()
+}
+
+/// The built-in fleet's mix of jobs (1 to 64 GPUs, 1 to 6 hours, 36.4 GPU-hours a job on
+/// average), `jobs` of them for a cluster of `nodes` nodes of 8 GPUs, arriving at a steady
+/// rate that offers 90% of the cluster's GPU-hours; written as a trace.
+pub fn generate_trace(path: &Path, jobs: usize, nodes: usize, seed: u64) -> Result<String, String> {
+    const GPU_HOURS_PER_JOB: f64 = 36.4;
+    let hours = jobs as f64 * GPU_HOURS_PER_JOB / (0.9 * 8.0 * nodes.max(1) as f64);
+    let shape = FleetShape { nodes, jobs, arrival_hours: hours.ceil().max(1.0) as i64, seed, ..FleetShape::default() };
+    let trace = fleet_trace(&shape);
+    let file = std::fs::File::create(path).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    super::replay::trace::write(&trace, std::io::BufWriter::new(file))?;
+    Ok(format!(
+        "wrote {} jobs arriving over {} h for {nodes} nodes of 8 GPUs to {}\n",
+        trace.len(),
+        shape.arrival_hours,
+        path.display()
+    ))
 }
 
 /// The fleet under each of `placers`, over its horizon.

@@ -1,7 +1,7 @@
 //! The scheduler's read-only web page, served at `/ui` on the metrics port.
 //!
 //! ```text
-//!  scheduling loop ──housekeeping──► k8s::ui_view::build ──publish──► Board (latest UiView)
+//!  scheduling loop ──housekeeping──► ui::build::build   ──publish──► Board (latest UiView)
 //!                                                                       │ on GET /ui
 //!  browser ◄── HTML, inline SVG, meta refresh ◄── render::page ◄────────┘
 //! ```
@@ -11,6 +11,7 @@
 //! and writes nothing. This module knows no Kubernetes types: the view is plain data.
 
 mod board;
+pub mod build;
 pub mod render;
 pub mod view;
 

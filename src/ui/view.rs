@@ -1,7 +1,7 @@
 //! What the page shows, as plain data: the queue tree with its figures, the gangs that
 //! wait with why and what comes nearest, the nodes by rack with the state of each GPU, and
 //! fragmentation. The scheduling loop builds one after its housekeeping pass from what it
-//! computed anyway (`k8s::ui_view`); the page only renders it. Every text is as the
+//! computed anyway (`ui::build`); the page only renders it. Every text is as the
 //! scheduler would print it, unescaped: the renderer escapes.
 
 /// One picture of the scheduler's state.

@@ -40,6 +40,11 @@ pub struct SourceFile {
     pub module: Vec<String>,
     pub lines: usize,
     pub imports: Vec<Import>,
+    /// Paths into other crates, as written (`tokio::spawn`, `std::time::Instant`): every use
+    /// tree and inline path whose first segment is no module of this crate.
+    pub external: Vec<Vec<String>>,
+    /// The macros it calls (`println`, `format`), by name.
+    pub macros: Vec<String>,
     /// What it re-exports (`pub use`): the name it gives, and the item's absolute path.
     reexports: HashMap<String, Vec<String>>,
 }
@@ -69,26 +74,43 @@ impl Crate {
             if matches!(module.last().map(String::as_str), Some("mod" | "lib")) {
                 module.pop();
             }
-            let (imports, reexports) = paths_in(&module, &text);
-            parsed.push((path, module, text.lines().count(), imports, reexports));
+            let found = paths_in(&module, &text);
+            parsed.push((path, module, text.lines().count(), found));
         }
         let by_module: HashMap<Vec<String>, usize> =
             parsed.iter().enumerate().map(|(i, (_, module, ..))| (module.clone(), i)).collect();
         let is_module = |m: &[String]| by_module.contains_key(m);
         let files = parsed
             .into_iter()
-            .map(|(path, module, lines, imports, reexports)| SourceFile {
+            .map(|(path, module, lines, found)| SourceFile {
+                external: found
+                    .imports
+                    .iter()
+                    .filter(|w| absolute(w, &is_module).is_none())
+                    .map(|w| w.segments.clone())
+                    .filter(|segments| segments.first().is_some_and(|s| s != "::"))
+                    .chain(
+                        found
+                            .foreign
+                            .iter()
+                            .filter(|(child, _)| !is_module(child))
+                            .map(|(_, segments)| segments.clone()),
+                    )
+                    .collect(),
+                macros: found.macros,
                 path,
                 module,
                 lines,
-                imports: imports
+                imports: found
+                    .imports
                     .into_iter()
                     .filter_map(|w| {
                         let written = w.segments.join("::");
                         absolute(&w, &is_module).map(|absolute| Import { written, absolute })
                     })
                     .collect(),
-                reexports: reexports
+                reexports: found
+                    .reexports
                     .into_iter()
                     .filter_map(|(name, w)| absolute(&w, &is_module).map(|path| (name, path)))
                     .collect(),
@@ -175,10 +197,12 @@ fn absolute(path: &Written, is_module: &dyn Fn(&[String]) -> bool) -> Option<Vec
 /// path that starts with `crate`, `super` or `self`, in code (comments and literals are
 /// skipped); and the names its top-level `pub use` items re-export. An inline
 /// `mod name { .. }` block moves `super` and `self` one module down.
-fn paths_in(module: &[String], text: &str) -> (Vec<Written>, Vec<(String, Written)>) {
+fn paths_in(module: &[String], text: &str) -> Found {
     let tokens = tokenize(text);
     let mut imports = Vec::new();
     let mut reexports = Vec::new();
+    let mut foreign = Vec::new();
+    let mut macros = Vec::new();
     // Inline modules open here, with the brace depth outside each.
     let mut inline: Vec<(String, usize)> = Vec::new();
     let mut depth = 0usize;
@@ -243,11 +267,41 @@ fn paths_in(module: &[String], text: &str) -> (Vec<Written>, Vec<(String, Writte
                 i = j;
                 continue;
             }
+            // Any other path (`tokio::spawn`, `std::time::Instant::now`): kept as written;
+            // the crate's own module names are told apart when the paths are resolved.
+            Token::Ident(word)
+                if tokens.get(i + 1) == Some(&Token::PathSep)
+                    && matches!(tokens.get(i + 2), Some(Token::Ident(_)))
+                    && (i == 0 || tokens[i - 1] != Token::PathSep) =>
+            {
+                let mut segments = vec![word.clone()];
+                let mut j = i + 1;
+                while let (Some(Token::PathSep), Some(Token::Ident(next))) = (tokens.get(j), tokens.get(j + 1)) {
+                    segments.push(next.clone());
+                    j += 2;
+                }
+                let child: Vec<String> =
+                    module.iter().cloned().chain(inline.iter().map(|(m, _)| m.clone())).chain([word.clone()]).collect();
+                foreign.push((child, segments));
+                i = j;
+                continue;
+            }
+            Token::Ident(word) if tokens.get(i + 1) == Some(&Token::Punct('!')) => macros.push(word.clone()),
             _ => {}
         }
         i += 1;
     }
-    (imports, reexports)
+    Found { imports, reexports, foreign, macros }
+}
+
+/// What [`paths_in`] finds in one file.
+struct Found {
+    imports: Vec<Written>,
+    reexports: Vec<(String, Written)>,
+    /// Inline paths that start with a plain name, with the module that name would be if it
+    /// were one of this crate's.
+    foreign: Vec<(Vec<String>, Vec<String>)>,
+    macros: Vec<String>,
 }
 
 /// Whether the `use` at `at` is `pub use` or `pub(..) use`.

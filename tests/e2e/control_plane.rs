@@ -221,7 +221,7 @@ async fn controller_manager_makes_claims_from_templates_and_runs_jobs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_podgroup_crd_installs_and_the_api_server_enforces_its_schema() {
     use kube::api::PostParams;
-    use muster::k8s::crd::{PodGroup, PodGroupSpec};
+    use muster::api::pod_group::{PodGroup, PodGroupSpec};
 
     let cluster = TestCluster::new("crds").await;
     crate::support::muster::install_crds(&cluster).await;

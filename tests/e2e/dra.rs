@@ -8,10 +8,10 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use muster::api::pod_group::{PodGroup, PodGroupSpec};
 use muster::engine::dra::model::ClaimKey;
 use muster::engine::model::{GangKey, PodKey};
-use muster::k8s::bind::{BindHook, HookAction};
-use muster::k8s::crd::{PodGroup, PodGroupSpec};
+use muster::k8s::write::bind::{BindHook, HookAction};
 use serde_json::{Value, json};
 
 use crate::support::builders;

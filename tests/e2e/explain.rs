@@ -4,7 +4,7 @@
 use std::process::Command;
 
 use k8s_openapi::api::core::v1::Pod;
-use muster::k8s::crd::{PodGroup, PodGroupSpec, PodGroupTopology};
+use muster::api::pod_group::{PodGroup, PodGroupSpec, PodGroupTopology};
 
 use crate::support::wait::{unschedulable_message, wait_for_pods};
 use crate::support::{TestCluster, builders, muster as scheduler};

@@ -10,9 +10,9 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::api::{Api, PostParams};
 use muster::engine::model::{GangKey, PodKey};
-use muster::k8s::bind::{BindHook, HookAction};
-use muster::k8s::health::Health;
+use muster::k8s::observe::health::Health;
 use muster::k8s::scheduler::{Options, health_for};
+use muster::k8s::write::bind::{BindHook, HookAction};
 use muster::metrics::Metrics;
 use serde_json::json;
 

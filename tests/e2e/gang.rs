@@ -9,9 +9,9 @@ use std::time::Duration;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
+use muster::api::pod_group::{PodGroup, PodGroupPhase, PodGroupSpec, PodGroupStatus};
 use muster::engine::model::{GangKey, PodKey};
-use muster::k8s::bind::{BindHook, HookAction};
-use muster::k8s::crd::{PodGroup, PodGroupPhase, PodGroupSpec, PodGroupStatus};
+use muster::k8s::write::bind::{BindHook, HookAction};
 use serde_json::json;
 
 use crate::support::builders;
@@ -462,8 +462,8 @@ async fn kubernetes_own_podgroup_is_a_gang_and_is_marked_initially_scheduled() {
 /// marked Unschedulable misleads people and autoscalers). An unbound pod gets it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_unschedulable_condition_does_not_land_on_a_bound_pod() {
-    use muster::k8s::status::ApiSink;
-    use muster::k8s::writer::{PodRef, Sink, Write};
+    use muster::k8s::write::sink::ApiSink;
+    use muster::k8s::write::writer::{PodRef, Sink, Write};
 
     let cluster = TestCluster::new("late-condition").await;
     let node = cluster.name("n1");

@@ -11,11 +11,11 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use kube::api::DeleteParams;
+use muster::api::pod_group::{PodGroup, PodGroupSpec};
 use muster::engine::dra::model::ClaimKey;
 use muster::engine::model::{GangKey, PodKey};
-use muster::k8s::bind::{BindHook, HookAction};
-use muster::k8s::crd::{PodGroup, PodGroupSpec};
 use muster::k8s::scheduler::Options;
+use muster::k8s::write::bind::{BindHook, HookAction};
 use muster::metrics::Metrics;
 use serde_json::json;
 

@@ -11,8 +11,8 @@ use std::process::Command;
 use std::sync::{Arc, OnceLock};
 
 use k8s_openapi::api::core::v1::Pod;
+use muster::api::pod_group::{PodGroup, PodGroupSpec};
 use muster::config::Config;
-use muster::k8s::crd::{PodGroup, PodGroupSpec};
 use muster::k8s::scheduler::Options;
 use muster::metrics::Metrics;
 use serde_json::Value;

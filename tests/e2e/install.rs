@@ -9,7 +9,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
 use kube::api::ListParams;
-use muster::k8s::crd::{PodGroup, PodGroupSpec};
+use muster::api::pod_group::{PodGroup, PodGroupSpec};
 use muster::k8s::scheduler::Options;
 use muster::metrics::Metrics;
 use serde_json::{Value, json};

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use muster::engine::model::{GangKey, PodKey};
-use muster::k8s::bind::{BindHook, HookAction};
 use muster::k8s::scheduler::Options;
+use muster::k8s::write::bind::{BindHook, HookAction};
 use muster::metrics::Metrics;
 
 use crate::support::gangs::{create_group, job};

@@ -25,11 +25,11 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimTemplate};
 use muster::agent::metrics::AgentMetrics;
 use muster::agent::options::AgentOptions;
+use muster::api::pod_group::{PodGroup, PodGroupSpec};
+use muster::api::queue::Queue;
 use muster::engine::model::{GangKey, PodKey};
-use muster::k8s::bind::{BindHook, HookAction};
-use muster::k8s::crd::{PodGroup, PodGroupSpec};
-use muster::k8s::queue_crd::Queue;
 use muster::k8s::scheduler::{Options, health_for};
+use muster::k8s::write::bind::{BindHook, HookAction};
 use muster::metrics::Metrics;
 use serde_json::{Value, json};
 

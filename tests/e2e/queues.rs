@@ -12,11 +12,11 @@ use std::time::Duration;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::DeleteParams;
+use muster::api::kai::Queue as KaiQueue;
+use muster::api::kueue::{ClusterQueue, LocalQueue};
+use muster::api::pod_group::{PodGroup, PodGroupSpec};
+use muster::api::queue::Queue;
 use muster::config::QueueImport;
-use muster::k8s::crd::{PodGroup, PodGroupSpec};
-use muster::k8s::kai_queue::Queue as KaiQueue;
-use muster::k8s::kueue::{ClusterQueue, LocalQueue};
-use muster::k8s::queue_crd::Queue;
 use serde_json::json;
 
 use crate::support::builders;
@@ -217,8 +217,8 @@ async fn reclaim(source: Source, test: &str) {
     assert!(evicted.is_some_and(|c| c.reason == "Reclaimed"), "{:?}", status.conditions);
 
     // `muster explain queue` says the same, with the tree and the figures.
-    let target = muster::k8s::explain::Target::Queue { name: team_a.clone() };
-    let text = muster::k8s::explain::explain(&cluster.client, &config, &target).await.unwrap();
+    let target = muster::cli::explain::Target::Queue { name: team_a.clone() };
+    let text = muster::cli::explain::explain(&cluster.client, &config, &target).await.unwrap();
     assert!(text.contains(&format!("queue {team_a} (parent: ")), "{text}");
     assert!(text.contains("nvidia.com/gpu: quota 8, limit none, fair share 8, allocated 8"), "{text}");
     assert!(text.contains(&format!("gang {}/a2: ", cluster.namespace)), "{text}");

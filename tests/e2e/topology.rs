@@ -4,7 +4,7 @@
 //! a Kueue Topology object makes rack names repeated across blocks distinct racks.
 
 use k8s_openapi::api::core::v1::Pod;
-use muster::k8s::crd::{PodGroup, PodGroupSpec, PodGroupTopology};
+use muster::api::pod_group::{PodGroup, PodGroupSpec, PodGroupTopology};
 
 use crate::support::builders;
 use crate::support::cluster::TEST_LABEL;
@@ -124,7 +124,7 @@ async fn a_gang_that_requires_a_block_and_prefers_a_rack_spans_the_fewest_racks_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kueue_topology_object_makes_a_rack_name_repeated_in_two_blocks_two_racks() {
-    use muster::k8s::cluster_topology::{KueueTopologySpec, Topology, TopologyLevel};
+    use muster::api::topology::{KueueTopologySpec, Topology, TopologyLevel};
     let cluster = TestCluster::new("tas-topology").await;
     scheduler::install_crds(&cluster).await;
     scheduler::install_topology_crds(&cluster).await;

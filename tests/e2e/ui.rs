@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
-use muster::k8s::crd::{PodGroup, PodGroupSpec};
-use muster::k8s::queue_crd::Queue;
+use muster::api::pod_group::{PodGroup, PodGroupSpec};
+use muster::api::queue::Queue;
 use muster::k8s::scheduler::{Options, health_for};
 use muster::metrics::{Metrics, Site};
 use muster::ui::Board;

@@ -10,9 +10,9 @@
 
 use std::time::{Duration, Instant};
 
-use muster::engine::dra::cel::semver::Semver;
 use muster::engine::dra::cel::{DeviceVal, MAX_COST, MAX_LENGTH, Selector};
 use muster::engine::dra::model::AttributeValue;
+use muster::engine::dra::semver::Semver;
 use muster::quantity::Quantity;
 use proptest::prelude::*;
 use proptest::strategy::BoxedStrategy;

@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use super::cel::semver::Semver;
+use super::semver::Semver;
 
 /// A device attribute's value (`int`, `bool`, `string` or `version`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

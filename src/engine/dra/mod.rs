@@ -13,4 +13,5 @@ pub mod attribute;
 pub mod cel;
 pub mod model;
 pub mod selectors;
+pub mod semver;
 pub mod state;

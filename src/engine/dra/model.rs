@@ -1,6 +1,6 @@
 //! The engine's model of DRA: devices in pools, device classes, and what pods claim.
 //!
-//! Built by the shell (`k8s::convert_dra`) from ResourceSlices, DeviceClasses,
+//! Built by the conversion (`convert::dra`) from ResourceSlices, DeviceClasses,
 //! ResourceClaims and DeviceTaintRules; nothing here knows the Kubernetes API.
 
 use std::collections::HashMap;

@@ -9,6 +9,7 @@
 //! pods placed, with every device they claim, committed into the working copy, or nothing:
 //! every tentative change is undone.
 
+mod domains;
 mod gpu_kinds;
 mod memory;
 mod reserve;

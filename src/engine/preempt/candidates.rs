@@ -5,8 +5,9 @@
 //! whole gang, and a gang still inside its minimum runtime offers only its surplus.
 
 use super::PreemptionConfig;
+use crate::engine::admission::QueueState;
 use crate::engine::model::{Gang, RunningGang, Snapshot};
-use crate::engine::queues::{QueueState, QueueTree, ReclaimPolicy, WithinQueue};
+use crate::engine::queues::{QueueTree, ReclaimPolicy, WithinQueue};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Kind {

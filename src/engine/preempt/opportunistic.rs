@@ -7,9 +7,9 @@
 use super::EvictionReason;
 use super::candidates::Bundle;
 use super::plan::{Evictor, Plan};
+use crate::engine::admission::QueueState;
 use crate::engine::model::{Gang, RunningPod};
 use crate::engine::place::Workspace;
-use crate::engine::queues::QueueState;
 
 impl Evictor<'_> {
     /// Running gangs that ran opportunistically and may be evicted for a reservation now:

@@ -5,11 +5,12 @@
 
 use super::candidates::{Bundle, Kind, candidates};
 use super::{Eviction, EvictionReason, PreemptionConfig, Room};
+use crate::engine::admission::QueueState;
+use crate::engine::admission::devices::DeviceCharges;
 use crate::engine::model::{Gang, Snapshot};
 use crate::engine::place::{GangFit, Workspace};
-use crate::engine::queues::devices::DeviceCharges;
 use crate::engine::queues::refusal::quantity;
-use crate::engine::queues::{QueueState, ReclaimPolicy, WithinQueue};
+use crate::engine::queues::{ReclaimPolicy, WithinQueue};
 use crate::engine::resources::ResourceId;
 
 /// Evictions planned for one gang, and where it will go once they are done.

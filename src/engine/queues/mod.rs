@@ -1,28 +1,16 @@
-//! Team queues: a tree of budgets that gangs are admitted through, the fair share each
-//! queue gets of the cluster, and the order in which queues are served (QUEUES.md §2).
+//! Team queues as the snapshot holds them: a tree of budgets that gangs are admitted through
+//! (QUEUES.md §2), and why a queue refuses a gang. What each queue holds, its fair share and
+//! the order queues are served in are computed in `engine::admission`.
 //!
-//! The shell turns Queue objects into [`QueueSpec`]s (amounts in the engine's units: CPU in
-//! millicores, memory in bytes, GPUs (`nvidia.com/gpu`) in thousandths so that a half-GPU
-//! pod counts 0.5, other resources in units); the engine validates
-//! them into a [`QueueTree`], accounts what each queue holds and wants ([`account`]),
-//! divides capacity level by level ([`share`]) and checks a gang against its queue's rules
-//! ([`admit`]). With no queues at all every gang is in one implicit, unlimited `default`
+//! The conversion turns Queue objects into [`QueueSpec`]s (amounts in the engine's units:
+//! CPU in millicores, memory in bytes, GPUs (`nvidia.com/gpu`) in thousandths so that a
+//! half-GPU pod counts 0.5, other resources in units); the engine validates them into a
+//! [`QueueTree`]. With no queues at all every gang is in one implicit, unlimited `default`
 //! queue and nothing here changes a placement.
 
-pub mod account;
-pub mod admit;
-pub mod devices;
-pub mod fractions;
-pub mod order;
 pub mod refusal;
-pub mod report;
-pub mod share;
 pub mod tree;
 
-#[cfg(test)]
-mod tests;
-
-pub use account::{GangNeeds, QueueState};
 pub use refusal::Refusal;
 pub use tree::{QueueTree, TreeProblem};
 

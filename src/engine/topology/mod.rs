@@ -9,7 +9,6 @@
 //! ```
 
 pub mod index;
-pub mod search;
 pub mod tree;
 
 pub use index::{Domain, DomainIndex, Level};

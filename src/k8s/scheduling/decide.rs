@@ -6,20 +6,20 @@ use std::collections::{HashMap, HashSet};
 
 use k8s_openapi::api::core::v1::Pod;
 
+use crate::api::queue::{Queue, QueueGangCounts};
+use crate::convert::assemble::ClusterView;
+use crate::convert::groups::GroupSpec;
+use crate::convert::status::{GroupFacts, initially_scheduled, k8s_time, podgroup_status};
+use crate::engine::admission::QueueState;
+use crate::engine::admission::report::{QueueReport, report as queue_report};
 use crate::engine::dra::model::ClaimNeed;
 use crate::engine::dra::selectors::SelectorCache;
 use crate::engine::model::{GangKey, GangKind, Snapshot};
 use crate::engine::preempt::Room;
-use crate::engine::queues::QueueState;
-use crate::engine::queues::report::{QueueReport, report as queue_report};
 use crate::engine::reason::{WaitReason, Waiting};
-use crate::k8s::assemble::ClusterView;
-use crate::k8s::cache::Store;
-use crate::k8s::groups::GroupSpec;
-use crate::k8s::queue_crd::{Queue, QueueGangCounts};
-use crate::k8s::queue_status::queue_status;
-use crate::k8s::status::{GroupFacts, initially_scheduled, k8s_time, podgroup_status};
-use crate::k8s::writer::Write;
+use crate::figures::queue_status::queue_status;
+use crate::k8s::store::cache::Store;
+use crate::k8s::write::writer::Write;
 
 /// When a waiting gang should be looked at again without any event (unix seconds): when it
 /// becomes old enough for a backfill reservation (waiting for room, under Backfill), or when
@@ -61,7 +61,11 @@ pub fn group_statuses(
         let gang = key(GangKind::Muster, &group.metadata);
         if !members.contains_key(&gang) {
             let others = others.get_or_insert_with(|| {
-                view.pods.iter().map(|p| crate::k8s::view::gang_key(p)).filter(|g| !members.contains_key(g)).collect()
+                view.pods
+                    .iter()
+                    .map(|p| crate::convert::view::gang_key(p))
+                    .filter(|g| !members.contains_key(g))
+                    .collect()
             });
             if others.contains(&gang) {
                 continue;

@@ -7,8 +7,8 @@ use super::{CycleReport, Scheduler};
 use crate::engine::model::{GangKey, PodKey};
 use crate::engine::preempt::EvictionReason;
 use crate::engine::queues::DEFAULT_QUEUE;
-use crate::k8s::cache::Cache;
-use crate::k8s::writer::Write;
+use crate::k8s::store::cache::Cache;
+use crate::k8s::write::writer::Write;
 
 impl Scheduler {
     /// Each pod of `gang` evicted, with a warning event whose note says why.

@@ -10,12 +10,12 @@ use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use super::{CycleReport, Scheduler, decide, seconds_since};
+use crate::convert::assemble::{Assembled, ClusterView};
 use crate::engine::CycleOutcome;
 use crate::engine::model::GangKey;
 use crate::engine::queues::DEFAULT_QUEUE;
-use crate::k8s::assemble::{Assembled, ClusterView};
-use crate::k8s::cache::Cache;
-use crate::k8s::writer::{Write, WriteKey};
+use crate::k8s::store::cache::Cache;
+use crate::k8s::write::writer::{Write, WriteKey};
 
 /// How long a gang whose eviction was sent is left alone by the safety net, at most, while
 /// the watch has not shown its pods going.
@@ -40,7 +40,7 @@ impl Scheduler {
     ) -> Vec<Write> {
         let Seen { view, assembled, outcome } = seen;
         let mut writes = Vec::new();
-        let members = crate::k8s::groups::members(view, &self.config.scheduler_name);
+        let members = crate::convert::groups::members(view, &self.config.scheduler_name);
         self.evicting.retain(|gang, (since, pods)| {
             since.elapsed() < EVICTING_FOR
                 && pods.iter().any(|p| {
@@ -73,18 +73,18 @@ impl Scheduler {
             writes.push(Write::ReleaseClaim(release));
         }
         // Devices held for pods that are not bound and whose gang is not being placed.
-        let given_back = crate::k8s::claim_giveback::give_back(view, &self.config.scheduler_name, &busy);
+        let given_back = crate::k8s::scheduling::claim_giveback::give_back(view, &self.config.scheduler_name, &busy);
         self.metrics.claims_given_back.inc_by(given_back.len() as u64);
         writes.extend(given_back.into_iter().map(Write::ReleaseClaim));
         let (queue_reports, queue_writes) =
             decide::queue_statuses(&assembled.snapshot, &outcome.queues, &cache.queues, unix);
-        crate::k8s::queue_status::export(&queue_reports, &assembled.snapshot.resources, &self.metrics);
+        crate::figures::queue_status::export(&queue_reports, &assembled.snapshot.resources, &self.metrics);
         writes.extend(queue_writes);
         let waits = std::mem::take(&mut self.unreported_waits);
         writes.extend(decide::group_statuses(view, &assembled.specs, &members, &waits, &self.last_eviction, unix));
-        let gpus = crate::k8s::gpus::gpu_usage(view, &assembled.groups, &self.config.topology);
+        let gpus = crate::figures::gpus::gpu_usage(view, &assembled.groups, &self.config.topology);
         gpus.export(&self.metrics);
-        let holdings = crate::k8s::usage::holdings(view, &assembled.specs, &self.config.scheduler_name);
+        let holdings = crate::figures::usage::holdings(view, &assembled.specs, &self.config.scheduler_name);
         self.metrics.ledger.update(holdings, crate::metrics::ledger::unix_now());
         if self.ui.is_some() {
             self.publish_view(assembled, outcome, &queue_reports, waits, &gpus, unix);
@@ -110,9 +110,9 @@ impl Scheduler {
         &mut self,
         assembled: &Assembled,
         outcome: &CycleOutcome,
-        queues: &[crate::engine::queues::report::QueueReport],
+        queues: &[crate::engine::admission::report::QueueReport],
         waits: HashMap<GangKey, String>,
-        gpus: &crate::k8s::gpus::GpuUsage,
+        gpus: &crate::figures::gpus::GpuUsage,
         unix: i64,
     ) {
         // A gang keeps its last reason while it waits (a gang in backoff or parked is not
@@ -123,7 +123,7 @@ impl Scheduler {
         let in_flight = &self.in_flight;
         self.waits.retain(|g, _| pending.contains(g) && !placed.contains(g) && !in_flight.contains(g));
         let kinds = self.memory.capacity.mix.top();
-        let inputs = crate::k8s::ui_view::Inputs {
+        let inputs = crate::ui::build::Inputs {
             scheduler_name: &self.config.scheduler_name,
             assembled,
             queues,
@@ -132,7 +132,7 @@ impl Scheduler {
             kinds: Some(&kinds),
             now: unix,
         };
-        let view = crate::k8s::ui_view::build(&inputs);
+        let view = crate::ui::build::build(&inputs);
         if let Some(board) = &self.ui {
             board.publish(view);
         }

@@ -8,10 +8,14 @@
 //! comes back as a rollback. Nothing in a cycle waits on the API server, so a request that
 //! never answers holds up only its own gang, and only until its deadline.
 
+pub mod backoff;
+pub mod claim_giveback;
+pub mod claim_release;
 mod decide;
 mod evictions;
 mod housekeeping;
 mod pool;
+pub mod safety;
 #[cfg(test)]
 mod tests;
 
@@ -22,21 +26,21 @@ use std::time::{Duration, Instant};
 use tokio::task::{Id, JoinError, JoinSet};
 use tracing::Instrument;
 
-use super::assemble::{Memo, assemble_view};
-use super::backoff::Backoff;
-use super::bind::{Bind, BindError, BindOutcome, GangBinding};
-use super::cache::Cache;
-use super::claim_bind;
-use super::claim_release::ReleaseTracker;
-use super::health::Health;
-use super::safety::SafetyNet;
-use super::watch::Wake;
-use super::writer::{PodRef, Write, Writer};
 use crate::config::{Config, QueueingStrategy};
+use crate::convert::assemble::{Memo, assemble_view};
 use crate::engine::CycleConfig;
 use crate::engine::model::{GangKey, PodKey, Reservation};
 use crate::engine::reason::WaitReason;
 use crate::engine::{CycleMemory, schedule_remembering};
+use crate::k8s::observe::health::Health;
+use crate::k8s::scheduling::backoff::Backoff;
+use crate::k8s::scheduling::claim_release::ReleaseTracker;
+use crate::k8s::scheduling::safety::SafetyNet;
+use crate::k8s::store::cache::Cache;
+use crate::k8s::store::watch::Wake;
+use crate::k8s::write::bind::{Bind, BindError, BindOutcome, GangBinding};
+use crate::k8s::write::claims;
+use crate::k8s::write::writer::{PodRef, Write, Writer};
 use crate::metrics::Metrics;
 
 /// Changes arriving within this long of each other share one cycle.
@@ -420,14 +424,14 @@ impl Scheduler {
                 .map(|(pod, node)| (pod.clone(), assembled.snapshot.nodes[*node as usize].name.clone()))
                 .collect();
             let uids = pods.iter().filter_map(|(pod, _)| Some((pod.clone(), cache.uid(pod)?))).collect();
-            let (claims, assumed) = claim_bind::plan(
+            let (claims, assumed) = claims::plan(
                 &assembled.snapshot.dra,
                 &placement.claims,
                 &uids,
                 |key| cache.resource_claims.get(&key.namespace, &key.name).cloned(),
                 |pod| {
                     let pod = cache.pods.get(&pod.namespace, &pod.name)?;
-                    crate::k8s::convert_dra::fraction_claim_entry(pod).map(str::to_string)
+                    crate::convert::dra::fraction_claim_entry(pod).map(str::to_string)
                 },
             );
             bindings.push((

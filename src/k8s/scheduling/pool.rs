@@ -1,5 +1,5 @@
 //! The unschedulable pool: a gang that did not fit is not searched for again until a change
-//! that could help it (`k8s::changes`), a change to the gang itself, a timer of its own
+//! that could help it (`k8s::store::changes`), a change to the gang itself, a timer of its own
 //! (its backfill reservation's age, its preemption delay, its victims' minimum runtime), or
 //! `retryUnschedulableSeconds` at the latest. Parked gangs still go to the engine, marked,
 //! so that queues count what they ask and StrictFIFO keeps them at the head; they wait with

@@ -7,10 +7,10 @@ use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Pod;
 
 use super::*;
+use crate::convert::objects::{gpu_node, training_pod};
 use crate::engine::model::GangKind;
-use crate::k8s::watch::apply_event;
-use crate::k8s::writer::Record;
-use crate::sim::objects::{gpu_node, training_pod};
+use crate::k8s::store::watch::apply_event;
+use crate::k8s::write::writer::Record;
 use kube::runtime::watcher::Event;
 
 impl Record {
@@ -239,8 +239,8 @@ async fn backoff_grows_with_each_rollback_and_resets_when_the_gang_binds() {
 
 #[test]
 fn a_podgroup_whose_pods_are_another_schedulers_is_left_to_it() {
-    use crate::k8s::assemble::ClusterObjects;
-    use crate::sim::objects::pod_group;
+    use crate::convert::assemble::ClusterObjects;
+    use crate::convert::objects::pod_group;
     let theirs = training_pod("theirs-0", 1, 0, "other-muster", Some("theirs"));
     let ours = training_pod("ours-0", 1, 0, "muster", Some("ours"));
     let objects = ClusterObjects {
@@ -249,7 +249,7 @@ fn a_podgroup_whose_pods_are_another_schedulers_is_left_to_it() {
         ..Default::default()
     };
     let view = objects.view();
-    let members = crate::k8s::groups::members(&view, "muster");
+    let members = crate::convert::groups::members(&view, "muster");
     let writes = decide::group_statuses(&view, &HashMap::new(), &members, &HashMap::new(), &HashMap::new(), 0);
     let mut written: Vec<&str> = writes
         .iter()

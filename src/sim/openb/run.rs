@@ -12,6 +12,9 @@ use serde_json::json;
 
 use super::load::{OpenbNode, OpenbPod};
 use crate::config::Config;
+use crate::convert::assemble::{Memo, assemble_view};
+use crate::convert::dra::gpu_fraction;
+use crate::convert::view::ClusterObjects;
 use crate::engine::dra::model::{DeviceUse, ExtendedRequest};
 use crate::engine::fragmentation::{NodeGpus, PodKind};
 use crate::engine::model::{
@@ -21,9 +24,6 @@ use crate::engine::node::SelectorOperator;
 use crate::engine::queues::DEFAULT_QUEUE;
 use crate::engine::resources::{Demand, ResourceId};
 use crate::engine::{CycleConfig, CycleMemory, schedule_remembering};
-use crate::k8s::assemble::{Memo, assemble_view};
-use crate::k8s::convert_dra::gpu_fraction;
-use crate::k8s::view::ClusterObjects;
 use crate::sim::replay::cluster::MODEL_LABEL;
 use crate::sim::scenarios::Random;
 
@@ -87,7 +87,7 @@ impl Base {
             return Err(problem.clone());
         }
         let snapshot = &mut assembled.snapshot;
-        let gpu = snapshot.resources.intern(crate::k8s::gpus::GPU_RESOURCE);
+        let gpu = snapshot.resources.intern(crate::figures::gpus::GPU_RESOURCE);
         let index: HashMap<&str, usize> =
             snapshot.nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect();
         let device_gpu = snapshot
@@ -293,7 +293,7 @@ fn pod_devices(base: &Base, pod: &OpenbPod, snapshot: &mut Snapshot) -> PodDevic
     let request = if pod.gpu_milli == 1000 {
         ExtendedRequest {
             resource: base.gpu,
-            resource_name: crate::k8s::gpus::GPU_RESOURCE.into(),
+            resource_name: crate::figures::gpus::GPU_RESOURCE.into(),
             class: base.class.clone(),
             count: pod.num_gpu,
             container: "main".into(),

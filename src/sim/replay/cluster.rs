@@ -100,7 +100,7 @@ impl Cluster {
         }
         let nodes = objects
             .iter()
-            .map(|n| crate::k8s::convert::node(n, &mut names).map_err(|e| e.to_string()))
+            .map(|n| crate::convert::core::node(n, &mut names).map_err(|e| e.to_string()))
             .collect::<Result<Vec<_>, _>>()?;
         if nodes.is_empty() {
             return Err("the cluster has no Node objects to replay the trace on".into());

@@ -8,7 +8,6 @@ use super::trace::{self, TraceJob};
 use super::{compare, default_horizon, html};
 use crate::config::Config;
 use crate::sim::placer::{POLICIES, parse_policy};
-use crate::sim::scenarios::{FleetShape, fleet_trace};
 
 /// How the comparison is written.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -89,12 +88,12 @@ pub fn run(options: &TraceOptions, config: &Config) -> Result<String, String> {
     let comparison = compare(&cluster, &jobs, config, horizon, &placers, true);
     let source = options.trace.display().to_string();
     match &options.format {
-        Format::Table => Ok(crate::sim::table::trace_table(&comparison, &source, config.queueing)),
+        Format::Table => Ok(super::table::trace_table(&comparison, &source, config.queueing)),
         Format::Json => Ok(serde_json::to_string_pretty(&comparison).expect("serialisable") + "\n"),
         Format::Html(path) => {
             let page = html::page(&comparison, &jobs, &source, config.queueing);
             std::fs::write(path, page).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-            let mut text = crate::sim::table::trace_table(&comparison, &source, config.queueing);
+            let mut text = super::table::trace_table(&comparison, &source, config.queueing);
             text.push_str(&format!("\nThe page: {}\n", path.display()));
             Ok(text)
         }
@@ -108,22 +107,4 @@ fn read_trace(path: &Path) -> Result<Vec<TraceJob>, String> {
         return Err(format!("{}: the trace has no jobs", path.display()));
     }
     Ok(jobs)
-}
-
-/// The built-in fleet's mix of jobs (1 to 64 GPUs, 1 to 6 hours, 36.4 GPU-hours a job on
-/// average), `jobs` of them for a cluster of `nodes` nodes of 8 GPUs, arriving at a steady
-/// rate that offers 90% of the cluster's GPU-hours; written as a trace.
-pub fn generate(path: &Path, jobs: usize, nodes: usize, seed: u64) -> Result<String, String> {
-    const GPU_HOURS_PER_JOB: f64 = 36.4;
-    let hours = jobs as f64 * GPU_HOURS_PER_JOB / (0.9 * 8.0 * nodes.max(1) as f64);
-    let shape = FleetShape { nodes, jobs, arrival_hours: hours.ceil().max(1.0) as i64, seed, ..FleetShape::default() };
-    let trace = fleet_trace(&shape);
-    let file = std::fs::File::create(path).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    trace::write(&trace, std::io::BufWriter::new(file))?;
-    Ok(format!(
-        "wrote {} jobs arriving over {} h for {nodes} nodes of 8 GPUs to {}\n",
-        trace.len(),
-        shape.arrival_hours,
-        path.display()
-    ))
 }

@@ -51,7 +51,7 @@ pub fn page(comparison: &Comparison, jobs: &[TraceJob], source: &str, default: Q
 /// The figures as an HTML table, then the notes.
 fn figures_table(comparison: &Comparison, default: QueueingStrategy) -> String {
     let mut out = String::from("<table>\n");
-    for (i, (label, cells)) in crate::sim::table::comparison_rows(comparison, default).iter().enumerate() {
+    for (i, (label, cells)) in super::table::comparison_rows(comparison, default).iter().enumerate() {
         let tag = if i == 0 { "th" } else { "td" };
         let _ = write!(out, "<tr><{tag}>{}</{tag}>", escape(label.trim()));
         for cell in cells {

@@ -6,8 +6,7 @@ use std::collections::BTreeMap;
 use super::percentile;
 use super::run::Replay;
 use super::trace::TraceJob;
-use crate::report::GangUsage;
-use crate::report::simulated::{QueueUsage, SimulatedUsage, started_within};
+use super::usage::{GangUsage, QueueUsage, SimulatedUsage, started_within};
 
 /// The namespace a replay's pods run in.
 const NAMESPACE: &str = "default";

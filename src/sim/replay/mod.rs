@@ -19,7 +19,9 @@ pub mod report;
 pub mod run;
 pub mod series;
 pub mod shared;
+pub mod table;
 pub mod trace;
+pub mod usage;
 
 use serde::Serialize;
 

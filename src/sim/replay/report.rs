@@ -7,7 +7,7 @@ use serde::Serialize;
 use super::percentile;
 use super::run::Replay;
 use super::trace::TraceJob;
-use crate::report::simulated::SimulatedUsage;
+use super::usage::SimulatedUsage;
 use crate::sim::placer::Placer;
 
 /// Waits of one group of jobs (a size class or a queue).

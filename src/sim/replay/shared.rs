@@ -14,11 +14,11 @@ use serde_json::{Value, json};
 use super::cluster::{Cluster, GPU};
 use super::trace::TraceJob;
 use crate::config::Config;
+use crate::convert::assemble::{ClusterObjects, Memo, assemble_view};
+use crate::convert::dra::gpu_fraction;
 use crate::engine::dra::model::ExtendedRequest;
 use crate::engine::model::PodDevices;
 use crate::engine::resources::{ResourceId, ResourceNames};
-use crate::k8s::assemble::{ClusterObjects, Memo, assemble_view};
-use crate::k8s::convert_dra::gpu_fraction;
 
 /// The memory each shared GPU is published with, unless its node's `nvidia.com/gpu.memory`
 /// label (MiB, as GPU feature discovery writes it) says otherwise.

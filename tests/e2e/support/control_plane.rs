@@ -242,7 +242,8 @@ impl ControlPlane {
 
     /// The same, under the configuration's `clientConnection` limits.
     pub async fn client_with(&self, connection: &muster::config::ClientConnection) -> kube::Client {
-        muster::k8s::request::client(self.kube_config().await, connection).expect("failed to build a kube client")
+        muster::k8s::client::request::client(self.kube_config().await, connection)
+            .expect("failed to build a kube client")
     }
 
     async fn kube_config(&self) -> kube::Config {
@@ -257,7 +258,7 @@ impl ControlPlane {
     pub async fn client_via(&self, url: &str) -> kube::Client {
         let mut config = self.kube_config().await;
         config.cluster_url = url.parse().expect("a URL");
-        muster::k8s::request::client(config, &Default::default()).expect("failed to build a kube client")
+        muster::k8s::client::request::client(config, &Default::default()).expect("failed to build a kube client")
     }
 
     /// A client that acts as `user` alone (impersonated by the admin identity), so its
@@ -266,7 +267,7 @@ impl ControlPlane {
         let mut config = self.kube_config().await;
         config.auth_info.impersonate = Some(user.into());
         config.auth_info.impersonate_groups = Some(vec!["system:authenticated".into()]);
-        muster::k8s::request::client(config, &Default::default()).expect("failed to build a kube client")
+        muster::k8s::client::request::client(config, &Default::default()).expect("failed to build a kube client")
     }
 
     /// Starts kube-controller-manager with [`CONTROLLERS`] (once per test binary).

@@ -7,7 +7,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
-use muster::k8s::crd::{PodGroup, PodGroupSpec};
+use muster::api::pod_group::{PodGroup, PodGroupSpec};
 use serde_json::json;
 
 use super::builders;

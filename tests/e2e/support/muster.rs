@@ -7,15 +7,15 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use muster::config::{Backoff, Config};
-use muster::k8s::bind::BindHook;
 use muster::k8s::scheduler::{self, Options};
+use muster::k8s::write::bind::BindHook;
 
 use super::cluster::{TEST_LABEL, TestCluster, within};
 
 /// Installs Muster's CRDs (once per control plane; later calls find them).
 pub async fn install_crds(cluster: &TestCluster) {
     let crds: Api<CustomResourceDefinition> = cluster.cluster_api();
-    for crd in muster::k8s::crd::definitions() {
+    for crd in muster::api::pod_group::definitions() {
         let name = crd.metadata.name.clone().unwrap();
         match crds.create(&PostParams::default(), &crd).await {
             Ok(_) => {}

@@ -89,7 +89,7 @@ pub async fn events_for(cluster: &TestCluster, pod: &str, reason: &str) -> Vec<S
 
 /// Waits up to 30 s for Muster's PodGroup `name` to say its phase is Running.
 pub async fn wait_for_group_running(cluster: &TestCluster, name: &str) {
-    use muster::k8s::crd::{PodGroup, PodGroupPhase};
+    use muster::api::pod_group::{PodGroup, PodGroupPhase};
     within(30, &format!("PodGroup {name}'s status to say Running"), async {
         loop {
             let group = cluster.api::<PodGroup>().get(name).await.expect("PodGroup");

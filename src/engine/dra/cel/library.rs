@@ -8,7 +8,7 @@ use cel::common::types::{CelBool, CelDouble, CelInt, CelString, Type};
 use cel::common::value::{StaticVal, Val};
 use cel::{DeclarationError, Env, ExecutionError};
 
-use super::semver::Semver;
+use crate::engine::dra::semver::Semver;
 use crate::quantity::Quantity;
 
 pub static QUANTITY_TYPE: Type = Type::new_unspecified_type("kubernetes.Quantity");

@@ -11,7 +11,6 @@
 pub mod cost;
 pub mod device;
 pub mod library;
-pub mod semver;
 
 use std::fmt;
 use std::sync::{Arc, OnceLock};

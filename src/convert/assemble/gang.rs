@@ -1,0 +1,294 @@
+//! One gang as the snapshot shows it, made from its pods alone: what waits to be placed,
+//! what runs (as queues count it), and how many of its pods are bound. A snapshot after a
+//! change makes again only the gangs whose pods or PodGroup changed.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+
+use super::memo::Conversions;
+use crate::convert::{
+    dra,
+    dra::{ClaimIndex, HeldDevices},
+};
+use crate::convert::{
+    groups,
+    groups::{GroupSpec, annotated_topology, created},
+};
+use crate::convert::{queues, queues::QueueRules};
+use crate::convert::{
+    view,
+    view::{ClusterView, pod_key},
+};
+use crate::engine::dra::model::DraSnapshot;
+use crate::engine::model::{
+    Ending, Gang, GangKey, GangKind, Node as EngineNode, PendingPod, PodKey, RunningGang, RunningPod,
+};
+use crate::engine::topology::{DomainIndex, GangTopology};
+
+/// What a gang's pods are read against: everything in the snapshot but pods.
+pub(super) struct Context<'v, 'a> {
+    pub view: &'v ClusterView<'a>,
+    pub classes: HashMap<&'a str, i32>,
+    pub default_priority: i32,
+    pub facts: &'v HashMap<GangKey, GroupSpec>,
+    pub rules: QueueRules<'a>,
+    /// Whether queues are configured: only then are running gangs listed (opportunistic
+    /// ones always are).
+    pub queued: bool,
+    pub claims: &'v ClaimIndex<'a>,
+    /// What running pods' claims hold, made the first time a listed pod needs it.
+    pub held: std::cell::OnceCell<HeldDevices<'v>>,
+    pub dra: &'v DraSnapshot,
+    pub served: &'v HashSet<String>,
+    pub node_index: &'v HashMap<String, usize>,
+    pub nodes: &'v [EngineNode],
+}
+
+impl<'v> Context<'v, '_> {
+    fn class_priority(&self, name: Option<&String>) -> Option<i32> {
+        name.and_then(|n| self.classes.get(n.as_str()).copied())
+    }
+
+    fn group_priority(&self, group: &GroupSpec) -> Option<i32> {
+        group.priority.or_else(|| self.class_priority(group.priority_class_name.as_ref()))
+    }
+
+    fn pod_priority(&self, pod: &Pod) -> Option<i32> {
+        let spec = pod.spec.as_ref()?;
+        spec.priority.or_else(|| self.class_priority(spec.priority_class_name.as_ref()))
+    }
+
+    fn held(&self) -> &HeldDevices<'v> {
+        self.held.get_or_init(|| HeldDevices::new(self.dra, self.claims))
+    }
+}
+
+/// What one gang adds to the snapshot.
+#[derive(Clone, Debug, Default)]
+pub(super) struct GangPart {
+    /// Its pods waiting to be placed, when any can be considered.
+    pub pending: Option<Gang>,
+    /// Its running pods, listed when queues are configured or they run opportunistically.
+    pub running: Option<RunningGang>,
+    /// Its pods bound and not terminating.
+    pub bound: usize,
+    /// Its pods not bound (for `gang_of`).
+    pub unbound: Vec<PodKey>,
+    /// Its pending pods the engine cannot consider, with why.
+    pub rejected: Vec<(PodKey, String)>,
+    /// Its bound pods with a runtime bound, and when each ends.
+    pub endings: Vec<Ending>,
+}
+
+/// A pod's own runtime bound: `spec.activeDeadlineSeconds`.
+fn pod_deadline(pod: &Pod) -> Option<i64> {
+    pod.spec.as_ref()?.active_deadline_seconds.filter(|&s| s > 0)
+}
+
+/// The gang `key` from its pods (Muster's, not ended, in the view's order).
+pub(super) fn fold(
+    key: &GangKey,
+    pods: &[&Pod],
+    ctx: &Context<'_, '_>,
+    topology: &mut DomainIndex,
+    memo: &mut Conversions,
+) -> GangPart {
+    // A gang of a workload that is not read takes its size from its pods.
+    let from_pods = match ctx.facts.get(key) {
+        None if key.kind == GangKind::Workload => crate::convert::workloads::resolve::pod_spec(key, pods),
+        _ => None,
+    };
+    let group = ctx.facts.get(key).or(from_pods.as_ref());
+    let served_names = ctx.served;
+    let served = &|resource: &str| served_names.contains(resource);
+    let mut part = GangPart::default();
+    let mut pending: Option<Gang> = None;
+    let mut preemptibility: Option<bool> = None;
+    let mut pod_topology: Option<(Option<String>, Option<String>)> = None;
+    for &pod in pods {
+        let spec = pod.spec.as_ref();
+        if let Some(node_name) = ctx.view.node_of(pod) {
+            // A terminating pod still uses its node, but no longer counts toward its gang:
+            // an evicted gang must not look whole while its pods go away.
+            if pod.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            part.bound += 1;
+            // A pod bound opportunistically leaves whenever a reservation needs it: the
+            // engine counts it as ending then, not by its bound.
+            let opportunistic = view::opportunistic(&pod.metadata);
+            let bound = pod_deadline(pod).into_iter().chain(group.and_then(|g| g.max_run_seconds)).min();
+            let bound = bound.filter(|_| !opportunistic);
+            // A pod whose quota Kueue keeps is capacity in use, as another scheduler's
+            // would be.
+            let listed = (ctx.queued && ctx.rules.quota_owner(pod).is_none()) || opportunistic;
+            if !listed && bound.is_none() {
+                continue;
+            }
+            let (Ok(demand), Some(&node)) = (memo.demand(pod, served), ctx.node_index.get(node_name.as_str())) else {
+                continue;
+            };
+            let started = pod.status.as_ref().and_then(|s| s.start_time.as_ref()).map(|t| t.0.as_second());
+            let started = started.unwrap_or_else(|| created(&pod.metadata));
+            if let Some(bound) = bound {
+                part.endings.push(Ending {
+                    at: started.saturating_add(bound),
+                    node: node as u32,
+                    demand: demand.clone(),
+                });
+            }
+            if !listed {
+                continue;
+            }
+            let priority = group
+                .and_then(|g| ctx.group_priority(g))
+                .or_else(|| ctx.pod_priority(pod))
+                .unwrap_or(ctx.default_priority);
+            let entry = part.running.get_or_insert_with(|| RunningGang {
+                key: key.clone(),
+                queue: ctx.rules.queue_of(group, pod),
+                priority,
+                preemptible: queues::preemptibility(group, pod).unwrap_or(priority < queues::NON_PREEMPTIBLE_PRIORITY),
+                min_member: group.map_or(1, |g| g.min_member),
+                pods: Vec::new(),
+                created: group.map_or(i64::MAX, |g| g.created),
+                opportunistic: false,
+            });
+            entry.created = entry.created.min(created(&pod.metadata));
+            entry.opportunistic |= opportunistic;
+            let devices = ctx.held().of(pod);
+            entry.pods.push(RunningPod {
+                key: pod_key(&pod.metadata),
+                node: node as u32,
+                demand,
+                started,
+                gpu_milli: dra::running_gpu_milli(pod, ctx.dra, &devices),
+                devices,
+                grace_seconds: spec.and_then(|s| s.termination_grace_period_seconds).unwrap_or(30),
+            });
+            continue;
+        }
+        let pod_key = pod_key(&pod.metadata);
+        part.unbound.push(pod_key.clone());
+        if pod.metadata.deletion_timestamp.is_some()
+            || spec.and_then(|s| s.scheduling_gates.as_ref()).is_some_and(|g| !g.is_empty())
+        {
+            continue;
+        }
+        // Its demand first: a pod asking for what nobody offers costs no more than that.
+        let (demand, constraints) = match memo.pod(pod, served) {
+            Ok(converted) => converted,
+            Err(e) => {
+                part.rejected.push((pod_key, e));
+                continue;
+            }
+        };
+        let devices = dra::pod_devices(pod, ctx.claims, ctx.dra, &mut memo.names, &mut memo.devices.specs);
+        let priority = ctx.pod_priority(pod).unwrap_or(ctx.default_priority);
+        let entry = pending.get_or_insert_with(|| new_gang(key, group, pod, ctx));
+        if let Some(own) = pod_deadline(pod) {
+            entry.max_run_seconds = Some(entry.max_run_seconds.map_or(own, |b| b.min(own)));
+        }
+        // A delay on the pod (KAI's annotation) when its PodGroup sets none.
+        if entry.preemption_delay.is_none() {
+            match groups::preemption_delay(None, &pod.metadata) {
+                Ok(delay) => entry.preemption_delay = delay,
+                Err(why) => {
+                    entry.blocked.get_or_insert_with(|| format!("pod {pod_key}: {why}"));
+                }
+            }
+        }
+        if preemptibility.is_none() {
+            preemptibility = queues::preemptibility(group, pod);
+        }
+        // Without a priority of its own, a gang takes its highest pod's; without a
+        // PodGroup's creation time, its oldest pod's.
+        if group.and_then(|g| ctx.group_priority(g)).is_none() {
+            entry.priority = entry.priority.max(priority);
+        }
+        if group.is_none() {
+            entry.created = entry.created.min(created(&pod.metadata));
+        }
+        let devices = match devices {
+            Ok(devices) => devices.map(Arc::new),
+            Err(why) => {
+                // The gang cannot be placed until this pod's claims can be considered.
+                if entry.blocked.is_none() {
+                    entry.blocked = Some(if key.kind == GangKind::Single {
+                        why
+                    } else {
+                        format!("pod {pod_key}: {why}; {key} waits for it")
+                    });
+                }
+                None
+            }
+        };
+        if pod_topology.is_none() {
+            let named = annotated_topology(&pod.metadata);
+            if named.0.is_some() || named.1.is_some() {
+                pod_topology = Some(named);
+            }
+        }
+        entry.pods.push(PendingPod { key: pod_key, demand, constraints, devices });
+    }
+    if let Some(gang) = pending.as_mut() {
+        gang.bound = part.bound;
+        gang.preemptible = preemptibility.unwrap_or(gang.priority < queues::NON_PREEMPTIBLE_PRIORITY);
+        // Topology: the PodGroup's, else (a pod without one, say of a Kueue job) its pods'
+        // annotations.
+        let named = match group.map(|f| f.topology.clone()) {
+            Some((None, None)) | None => pod_topology.unwrap_or((None, None)),
+            Some(named) => named,
+        };
+        if named.0.is_some() || named.1.is_some() {
+            let levels = memo.ad_hoc_levels;
+            let mut resolve =
+                |name: &Option<String>| name.as_deref().map(|n| topology.resolve(n, ctx.nodes, levels)).transpose();
+            match (resolve(&named.0), resolve(&named.1)) {
+                (Ok(required), Ok(preferred)) => gang.topology = Some(GangTopology { required, preferred }),
+                (Err(why), _) | (_, Err(why)) => {
+                    gang.blocked.get_or_insert_with(|| format!("{key}: {why}"));
+                }
+            }
+        }
+    }
+    part.pending = pending;
+    part
+}
+
+/// A gang as its first pod that can be considered finds it.
+fn new_gang(key: &GangKey, group: Option<&GroupSpec>, pod: &Pod, ctx: &Context<'_, '_>) -> Gang {
+    let blocked = ctx.rules.stopped(group, pod).or_else(|| match (key.kind, group) {
+        (_, Some(g)) => {
+            g.problem.clone().or_else(|| g.preemption_delay.as_ref().err().map(|why| format!("{key}: PodGroup {why}")))
+        }
+        (GangKind::Single, None) => None,
+        (GangKind::Workload, None) => Some(format!("{key} is not read yet; its pods wait for it")),
+        (kind, None) => Some(format!(
+            "PodGroup {}/{} ({}) does not exist; its pods wait for it{}",
+            key.namespace,
+            key.name,
+            kind.api_version().unwrap_or_default(),
+            if kind == GangKind::Kai { " (KAI's PodGroups are read with queues.import: [kai])" } else { "" }
+        )),
+    });
+    Gang {
+        key: key.clone(),
+        min_member: group.map_or(1, |g| g.min_member),
+        bound: 0,
+        pods: Vec::new(),
+        priority: group.and_then(|g| ctx.group_priority(g)).unwrap_or(i32::MIN),
+        created: group.map_or(i64::MAX, |g| g.created),
+        blocked,
+        topology: None,
+        queue: ctx.rules.queue_of(group, pod),
+        quota_owner: ctx.rules.quota_owner(pod),
+        preemption_delay: group.and_then(|g| g.preemption_delay.clone().ok().flatten()),
+        last_evicted: group.and_then(|g| g.last_evicted),
+        preemptible: true,
+        parked: Default::default(),
+        max_run_seconds: group.and_then(|g| g.max_run_seconds),
+    }
+}

@@ -1,0 +1,148 @@
+//! Devices from ResourceSlices: attributes, capacity, counters, the nodes that reach them,
+//! and their taints (their own and those of the DeviceTaintRules that select them).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::resource::v1::{DeviceTaintRule, ResourceSlice};
+
+use super::{Error, Problem, Result, node_selector, taint};
+use crate::engine::dra::cel::DeviceVal;
+use crate::engine::dra::model::{AttributeValue, CapacityPolicy, Device, DeviceCapacity, DeviceNodes};
+use crate::engine::dra::semver::Semver;
+use crate::quantity::Quantity;
+
+fn qualified(driver: &str, name: &str) -> String {
+    if name.contains('/') { name.to_string() } else { format!("{driver}/{name}") }
+}
+
+/// Converts one slice's devices, with the taints of `rules` that select them.
+pub(super) fn slice_devices(
+    slice: &ResourceSlice,
+    rules: &[&DeviceTaintRule],
+    next_revision: &mut u64,
+) -> Result<Vec<Device>> {
+    let spec = &slice.spec;
+    let object = format!("ResourceSlice {}", slice.metadata.name.as_deref().unwrap_or(""));
+    let driver: Arc<str> = Arc::from(spec.driver.as_str());
+    let pool: Arc<str> = Arc::from(spec.pool.name.as_str());
+    let slice_nodes = if let Some(node) = &spec.node_name {
+        Some(DeviceNodes::Node(node.clone()))
+    } else if let Some(selector) = &spec.node_selector {
+        Some(DeviceNodes::Selector(node_selector(&object, selector)?))
+    } else if spec.all_nodes == Some(true) {
+        Some(DeviceNodes::All)
+    } else {
+        None
+    };
+    let mut devices = Vec::new();
+    for d in spec.devices.iter().flatten() {
+        let device_object = format!("{object}: device {}", d.name);
+        let nodes = match &slice_nodes {
+            Some(nodes) => nodes.clone(),
+            None => {
+                if let Some(node) = &d.node_name {
+                    DeviceNodes::Node(node.clone())
+                } else if let Some(selector) = &d.node_selector {
+                    DeviceNodes::Selector(node_selector(&device_object, selector)?)
+                } else if d.all_nodes == Some(true) {
+                    DeviceNodes::All
+                } else {
+                    return Err(Error::invalid(&device_object, Problem::NoDeviceNodes));
+                }
+            }
+        };
+        let mut attributes = HashMap::new();
+        for (name, a) in d.attributes.iter().flatten() {
+            let value = if let Some(i) = a.int {
+                AttributeValue::Int(i)
+            } else if let Some(b) = a.bool {
+                AttributeValue::Bool(b)
+            } else if let Some(s) = &a.string {
+                AttributeValue::String(s.clone())
+            } else if let Some(v) = &a.version {
+                AttributeValue::Version(Semver::parse(v).map_err(|reason| {
+                    Error::invalid(&device_object, Problem::Version { name: name.clone(), reason })
+                })?)
+            } else {
+                // List-valued attributes are alpha (DRAListTypeAttributes) and not read.
+                continue;
+            };
+            attributes.insert(qualified(&driver, name), value);
+        }
+        let mut capacity = Vec::new();
+        for (name, c) in d.capacity.iter().flatten() {
+            let quantity = |text: &str| {
+                Quantity::parse(text)
+                    .map_err(|source| Error::invalid(&device_object, Problem::Capacity { name: name.clone(), source }))
+            };
+            let value = quantity(&c.value.0)?;
+            let policy = match &c.request_policy {
+                None => None,
+                Some(p) => Some(CapacityPolicy {
+                    default: p.default.as_ref().map(|q| quantity(&q.0)).transpose()?,
+                    range: match &p.valid_range {
+                        None => None,
+                        Some(r) => Some((
+                            quantity(&r.min.0)?,
+                            r.max.as_ref().map(|q| quantity(&q.0)).transpose()?,
+                            r.step.as_ref().map(|q| quantity(&q.0)).transpose()?,
+                        )),
+                    },
+                    values: p.valid_values.iter().flatten().map(|q| quantity(&q.0)).collect::<Result<_, _>>()?,
+                }),
+            };
+            capacity.push((name.clone(), DeviceCapacity { value, policy }));
+        }
+        let mut taints = d
+            .taints
+            .iter()
+            .flatten()
+            .map(taint)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|problem| Error::invalid(&device_object, problem))?;
+        for rule in rules {
+            let selector = rule.spec.device_selector.as_ref();
+            // A rule without a selector selects no device (resource.k8s.io/v1).
+            let selects = selector.is_some_and(|s| {
+                s.driver.as_deref().is_none_or(|v| v == &*driver)
+                    && s.pool.as_deref().is_none_or(|v| v == &*pool)
+                    && s.device.as_deref().is_none_or(|v| v == d.name)
+            });
+            if selects && let Ok(t) = taint(&rule.spec.taint) {
+                taints.push(t);
+            }
+        }
+        let mut consumes = Vec::new();
+        for c in d.consumes_counters.iter().flatten() {
+            for (counter, amount) in &c.counters {
+                let q = Quantity::parse(&amount.value.0).map_err(|source| {
+                    Error::invalid(&device_object, Problem::Counter { counter: counter.clone(), source })
+                })?;
+                consumes.push((c.counter_set.clone(), counter.clone(), q));
+            }
+        }
+        let allow_multiple_allocations = d.allow_multiple_allocations == Some(true);
+        let cel = DeviceVal::new(
+            &driver,
+            attributes.iter().map(|(k, v)| (k.as_str(), v)),
+            capacity.iter().map(|(k, c)| (k.as_str(), c.value)),
+            allow_multiple_allocations,
+        );
+        *next_revision += 1;
+        devices.push(Device {
+            driver: driver.clone(),
+            pool: pool.clone(),
+            name: d.name.clone(),
+            attributes,
+            capacity,
+            taints,
+            consumes,
+            allow_multiple_allocations,
+            nodes,
+            cel,
+            revision: *next_revision,
+        });
+    }
+    Ok(devices)
+}

@@ -1,0 +1,28 @@
+//! The one conversion the scheduler and the simulator share, pure (no client, no runtime,
+//! no clock): Kubernetes objects into the engine's compact model, and the engine's decisions
+//! back into objects (claim allocations, PodGroup status, pod conditions).
+//!
+//! - [`view`]: the cluster's objects as scheduling reads them, owned or borrowed;
+//! - [`assemble`]: a view into the engine's snapshot, brought up to date by generation;
+//! - [`membership`]: which gang a pod belongs to;
+//! - [`gang_spec`]: what a gang asks, read from PodGroups of five kinds ([`groups`]) or the
+//!   workloads that own its pods ([`workloads`]);
+//! - [`core`], [`dra`], [`queues`]: nodes and pods, DRA devices and claims, queues of three
+//!   kinds into the model;
+//! - [`allocation`], [`status`]: decisions back into objects.
+
+pub mod allocation;
+pub mod assemble;
+pub mod core;
+pub mod dra;
+pub mod gang_spec;
+pub mod groups;
+pub mod interner;
+pub mod journal;
+pub mod membership;
+pub mod objects;
+pub mod quantity;
+pub mod queues;
+pub mod status;
+pub mod view;
+pub mod workloads;

@@ -1,0 +1,3 @@
+//! What the scheduler says about itself: `/healthz` and `/readyz` ([`health`]).
+
+pub mod health;

@@ -1,0 +1,518 @@
+//! Keeps the objects scheduling reads, changed one watch event at a time.
+//!
+//! The one place that holds the cluster's state for the scheduler. Watches write it
+//! (`apply`, `delete`, and a relist's `reset`); the scheduling loop reads a copy of it
+//! (`objects`). Pod states, in one place:
+//! - *pending*: Muster's pod without `spec.nodeName`;
+//! - *assumed*: placed by a cycle and being bound; counted on its node at once, so the next
+//!   cycle does not place it again or give its capacity away; cleared when the watch shows
+//!   the pod bound (`apply`) or gone (`delete`), or by `forget` when binding failed;
+//! - *bound*: `spec.nodeName` set, by Muster or any other scheduler: uses capacity until it
+//!   ends (Succeeded or Failed) or is deleted.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::resource::v1::{DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::api::scheduling::v1beta1::PodGroup as KubernetesPodGroup;
+use kube::ResourceExt;
+
+use super::changes::{Changes, Help};
+use crate::api::foreign::PodGroup as PluginPodGroup;
+use crate::api::kai::{PodGroup as KaiPodGroup, Queue as KaiQueue};
+use crate::api::kueue::{ClusterQueue, Cohort, LocalQueue};
+use crate::api::pod_group::PodGroup as MusterPodGroup;
+use crate::api::queue::Queue as MusterQueue;
+use crate::api::topology::{Topology as KueueTopology, kai::Topology as KaiTopology};
+use crate::convert::assemble::ClusterView;
+use crate::convert::dra::EXTENDED_CLAIM_ANNOTATION;
+use crate::convert::journal::{Journal, Mark, ObjectKey, Seen};
+use crate::convert::view::Versions;
+use crate::convert::workloads::owners::PodOwners;
+use crate::convert::workloads::{Workload, WorkloadKind};
+use crate::engine::dra::model::ClaimKey;
+use crate::engine::model::PodKey;
+
+/// One kind of object, by namespace and name, with relist support. Objects are kept
+/// shared, so a cycle takes what it reads under the lock by reference counts alone
+/// ([`Cache::shared`]) and reads it after the lock is released.
+#[derive(Clone, Debug)]
+pub struct Store<K> {
+    objects: BTreeMap<(String, String), Arc<K>>,
+    relisting: Option<BTreeMap<(String, String), Arc<K>>>,
+    /// What changed, for the snapshot memo.
+    journal: Journal,
+}
+
+impl<K> Default for Store<K> {
+    fn default() -> Self {
+        Store { objects: BTreeMap::new(), relisting: None, journal: Journal::default() }
+    }
+}
+
+fn id<K: ResourceExt>(object: &K) -> (String, String) {
+    (object.namespace().unwrap_or_default(), object.name_any())
+}
+
+impl<K: ResourceExt + Clone> Store<K> {
+    pub fn apply(&mut self, object: K) {
+        let key = id(&object);
+        self.journal.record(key.clone());
+        self.objects.insert(key, Arc::new(object));
+    }
+
+    pub fn delete(&mut self, object: &K) {
+        let key = id(object);
+        self.objects.remove(&key);
+        self.journal.record(key);
+    }
+
+    /// What changed in this store.
+    pub fn journal(&self) -> &Journal {
+        &self.journal
+    }
+
+    /// A relist starts: objects arrive through `relisted`, then `relist_done` replaces
+    /// the store with them, dropping whatever was deleted meanwhile.
+    pub fn relist_start(&mut self) {
+        self.relisting = Some(BTreeMap::new());
+    }
+
+    pub fn relisted(&mut self, object: K) {
+        self.relisting.get_or_insert_default().insert(id(&object), Arc::new(object));
+    }
+
+    pub fn relist_done(&mut self) {
+        if let Some(objects) = self.relisting.take() {
+            self.objects = objects;
+            self.journal.reset();
+        }
+    }
+
+    /// The stored object with the same namespace and name as `object`.
+    pub fn find(&self, object: &K) -> Option<&K> {
+        self.objects.get(&id(object)).map(|o| &**o)
+    }
+
+    pub fn get(&self, namespace: &str, name: &str) -> Option<&K> {
+        self.objects.get(&(namespace.to_string(), name.to_string())).map(|o| &**o)
+    }
+
+    pub fn values(&self) -> impl Iterator<Item = &K> {
+        self.objects.values().map(|o| &**o)
+    }
+
+    /// The objects of one namespace.
+    pub fn in_namespace<'s>(&'s self, namespace: &'s str) -> impl Iterator<Item = &'s K> {
+        self.objects
+            .range((namespace.to_string(), String::new())..)
+            .take_while(move |((n, _), _)| n == namespace)
+            .map(|(_, o)| &**o)
+    }
+
+    /// The objects, shared.
+    pub fn shared(&self) -> Vec<Arc<K>> {
+        self.objects.values().cloned().collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.objects.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.objects.is_empty()
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Cache {
+    pub pods: Store<Pod>,
+    pub nodes: Store<Node>,
+    pub kubernetes_groups: Store<KubernetesPodGroup>,
+    pub muster_groups: Store<MusterPodGroup>,
+    pub plugin_groups: Store<PluginPodGroup>,
+    pub priority_classes: Store<PriorityClass>,
+    pub resource_slices: Store<ResourceSlice>,
+    pub device_classes: Store<DeviceClass>,
+    pub resource_claims: Store<ResourceClaim>,
+    pub device_taint_rules: Store<DeviceTaintRule>,
+    pub queues: Store<MusterQueue>,
+    pub kai_queues: Store<KaiQueue>,
+    pub kueue_topologies: Store<KueueTopology>,
+    pub kai_topologies: Store<KaiTopology>,
+    pub kai_groups: Store<KaiPodGroup>,
+    pub cluster_queues: Store<ClusterQueue>,
+    pub cohorts: Store<Cohort>,
+    pub local_queues: Store<LocalQueue>,
+    /// Whether Kueue's queues are imported (see [`ClusterView::kueue_imported`]).
+    pub kueue_imported: bool,
+    pub namespaces: Store<Namespace>,
+    /// The workloads pods are grouped by, of the kinds in `workload_kinds` (see
+    /// `workloads::follow`).
+    pub workloads: Store<Workload>,
+    pub workload_kinds: BTreeSet<WorkloadKind>,
+    /// Pods by the first owner their gang is looked up by.
+    pub(crate) pod_owners: PodOwners,
+    assumed: HashMap<PodKey, String>,
+    /// Claims whose allocation is being written: they hold their devices at once, until
+    /// the watch shows the allocation, or `forget_claim`.
+    assumed_claims: HashMap<ClaimKey, Arc<ResourceClaim>>,
+    /// Claims for pods' extended resources, being created and allocated, by pod.
+    assumed_extended: HashMap<PodKey, Arc<ResourceClaim>>,
+    /// Only nodes with all these labels are scheduled onto (empty: every node).
+    node_labels: Vec<(String, String)>,
+    /// What changed since the scheduling loop last looked, for its unschedulable pool.
+    pub changes: Changes,
+    /// Changes to `assumed_claims` and `assumed_extended` (the pods' assumptions are
+    /// recorded in the pods' journal, as they change where a pod counts).
+    assumed_claims_journal: Journal,
+}
+
+fn claim_key(claim: &ResourceClaim) -> ClaimKey {
+    ClaimKey { namespace: claim.namespace().unwrap_or_default(), name: claim.name_any() }
+}
+
+/// A pod's key in its store (the assumptions use the engine's key).
+fn object_key(pod: &PodKey) -> ObjectKey {
+    (pod.namespace.clone(), pod.name.clone())
+}
+
+fn pod_key(pod: &Pod) -> PodKey {
+    PodKey { namespace: pod.namespace().unwrap_or_default(), name: pod.name_any() }
+}
+
+impl Cache {
+    /// A cache for a scheduler that manages only nodes carrying `node_labels`.
+    pub fn new(node_labels: Vec<(String, String)>) -> Cache {
+        Cache { node_labels, ..Default::default() }
+    }
+
+    /// A pod changed. Once the watch shows it bound, its assumption is no longer needed.
+    pub fn apply_pod(&mut self, pod: Pod) {
+        if pod.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some() {
+            self.assumed.remove(&pod_key(&pod));
+        }
+        if let Some(old) = self.pods.find(&pod) {
+            self.pod_owners.remove(old);
+        }
+        self.pod_owners.add(&pod);
+        // (The store records the pod, and with it the assumption it may have lost.)
+        self.pods.apply(pod);
+    }
+
+    pub fn delete_pod(&mut self, pod: &Pod) {
+        self.assumed.remove(&pod_key(pod));
+        self.pod_owners.remove(self.pods.find(pod).unwrap_or(pod));
+        self.pods.delete(pod);
+    }
+
+    /// A pod relist is complete: assumptions of pods that are gone or now bound go too.
+    pub fn pods_relisted(&mut self) {
+        self.pods.relist_done();
+        self.pod_owners.rebuild(self.pods.values());
+        self.remark_all();
+        let pods = &self.pods;
+        self.assumed.retain(|key, _| {
+            pods.get(&key.namespace, &key.name).is_some_and(|p| p.spec.as_ref().is_some_and(|s| s.node_name.is_none()))
+        });
+        self.pods.journal.reset();
+    }
+
+    /// A claim changed. Once the watch shows it allocated, its assumption is no longer needed.
+    pub fn apply_claim(&mut self, claim: ResourceClaim) {
+        if claim.status.as_ref().is_some_and(|s| s.allocation.is_some()) {
+            let key = claim_key(&claim);
+            self.assumed_claims.remove(&key);
+            self.assumed_claims_journal.reset();
+            if claim.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(EXTENDED_CLAIM_ANNOTATION)) {
+                for owner in claim.metadata.owner_references.iter().flatten().filter(|o| o.kind == "Pod") {
+                    self.assumed_extended
+                        .remove(&PodKey { namespace: key.namespace.clone(), name: owner.name.clone() });
+                }
+            }
+        }
+        self.resource_claims.apply(claim);
+    }
+
+    pub fn delete_claim(&mut self, claim: &ResourceClaim) {
+        self.assumed_claims.remove(&claim_key(claim));
+        self.assumed_claims_journal.reset();
+        self.resource_claims.delete(claim);
+    }
+
+    /// A claim relist is complete: assumptions of claims now allocated or gone go too.
+    pub fn claims_relisted(&mut self) {
+        self.resource_claims.relist_done();
+        let claims = &self.resource_claims;
+        self.assumed_claims.retain(|key, _| {
+            claims
+                .get(&key.namespace, &key.name)
+                .is_some_and(|c| c.status.as_ref().is_none_or(|s| s.allocation.is_none()))
+        });
+        self.assumed_claims_journal.reset();
+    }
+
+    /// Holds the devices of `claim` (as it will be once written) until the watch shows it
+    /// allocated or `forget_claim` is called. A claim without a name is one being created for
+    /// `pod`'s extended resources.
+    pub fn assume_claim(&mut self, pod: &PodKey, claim: ResourceClaim) {
+        if claim.metadata.name.as_deref().unwrap_or("").is_empty() {
+            self.assumed_extended.insert(pod.clone(), Arc::new(claim));
+        } else {
+            self.assumed_claims.insert(claim_key(&claim), Arc::new(claim));
+        }
+        self.assumed_claims_journal.reset();
+    }
+
+    /// Writing the claim failed and was undone: its devices are free again.
+    pub fn forget_claim(&mut self, pod: &PodKey, claim: &ClaimKey) {
+        if claim.name.is_empty() {
+            self.assumed_extended.remove(pod);
+        } else {
+            self.assumed_claims.remove(claim);
+        }
+        self.assumed_claims_journal.reset();
+        self.changes.note(Help::Every);
+    }
+
+    /// Counts `pod` on `node` until the watch shows it bound or `forget` is called.
+    /// A pod placed on `node` counts there before the watch shows it bound. A pod the
+    /// store no longer holds unbound (deleted, or bound meanwhile) is not assumed.
+    pub fn assume(&mut self, pod: PodKey, node: String) {
+        let unbound = self
+            .pods
+            .get(&pod.namespace, &pod.name)
+            .is_some_and(|p| p.spec.as_ref().is_none_or(|s| s.node_name.is_none()));
+        if !unbound {
+            return;
+        }
+        self.pods.journal.record(object_key(&pod));
+        self.assumed.insert(pod, node);
+    }
+
+    /// Binding failed: the pod is pending again.
+    pub fn forget(&mut self, pod: &PodKey) {
+        self.assumed.remove(pod);
+        self.pods.journal.record(object_key(pod));
+        self.changes.note(Help::Every);
+    }
+
+    /// Whether some pod is neither bound nor assumed: of any scheduler, so a false "no" is
+    /// impossible. A cycle finds nothing to place without one. Every assumption is of a pod
+    /// in the store and unbound (`assume` takes no other; binding or deleting a pod, or a
+    /// relist, drops its assumption), so counting is enough.
+    pub fn has_unplaced(&self) -> bool {
+        let unbound = self.pods.values().filter(|p| p.spec.as_ref().is_none_or(|s| s.node_name.is_none())).count();
+        unbound > self.assumed.len()
+    }
+
+    /// Drops every assumption: a new term as leader starts from what the watches show.
+    pub fn forget_assumptions(&mut self) {
+        self.assumed.clear();
+        self.assumed_claims.clear();
+        self.assumed_extended.clear();
+        self.pods.journal.reset();
+        self.assumed_claims_journal.reset();
+        self.changes.note(Help::Every);
+    }
+
+    /// The UID of the pod the cache holds under this name.
+    pub fn uid(&self, pod: &PodKey) -> Option<String> {
+        self.pods.get(&pod.namespace, &pod.name).and_then(|p| p.metadata.uid.clone())
+    }
+
+    pub fn is_assumed(&self, pod: &PodKey) -> bool {
+        self.assumed.contains_key(pod)
+    }
+
+    fn managed(&self, node: &Node) -> bool {
+        let labels = node.labels();
+        self.node_labels.iter().all(|(k, v)| labels.get(k) == Some(v))
+    }
+
+    /// What scheduling reads, borrowed: only managed nodes, and assumed pods on their nodes.
+    pub fn view(&self) -> ClusterView<'_> {
+        ClusterView {
+            nodes: self.nodes.values().filter(|n| self.managed(n)).collect(),
+            pods: self.pods.values().collect(),
+            kubernetes_groups: self.kubernetes_groups.values().collect(),
+            muster_groups: self.muster_groups.values().collect(),
+            plugin_groups: self.plugin_groups.values().collect(),
+            priority_classes: self.priority_classes.values().collect(),
+            resource_slices: self.resource_slices.values().collect(),
+            device_classes: self.device_classes.values().collect(),
+            resource_claims: self
+                .resource_claims
+                .values()
+                .map(|c| self.assumed_claims.get(&claim_key(c)).map_or(c, |a| &**a))
+                .chain(self.assumed_extended.values().map(|a| &**a))
+                .collect(),
+            device_taint_rules: self.device_taint_rules.values().collect(),
+            queues: self.queues.values().collect(),
+            kai_queues: self.kai_queues.values().collect(),
+            kueue_topologies: self.kueue_topologies.values().collect(),
+            kai_topologies: self.kai_topologies.values().collect(),
+            kai_groups: self.kai_groups.values().collect(),
+            cluster_queues: self.cluster_queues.values().collect(),
+            cohorts: self.cohorts.values().collect(),
+            local_queues: self.local_queues.values().collect(),
+            kueue_imported: self.kueue_imported,
+            namespaces: self.namespaces.values().collect(),
+            workloads: self.workloads.values().collect(),
+            assumed: Some(&self.assumed),
+            versions: Some(Versions {
+                pods: self.pods.journal(),
+                nodes: self.nodes.journal(),
+                groups: self.group_marks(),
+                others: self.other_marks(),
+            }),
+        }
+    }
+
+    /// PodGroups of every kind, and the workloads gangs are made from.
+    fn group_marks(&self) -> Vec<Mark> {
+        [&self.kubernetes_groups.journal, &self.muster_groups.journal, &self.plugin_groups.journal]
+            .into_iter()
+            .chain([&self.kai_groups.journal, &self.workloads.journal])
+            .map(Journal::mark)
+            .collect()
+    }
+
+    /// Every store but pods, nodes and PodGroups, with the claims' assumptions and whether
+    /// Kueue is imported.
+    fn other_marks(&self) -> Vec<Mark> {
+        let stores = [
+            self.priority_classes.journal.mark(),
+            self.resource_slices.journal.mark(),
+            self.device_classes.journal.mark(),
+            self.resource_claims.journal.mark(),
+            self.device_taint_rules.journal.mark(),
+            self.queues.journal.mark(),
+            self.kai_queues.journal.mark(),
+            self.kueue_topologies.journal.mark(),
+            self.kai_topologies.journal.mark(),
+            self.cluster_queues.journal.mark(),
+            self.cohorts.journal.mark(),
+            self.local_queues.journal.mark(),
+            self.namespaces.journal.mark(),
+            self.assumed_claims_journal.mark(),
+        ];
+        stores.into_iter().chain([(0, self.kueue_imported as u64)]).collect()
+    }
+}
+
+/// What scheduling reads, shared: taken under the cache's lock by reference counts alone,
+/// read after the lock is released, so watch events are applied while a cycle assembles
+/// its snapshot.
+pub struct Shared {
+    nodes: Vec<Arc<Node>>,
+    pods: Vec<Arc<Pod>>,
+    kubernetes_groups: Vec<Arc<KubernetesPodGroup>>,
+    muster_groups: Vec<Arc<MusterPodGroup>>,
+    plugin_groups: Vec<Arc<PluginPodGroup>>,
+    priority_classes: Vec<Arc<PriorityClass>>,
+    resource_slices: Vec<Arc<ResourceSlice>>,
+    device_classes: Vec<Arc<DeviceClass>>,
+    resource_claims: Vec<Arc<ResourceClaim>>,
+    device_taint_rules: Vec<Arc<DeviceTaintRule>>,
+    queues: Vec<Arc<MusterQueue>>,
+    kai_queues: Vec<Arc<KaiQueue>>,
+    kueue_topologies: Vec<Arc<KueueTopology>>,
+    kai_topologies: Vec<Arc<KaiTopology>>,
+    kai_groups: Vec<Arc<KaiPodGroup>>,
+    cluster_queues: Vec<Arc<ClusterQueue>>,
+    cohorts: Vec<Arc<Cohort>>,
+    local_queues: Vec<Arc<LocalQueue>>,
+    namespaces: Vec<Arc<Namespace>>,
+    workloads: Vec<Arc<Workload>>,
+    kueue_imported: bool,
+    assumed: HashMap<PodKey, String>,
+    /// What changed in pods and nodes since the reader's mark, and the other stores' marks.
+    pods_journal: Journal,
+    nodes_journal: Journal,
+    groups: Vec<Mark>,
+    others: Vec<Mark>,
+}
+
+impl Cache {
+    /// What [`Cache::view`] shows, shared rather than borrowed, with what changed since
+    /// `seen` (the reader's marks: see [`Memo::seen`](super::assemble::Memo::seen)).
+    pub fn shared(&self, seen: Seen) -> Shared {
+        let claims = self
+            .resource_claims
+            .objects
+            .values()
+            .map(|c| self.assumed_claims.get(&claim_key(c)).unwrap_or(c).clone())
+            .chain(self.assumed_extended.values().cloned())
+            .collect();
+        Shared {
+            nodes: self.nodes.objects.values().filter(|n| self.managed(n)).cloned().collect(),
+            pods: self.pods.shared(),
+            kubernetes_groups: self.kubernetes_groups.shared(),
+            muster_groups: self.muster_groups.shared(),
+            plugin_groups: self.plugin_groups.shared(),
+            priority_classes: self.priority_classes.shared(),
+            resource_slices: self.resource_slices.shared(),
+            device_classes: self.device_classes.shared(),
+            resource_claims: claims,
+            device_taint_rules: self.device_taint_rules.shared(),
+            queues: self.queues.shared(),
+            kai_queues: self.kai_queues.shared(),
+            kueue_topologies: self.kueue_topologies.shared(),
+            kai_topologies: self.kai_topologies.shared(),
+            kai_groups: self.kai_groups.shared(),
+            cluster_queues: self.cluster_queues.shared(),
+            cohorts: self.cohorts.shared(),
+            local_queues: self.local_queues.shared(),
+            namespaces: self.namespaces.shared(),
+            workloads: self.workloads.shared(),
+            kueue_imported: self.kueue_imported,
+            assumed: self.assumed.clone(),
+            pods_journal: self.pods.journal.tail(seen.pods),
+            nodes_journal: self.nodes.journal.tail(seen.nodes),
+            groups: self.group_marks(),
+            others: self.other_marks(),
+        }
+    }
+}
+
+fn borrowed<K>(objects: &[Arc<K>]) -> Vec<&K> {
+    objects.iter().map(|o| &**o).collect()
+}
+
+impl Shared {
+    pub fn view(&self) -> ClusterView<'_> {
+        ClusterView {
+            nodes: borrowed(&self.nodes),
+            pods: borrowed(&self.pods),
+            kubernetes_groups: borrowed(&self.kubernetes_groups),
+            muster_groups: borrowed(&self.muster_groups),
+            plugin_groups: borrowed(&self.plugin_groups),
+            priority_classes: borrowed(&self.priority_classes),
+            resource_slices: borrowed(&self.resource_slices),
+            device_classes: borrowed(&self.device_classes),
+            resource_claims: borrowed(&self.resource_claims),
+            device_taint_rules: borrowed(&self.device_taint_rules),
+            queues: borrowed(&self.queues),
+            kai_queues: borrowed(&self.kai_queues),
+            kueue_topologies: borrowed(&self.kueue_topologies),
+            kai_topologies: borrowed(&self.kai_topologies),
+            kai_groups: borrowed(&self.kai_groups),
+            cluster_queues: borrowed(&self.cluster_queues),
+            cohorts: borrowed(&self.cohorts),
+            local_queues: borrowed(&self.local_queues),
+            kueue_imported: self.kueue_imported,
+            namespaces: borrowed(&self.namespaces),
+            workloads: borrowed(&self.workloads),
+            assumed: Some(&self.assumed),
+            versions: Some(Versions {
+                pods: &self.pods_journal,
+                nodes: &self.nodes_journal,
+                groups: self.groups.clone(),
+                others: self.others.clone(),
+            }),
+        }
+    }
+}
