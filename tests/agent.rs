@@ -347,7 +347,7 @@ fn dry_run_prints_the_slices_driver_mode_would_publish() {
     let out = muster(&["agent", "--dry-run", "--node-name", "gpu-node-1", "--fake-gpus", "2", "--sharing"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8(out.stdout).unwrap();
-    let slices: Vec<k8s_openapi::api::resource::v1::ResourceSlice> = serde_yaml::Deserializer::from_str(&text)
+    let slices: Vec<k8s_openapi::api::resource::v1::ResourceSlice> = yaml_serde::Deserializer::from_str(&text)
         .map(|doc| serde::Deserialize::deserialize(doc).expect("each document is a ResourceSlice"))
         .collect();
     assert_eq!(slices.len(), 1);

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use muster::config::Config;
 use muster::sim::{load, run};
-use serde_yaml::{Mapping, Value};
+use yaml_serde::{Mapping, Value};
 
 const DRIVER: &str = "dra.example.com";
 
@@ -16,7 +16,7 @@ fn get<'a>(case: &'a Value, field: &str) -> Option<&'a Value> {
 }
 
 fn yaml(value: &Value) -> String {
-    serde_yaml::to_string(value).expect("serialisable")
+    yaml_serde::to_string(value).expect("serialisable")
 }
 
 fn object(api_version: &str, kind: &str, mut body: Mapping) -> Value {
@@ -26,7 +26,7 @@ fn object(api_version: &str, kind: &str, mut body: Mapping) -> Value {
 }
 
 fn parse(text: &str) -> Value {
-    serde_yaml::from_str(text).expect("valid YAML in the harness")
+    yaml_serde::from_str(text).expect("valid YAML in the harness")
 }
 
 /// The case as a stream of Kubernetes objects.
@@ -181,7 +181,7 @@ fn quantity(text: &str) -> muster::quantity::Quantity {
 #[test]
 fn the_allocator_does_what_kubernetes_structured_allocator_does() {
     let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/allocator/cases.yaml")).unwrap();
-    let cases: Vec<Value> = serde_yaml::from_str(&text).expect("the table parses");
+    let cases: Vec<Value> = yaml_serde::from_str(&text).expect("the table parses");
     assert!(cases.len() >= 30, "the table has {} cases", cases.len());
     let mut failures = Vec::new();
     for case in &cases {

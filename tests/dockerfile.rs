@@ -131,8 +131,8 @@ fn the_runtime_image_runs_the_binary_as_a_non_root_user() {
 /// `image:` values of the workloads, and the kustomization's image names.
 #[test]
 fn the_workloads_name_the_image_the_kustomization_sets() {
-    let kustomization: serde_yaml::Value =
-        serde_yaml::from_str(&read(&root().join("manifests/kustomization.yaml"))).expect("kustomization.yaml");
+    let kustomization: yaml_serde::Value =
+        yaml_serde::from_str(&read(&root().join("manifests/kustomization.yaml"))).expect("kustomization.yaml");
     let images = kustomization["images"].as_sequence().expect("the kustomization has images:");
     assert_eq!(images.len(), 1, "one image for everything");
     let name = images[0]["name"].as_str().expect("images[0].name");
@@ -145,8 +145,8 @@ fn the_workloads_name_the_image_the_kustomization_sets() {
         .collect();
     let mut seen = 0;
     for resource in &resources {
-        for document in serde_yaml::Deserializer::from_str(&read(&root().join("manifests").join(resource))) {
-            let object = serde_yaml::Value::deserialize(document).expect("YAML");
+        for document in yaml_serde::Deserializer::from_str(&read(&root().join("manifests").join(resource))) {
+            let object = yaml_serde::Value::deserialize(document).expect("YAML");
             let containers = &object["spec"]["template"]["spec"]["containers"];
             for container in containers.as_sequence().into_iter().flatten() {
                 let image = container["image"].as_str().unwrap_or_default();

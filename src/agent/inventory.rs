@@ -29,7 +29,7 @@ impl FileSource {
 /// Parses an inventory document; the errors name the GPU and the problem.
 pub fn parse(text: &str, path: &str) -> Result<Vec<Gpu>> {
     let file: InventoryFile =
-        serde_yaml::from_str(text).map_err(|e| Error::Inventory { path: path.into(), problem: e.to_string() })?;
+        yaml_serde::from_str(text).map_err(|e| Error::Inventory { path: path.into(), problem: e.to_string() })?;
     let mut gpus = file.gpus;
     gpus.sort_by_key(|g| g.minor);
     for pair in gpus.windows(2) {

@@ -33,7 +33,7 @@ pub enum Error {
     #[error("failed to read node {node}: {source}")]
     Node { node: String, source: kube::Error },
     #[error("failed to render the slices as YAML: {0}")]
-    Render(#[from] serde_yaml::Error),
+    Render(#[from] yaml_serde::Error),
     /// The first reading failed (NVML missing, an unreadable inventory): nothing to serve.
     #[error("{0}")]
     Unreadable(String),
@@ -383,14 +383,14 @@ mod tests {
         Cli::parse_from(std::iter::once("agent").chain(args.iter().copied())).options
     }
 
-    /// The dry run reads back, through serde_yaml, as exactly the slices it was written
+    /// The dry run reads back, through yaml_serde, as exactly the slices it was written
     /// from, and the fake GPUs' bus IDs (base-60 floats to YAML 1.1) are quoted.
     #[test]
     fn the_dry_run_reads_back_as_the_slices() {
         let options = options(&["--node-name", "gpu-node-1", "--fake-gpus", "2", "--sharing"]);
         let text = dry_run(&options).unwrap();
         let read: Vec<serde_json::Value> =
-            serde_yaml::Deserializer::from_str(&text).map(|doc| serde_json::Value::deserialize(doc).unwrap()).collect();
+            yaml_serde::Deserializer::from_str(&text).map(|doc| serde_json::Value::deserialize(doc).unwrap()).collect();
         assert_eq!(read, dry_run_slices(&options).unwrap());
         for bus_id in ["0000:18:00.0", "0000:28:00.0"] {
             assert!(text.contains(&format!("string: '{bus_id}'")), "{bus_id} unquoted in:\n{text}");

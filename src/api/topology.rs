@@ -91,12 +91,12 @@ mod tests {
 
     #[test]
     fn kueue_and_kai_topologies_read_as_label_hierarchies() {
-        let kueue: Topology = serde_yaml::from_str(
+        let kueue: Topology = yaml_serde::from_str(
             "apiVersion: kueue.x-k8s.io/v1beta2\nkind: Topology\nmetadata: {name: default}\n\
              spec:\n  levels:\n  - nodeLabel: cloud.provider.com/topology-block\n  - nodeLabel: cloud.provider.com/topology-rack\n",
         )
         .unwrap();
-        let kai: kai::Topology = serde_yaml::from_str(
+        let kai: kai::Topology = yaml_serde::from_str(
             "apiVersion: kai.scheduler/v1alpha1\nkind: Topology\nmetadata: {name: default}\n\
              spec:\n  levels:\n  - nodeLabel: topology.kubernetes.io/zone\n  - nodeLabel: kubernetes.io/hostname\n",
         )

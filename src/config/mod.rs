@@ -20,7 +20,7 @@ pub enum Error {
     #[error("failed to read configuration {path}: {source}")]
     Read { path: String, source: std::io::Error },
     #[error("invalid configuration {path}: {source}")]
-    Parse { path: String, source: serde_yaml::Error },
+    Parse { path: String, source: yaml_serde::Error },
     #[error("invalid configuration {path}: {problem}")]
     Invalid { path: String, problem: String },
 }
@@ -166,7 +166,7 @@ impl Config {
 
     pub fn parse(text: &str, path: &str) -> Result<Config> {
         let partial: PartialConfig =
-            serde_yaml::from_str(text).map_err(|source| Error::Parse { path: path.to_string(), source })?;
+            yaml_serde::from_str(text).map_err(|source| Error::Parse { path: path.to_string(), source })?;
         let config = partial.merge_into(Config::default());
         config.check().map_err(|problem| Error::Invalid { path: path.to_string(), problem })?;
         Ok(config)

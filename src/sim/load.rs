@@ -8,8 +8,8 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
 use k8s_openapi::api::scheduling::v1beta1::PodGroup as KubernetesPodGroup;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-use serde_yaml::Value;
 use thiserror::Error;
+use yaml_serde::Value;
 
 use crate::api::foreign::PodGroup as PluginPodGroup;
 use crate::api::kai::{PodGroup as KaiPodGroup, Queue as KaiQueue};
@@ -27,7 +27,7 @@ pub enum Error {
     #[error("{path}: {source}")]
     Read { path: String, source: std::io::Error },
     #[error("{path}: document {document} is not valid YAML: {source}")]
-    Yaml { path: String, document: usize, source: serde_yaml::Error },
+    Yaml { path: String, document: usize, source: yaml_serde::Error },
     #[error("{path}: document {document} has no {field}")]
     Missing { path: String, document: usize, field: &'static str },
     #[error("{path}: {object}: {problem}")]
@@ -118,7 +118,7 @@ pub fn load_str(text: &str, path: &str) -> Result<LoadedCluster> {
 }
 
 fn typed<T: serde::de::DeserializeOwned>(value: Value, path: &str, object: &str) -> Result<T> {
-    serde_yaml::from_value(value).map_err(|e| Error::Invalid {
+    yaml_serde::from_value(value).map_err(|e| Error::Invalid {
         path: path.into(),
         object: object.into(),
         problem: e.to_string(),
@@ -127,7 +127,7 @@ fn typed<T: serde::de::DeserializeOwned>(value: Value, path: &str, object: &str)
 
 impl Loader {
     fn load_text(&mut self, text: &str, path: &str) -> Result<()> {
-        for (i, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
+        for (i, document) in yaml_serde::Deserializer::from_str(text).enumerate() {
             let value = <Value as serde::Deserialize>::deserialize(document).map_err(|source| Error::Yaml {
                 path: path.into(),
                 document: i + 1,
@@ -392,7 +392,7 @@ impl Loader {
             let made = expand::children(kind, &json);
             let pods = made.iter().filter(|o| o["kind"] == "Pod").count();
             for child in made {
-                let value = serde_yaml::to_value(child).map_err(|e| Error::Invalid {
+                let value = yaml_serde::to_value(child).map_err(|e| Error::Invalid {
                     path: path.clone(),
                     object: object.clone(),
                     problem: format!("could not be expanded: {e}"),
@@ -508,3 +508,7 @@ fn self_stamp(mut node: Node, clock: &mut i64) -> Node {
     node.metadata = stamp(node.metadata, clock);
     node
 }
+
+#[cfg(test)]
+#[path = "load_tests.rs"]
+mod tests;

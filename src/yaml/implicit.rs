@@ -1,6 +1,6 @@
 //! Which plain scalars a YAML reader takes for something other than a string.
 //!
-//! Readers disagree. YAML 1.2's core schema (serde_yaml, Go's yaml.v3, kubectl) reads `yes`
+//! Readers disagree. YAML 1.2's core schema (yaml_serde, Go's yaml.v3, kubectl) reads `yes`
 //! and `0000:18:00.0` as strings; YAML 1.1 (PyYAML and so Ansible, SnakeYAML, Ruby's
 //! Psych, Go's yaml.v2) reads the first as the boolean true and the second as the base-60
 //! number 1080.0. A string is written plain only when no reader of either version would

@@ -1,13 +1,13 @@
 //! YAML that every reader reads the same way.
 //!
 //! Everything Muster prints as YAML (`muster crds`, the agent's `--dry-run`) goes through
-//! [`to_string`]. serde_yaml quotes a string only when a YAML 1.2 reader would take it for
+//! [`to_string`]. yaml_serde quotes a string only when a YAML 1.2 reader would take it for
 //! something else, so strings such as the PCI bus ID `0000:18:00.0` came out plain, and
 //! YAML 1.1 readers (PyYAML, and so Ansible) read that one as the number 1080.0. Here the
-//! value is turned into a [`Value`] by serde_yaml and written out by hand, quoting every
+//! value is turned into a [`Value`] by yaml_serde and written out by hand, quoting every
 //! string that a reader of either version could resolve to anything else (see
-//! [`implicit`]). The layout is serde_yaml's, so a document that needs no extra quoting
-//! comes out as serde_yaml writes it: block mappings and sequences (a sequence under a
+//! [`implicit`]). The layout is yaml_serde's, so a document that needs no extra quoting
+//! comes out as yaml_serde writes it: block mappings and sequences (a sequence under a
 //! mapping key is not indented), `{}` and `[]` when empty, literal blocks for multi-line
 //! strings, single quotes where a plain string will not do, double quotes (with escapes)
 //! for characters that only they can carry, and numbers in a form both versions read as
@@ -19,12 +19,12 @@ mod tests;
 
 use serde::Serialize;
 use serde::ser::Error as _;
-use serde_yaml::value::TaggedValue;
-use serde_yaml::{Mapping, Number, Value};
+use yaml_serde::value::TaggedValue;
+use yaml_serde::{Mapping, Number, Value};
 
 /// `value` as one YAML document (without `---`), ending in a newline.
-pub fn to_string<T: Serialize + ?Sized>(value: &T) -> Result<String, serde_yaml::Error> {
-    let value = serde_yaml::to_value(value)?;
+pub fn to_string<T: Serialize + ?Sized>(value: &T) -> Result<String, yaml_serde::Error> {
+    let value = yaml_serde::to_value(value)?;
     let mut out = String::new();
     node(&mut out, &value, 0, Place::Document)?;
     Ok(out)
@@ -41,7 +41,7 @@ enum Place {
 }
 
 /// Writes `value` from the cursor on, through the end of its last line.
-fn node(out: &mut String, value: &Value, indent: usize, place: Place) -> Result<(), serde_yaml::Error> {
+fn node(out: &mut String, value: &Value, indent: usize, place: Place) -> Result<(), yaml_serde::Error> {
     let gap = if place == Place::Document { "" } else { " " };
     match value {
         Value::Mapping(map) if !map.is_empty() => match place {
@@ -80,7 +80,7 @@ fn node(out: &mut String, value: &Value, indent: usize, place: Place) -> Result<
                     out.push('\n');
                     sequence(out, items, inner, false)
                 }
-                Value::Tagged(_) => Err(serde_yaml::Error::custom("a tagged value inside a tagged value")),
+                Value::Tagged(_) => Err(yaml_serde::Error::custom("a tagged value inside a tagged value")),
                 scalar => {
                     out.push(' ');
                     self::scalar(out, scalar, indent, true);
@@ -98,7 +98,7 @@ fn node(out: &mut String, value: &Value, indent: usize, place: Place) -> Result<
 
 /// A block mapping, its keys at column `indent`; with `inline`, the cursor already stands
 /// there for the first key (after a sequence's `- `).
-fn mapping(out: &mut String, map: &Mapping, indent: usize, inline: bool) -> Result<(), serde_yaml::Error> {
+fn mapping(out: &mut String, map: &Mapping, indent: usize, inline: bool) -> Result<(), yaml_serde::Error> {
     for (i, (key, value)) in map.iter().enumerate() {
         if i > 0 || !inline {
             push_indent(out, indent);
@@ -123,7 +123,7 @@ fn mapping(out: &mut String, map: &Mapping, indent: usize, inline: bool) -> Resu
 }
 
 /// A block sequence, its `-` at column `indent`; `inline` as for [`mapping`].
-fn sequence(out: &mut String, items: &[Value], indent: usize, inline: bool) -> Result<(), serde_yaml::Error> {
+fn sequence(out: &mut String, items: &[Value], indent: usize, inline: bool) -> Result<(), yaml_serde::Error> {
     for (i, item) in items.iter().enumerate() {
         if i > 0 || !inline {
             push_indent(out, indent);
@@ -203,14 +203,14 @@ fn number(n: &Number) -> String {
     }
 }
 
-fn tag(tagged: &TaggedValue) -> Result<String, serde_yaml::Error> {
+fn tag(tagged: &TaggedValue) -> Result<String, yaml_serde::Error> {
     let text = tagged.tag.to_string();
     let name = text.strip_prefix('!').unwrap_or(&text);
     let plain = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.:/".contains(c));
     if plain {
         Ok(format!("!{name}"))
     } else {
-        Err(serde_yaml::Error::custom(format!("cannot write the tag {text:?}")))
+        Err(yaml_serde::Error::custom(format!("cannot write the tag {text:?}")))
     }
 }
 

@@ -1,6 +1,6 @@
 //! The YAML writer: strings that YAML 1.1 or 1.2 readers would take for something else are
-//! quoted, ordinary ones stay plain, real numbers and booleans stay bare, serde_yaml's
-//! layout is kept, and everything reads back through serde_yaml as what was written.
+//! quoted, ordinary ones stay plain, real numbers and booleans stay bare, yaml_serde's
+//! layout is kept, and everything reads back through yaml_serde as what was written.
 
 use std::collections::BTreeMap;
 
@@ -11,11 +11,11 @@ use serde_json::json;
 use super::implicit::is_implicit;
 use super::to_string;
 
-/// Writes `value`, reads the text back with serde_yaml, and asserts it is the same value.
+/// Writes `value`, reads the text back with yaml_serde, and asserts it is the same value.
 fn reads_back<T: Serialize + ?Sized>(value: &T) -> String {
     let text = to_string(value).unwrap();
-    let read: serde_yaml::Value = serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("unreadable ({e}):\n{text}"));
-    assert_eq!(read, serde_yaml::to_value(value).unwrap(), "read back differently:\n{text}");
+    let read: yaml_serde::Value = yaml_serde::from_str(&text).unwrap_or_else(|e| panic!("unreadable ({e}):\n{text}"));
+    assert_eq!(read, yaml_serde::to_value(value).unwrap(), "read back differently:\n{text}");
     text
 }
 
@@ -192,9 +192,9 @@ fn real_numbers_booleans_and_nulls_stay_bare() {
     }
 }
 
-/// Where nothing needs more quoting than serde_yaml gives, the text is serde_yaml's.
+/// Where nothing needs more quoting than yaml_serde gives, the text is yaml_serde's.
 #[test]
-fn the_layout_is_serde_yamls() {
+fn the_layout_is_yaml_serdes() {
     let value = json!({
         "apiVersion": "v1",
         "metadata": {"name": "gpu-node-1", "labels": {}, "finalizers": []},
@@ -213,7 +213,7 @@ fn the_layout_is_serde_yamls() {
         },
     });
     let ours = reads_back(&value);
-    assert_eq!(ours, serde_yaml::to_string(&value).unwrap());
+    assert_eq!(ours, yaml_serde::to_string(&value).unwrap());
     assert_eq!(
         ours,
         "apiVersion: v1
@@ -305,16 +305,16 @@ fn long_and_collection_keys_are_explicit() {
     let long = "k".repeat(2000);
     let text = reads_back(&BTreeMap::from([(long.as_str(), "v")]));
     assert!(text.starts_with("? "), "{text}");
-    let mut map = serde_yaml::Mapping::new();
-    map.insert(serde_yaml::to_value(["a", "yes"]).unwrap(), "list".into());
-    map.insert(serde_yaml::to_value(BTreeMap::from([("k", "v")])).unwrap(), nested());
+    let mut map = yaml_serde::Mapping::new();
+    map.insert(yaml_serde::to_value(["a", "yes"]).unwrap(), "list".into());
+    map.insert(yaml_serde::to_value(BTreeMap::from([("k", "v")])).unwrap(), nested());
     map.insert(1.into(), "one".into());
     map.insert(true.into(), "true".into());
     reads_back(&map);
 }
 
-fn nested() -> serde_yaml::Value {
-    serde_yaml::to_value(BTreeMap::from([("inner", vec!["x", "on"])])).unwrap()
+fn nested() -> yaml_serde::Value {
+    yaml_serde::to_value(BTreeMap::from([("inner", vec!["x", "on"])])).unwrap()
 }
 
 #[derive(Serialize)]

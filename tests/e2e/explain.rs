@@ -58,7 +58,7 @@ async fn explain_says_why_a_rack_gang_waits_and_which_rack_comes_nearest() {
     let event_reason = waiting.iter().find_map(unschedulable_message).expect("a reason");
 
     let file = cluster.control_plane.dir.join(format!("explain-{}.yaml", cluster.id));
-    std::fs::write(&file, serde_yaml::to_string(&config).expect("config as YAML")).expect("write the configuration");
+    std::fs::write(&file, yaml_serde::to_string(&config).expect("config as YAML")).expect("write the configuration");
     for args in [&["podgroup", "big"][..], &["podgroups.muster.dev", "big"], &["mpg", "big"], &["pod", "big-0"]] {
         let (ok, out, err) = explain(&cluster, &file, args);
         assert!(ok, "muster explain {args:?} failed: {err}");

@@ -221,7 +221,7 @@ async fn a_leader_cut_off_from_the_api_server_fails_its_health_and_the_standby_t
 fn role_without_slices(name: &str) -> ClusterRole {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/scheduler/clusterrole.yaml");
     let text = std::fs::read_to_string(&path).expect("read the ClusterRole");
-    let mut role: ClusterRole = serde_yaml::from_str(&text).expect("parse the ClusterRole");
+    let mut role: ClusterRole = yaml_serde::from_str(&text).expect("parse the ClusterRole");
     role.metadata = kube::api::ObjectMeta { name: Some(name.into()), ..Default::default() };
     for rule in role.rules.iter_mut().flatten() {
         if let Some(resources) = rule.resources.as_mut() {

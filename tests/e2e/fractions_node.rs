@@ -46,7 +46,7 @@ async fn install_policy(cluster: &TestCluster) -> String {
             &format!("object.spec.schedulerName == '{}'", cluster.scheduler_name),
         )
         .replace("muster-gpu-fraction-claim", &name);
-    let mut documents = serde_yaml::Deserializer::from_str(&text);
+    let mut documents = yaml_serde::Deserializer::from_str(&text);
     let policy: MutatingAdmissionPolicy =
         serde::Deserialize::deserialize(documents.next().expect("the policy")).expect("a MutatingAdmissionPolicy");
     let binding: MutatingAdmissionPolicyBinding =

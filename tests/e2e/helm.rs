@@ -135,7 +135,7 @@ fn key(object: &Value) -> String {
 /// The objects of a multi-document YAML stream, by [`key`]; the same object twice fails.
 fn objects(yaml: &str) -> BTreeMap<String, Value> {
     let mut all = BTreeMap::new();
-    for document in serde_yaml::Deserializer::from_str(yaml) {
+    for document in yaml_serde::Deserializer::from_str(yaml) {
         let value: Value = serde::Deserialize::deserialize(document).expect("a YAML document");
         if value.is_null() {
             continue;

@@ -136,7 +136,7 @@ async fn a_role_from_before_topology_objects_were_read_still_schedules() {
     // The manifests' ClusterRole without its rule for Topology objects, bound to a user of
     // this test's own.
     let text = std::fs::read_to_string(manifests().join("scheduler").join("clusterrole.yaml")).expect("the role");
-    let mut role: ClusterRole = serde_yaml::from_str(&text).expect("a ClusterRole");
+    let mut role: ClusterRole = yaml_serde::from_str(&text).expect("a ClusterRole");
     role.metadata.name = Some(cluster.name("old-role"));
     let rules = role.rules.as_mut().expect("rules");
     let before = rules.len();

@@ -7,7 +7,7 @@
 
 use muster::config::Config;
 use proptest::prelude::*;
-use serde_yaml::{Mapping, Value};
+use yaml_serde::{Mapping, Value};
 
 const SOURCE: &str = "generated.yaml";
 
@@ -38,7 +38,7 @@ fn field_names() -> Vec<String> {
         }
     }
     let mut names = Vec::new();
-    collect(&serde_yaml::to_value(Config::default()).expect("the default serialises"), &mut names);
+    collect(&yaml_serde::to_value(Config::default()).expect("the default serialises"), &mut names);
     names.extend(["schedulerNmae", "", "import", "<<", "name", "nodeLabel"].map(String::from));
     names.sort();
     names.dedup();
@@ -195,7 +195,7 @@ fn check(text: &str, source: &str) -> Result<(), TestCaseError> {
         Ok(config) => {
             let _ = config.cycle();
             let _ = config.request_timeout();
-            let written = serde_yaml::to_string(&config).expect("a configuration serialises");
+            let written = yaml_serde::to_string(&config).expect("a configuration serialises");
             let again = Config::parse(&written, "written.yaml")
                 .map_err(|e| TestCaseError::fail(format!("{e}\nwritten from {text:?} as:\n{written}")))?;
             prop_assert_eq!(again, config);
@@ -235,16 +235,16 @@ proptest! {
             1..4,
         ),
     ) {
-        let mut config = serde_yaml::to_value(Config::default()).expect("the default serialises");
+        let mut config = yaml_serde::to_value(Config::default()).expect("the default serialises");
         for (field, inner, value) in changes {
             change(&mut config, field, inner, value);
         }
-        check(&serde_yaml::to_string(&config).expect("serialises"), SOURCE)?;
+        check(&yaml_serde::to_string(&config).expect("serialises"), SOURCE)?;
     }
 
     #[test]
     fn generated_documents_never_panic_and_errors_name_the_file(document in document()) {
-        let text = serde_yaml::to_string(&document).expect("a generated document serialises");
+        let text = yaml_serde::to_string(&document).expect("a generated document serialises");
         check(&text, SOURCE)?;
     }
 

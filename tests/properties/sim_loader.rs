@@ -11,7 +11,7 @@ use muster::quantity::Quantity;
 use muster::sim::load::{Error, load_str};
 use muster::sim::run::{Options, run_with};
 use proptest::prelude::*;
-use serde_yaml::Value;
+use yaml_serde::Value;
 
 const SOURCE: &str = "mutated.yaml";
 
@@ -39,13 +39,13 @@ fn clusters() -> &'static [(String, String)] {
 }
 
 fn documents(text: &str) -> Vec<Value> {
-    serde_yaml::Deserializer::from_str(text)
+    yaml_serde::Deserializer::from_str(text)
         .map(|d| <Value as serde::Deserialize>::deserialize(d).expect("the test clusters are valid YAML"))
         .collect()
 }
 
 fn write(documents: &[Value]) -> String {
-    documents.iter().map(|d| serde_yaml::to_string(d).expect("serialisable")).collect::<Vec<_>>().join("---\n")
+    documents.iter().map(|d| yaml_serde::to_string(d).expect("serialisable")).collect::<Vec<_>>().join("---\n")
 }
 
 /// A step down into a document: a map's key or a list's index.

@@ -81,7 +81,7 @@ mod tests {
     use super::*;
 
     fn queue(yaml: &str) -> Queue {
-        serde_yaml::from_str(yaml).unwrap()
+        yaml_serde::from_str(yaml).unwrap()
     }
 
     #[test]

@@ -280,7 +280,7 @@ mod tests {
     use super::*;
 
     fn queue(yaml: &str) -> Queue {
-        serde_yaml::from_str(yaml).unwrap()
+        yaml_serde::from_str(yaml).unwrap()
     }
 
     #[test]
@@ -359,7 +359,7 @@ mod tests {
             "apiVersion: muster.dev/v1alpha1\nkind: Queue\nmetadata: {name: a}\nspec:\n  admission:\n    namespaceSelector: {matchLabels: {team: a}}\n    stopPolicy: Hold\n",
         );
         let ns = |name: &str, team: &str| -> Namespace {
-            serde_yaml::from_str(&format!("metadata: {{name: {name}, labels: {{team: {team}}}}}")).unwrap()
+            yaml_serde::from_str(&format!("metadata: {{name: {name}, labels: {{team: {team}}}}}")).unwrap()
         };
         let (a, b) = (ns("ml-a", "a"), ns("ml-b", "b"));
         let spec = queue_spec(&q, &[&a, &b], &mut ResourceNames::default());
@@ -370,16 +370,16 @@ mod tests {
     #[test]
     fn a_gangs_queue_comes_from_its_group_then_its_labels_then_its_namespace() {
         let pod = |labels: &str| -> Pod {
-            serde_yaml::from_str(&format!("metadata: {{name: p, labels: {labels}}}")).unwrap()
+            yaml_serde::from_str(&format!("metadata: {{name: p, labels: {labels}}}")).unwrap()
         };
         let plain = QueueRules::new(&[], None);
         assert_eq!(plain.queue_of(None, &pod("{}")), "default");
         assert_eq!(plain.queue_of(None, &pod("{kai.scheduler/queue: kai-q}")), "kai-q");
         assert_eq!(plain.queue_of(None, &pod("{runai/queue: old, muster.dev/queue: mine}")), "mine");
         let ns: Namespace =
-            serde_yaml::from_str("metadata: {name: ml, labels: {muster.dev/default-queue: team-ml}}").unwrap();
+            yaml_serde::from_str("metadata: {name: ml, labels: {muster.dev/default-queue: team-ml}}").unwrap();
         let in_ml = |labels: &str| -> Pod {
-            serde_yaml::from_str(&format!("metadata: {{name: p, namespace: ml, labels: {labels}}}")).unwrap()
+            yaml_serde::from_str(&format!("metadata: {{name: p, namespace: ml, labels: {labels}}}")).unwrap()
         };
         let rules = QueueRules::new(&[&ns], None);
         assert_eq!(rules.queue_of(None, &in_ml("{}")), "team-ml");
@@ -389,7 +389,7 @@ mod tests {
         assert_eq!(rules.quota_owner(&kueue_pod), Some("Kueue"));
         assert_eq!(rules.quota_owner(&in_ml("{}")), None);
         // Imported: the LocalQueue leads to its ClusterQueue, and Muster keeps the quota.
-        let lq: LocalQueue = serde_yaml::from_str(
+        let lq: LocalQueue = yaml_serde::from_str(
             "apiVersion: kueue.x-k8s.io/v1beta2\nkind: LocalQueue\nmetadata: {namespace: ml, name: user-queue}\nspec: {clusterQueue: team-a}\n",
         )
         .unwrap();

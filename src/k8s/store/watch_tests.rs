@@ -2,7 +2,7 @@ use super::*;
 
 #[test]
 fn an_older_versions_events_keep_the_newer_version_in_the_cache() {
-    let old: ClusterQueueV1beta1 = serde_yaml::from_str(
+    let old: ClusterQueueV1beta1 = yaml_serde::from_str(
         "apiVersion: kueue.x-k8s.io/v1beta1\nkind: ClusterQueue\nmetadata: {name: team-a}\nspec: {cohort: research}\n",
     )
     .unwrap();

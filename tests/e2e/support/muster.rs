@@ -48,7 +48,7 @@ pub async fn install_workload_crds(cluster: &TestCluster) {
 
 async fn install_yaml_crds(cluster: &TestCluster, yaml: &str) {
     let crds: Api<CustomResourceDefinition> = cluster.cluster_api();
-    for doc in serde_yaml::Deserializer::from_str(yaml) {
+    for doc in yaml_serde::Deserializer::from_str(yaml) {
         let crd: CustomResourceDefinition = serde::Deserialize::deserialize(doc).expect("a CRD");
         let name = crd.metadata.name.clone().unwrap();
         match crds.create(&PostParams::default(), &crd).await {

@@ -3,7 +3,7 @@ use crate::api::kueue::{LocalQueue, LocalQueues};
 use crate::engine::resources::ResourceId;
 
 fn objects<T: serde::de::DeserializeOwned>(yaml: &str) -> Vec<T> {
-    serde_yaml::Deserializer::from_str(yaml).map(|d| T::deserialize(d).unwrap()).collect()
+    yaml_serde::Deserializer::from_str(yaml).map(|d| T::deserialize(d).unwrap()).collect()
 }
 
 fn rule(specs: &[QueueSpec], names: &ResourceNames, queue: &str, key: &str) -> ResourceRule {
@@ -57,7 +57,7 @@ spec:
 #[test]
 fn cluster_queues_become_leaves_of_their_cohort_with_borrowing_as_a_limit() {
     let cqs: Vec<ClusterQueue> = objects(TWO_TEAMS);
-    let ns: Namespace = serde_yaml::from_str("metadata: {name: ml-b, labels: {team: b}}").unwrap();
+    let ns: Namespace = yaml_serde::from_str("metadata: {name: ml-b, labels: {team: b}}").unwrap();
     let mut names = ResourceNames::default();
     let specs = kueue_queue_specs(&cqs.iter().collect::<Vec<_>>(), &[], &[&ns], &mut names);
     let names_of: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
