@@ -1,6 +1,6 @@
 //! GPUs read through NVML (nvml-wrapper). Reading and mapping are split: a [`NvmlReader`]
 //! returns raw readings in NVML's own types, and [`gpu_from_reading`] turns one into a
-//! [`Gpu`], so the mapping is tested without a GPU (see `tests/agent.rs`).
+//! [`Gpu`], so the mapping is tested without a GPU (see `tests/tables/agent.rs`).
 
 use std::collections::HashMap;
 use std::path::Path;

@@ -6,9 +6,7 @@ use muster::engine::build::{GPU, SnapshotBuilder};
 use muster::engine::reason::WaitReason;
 use muster::engine::{CycleConfig, Queueing, schedule};
 
-#[path = "backfill/support.rs"]
-mod support;
-use support::*;
+use crate::backfill::*;
 
 fn timed() -> CycleConfig {
     CycleConfig { queueing: Queueing::TimedBackfill, reserve_after_seconds: 0, ..CycleConfig::default() }

@@ -1,8 +1,5 @@
-//! What the backfill tests share: the busy four-node cluster and readers of a cycle's
-//! outcome.
-
-// Each test file uses some of these.
-#![allow(dead_code)]
+//! What the backfill tests ([`crate::timed_backfill`], [`crate::opportunistic_backfill`])
+//! share: the busy four-node cluster and readers of a cycle's outcome.
 
 use muster::engine::CycleOutcome;
 use muster::engine::build::{GPU, SnapshotBuilder};

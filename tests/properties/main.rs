@@ -10,20 +10,18 @@
 //!   errors name the object or the document.
 //! - [`engine`] and [`engine_dra`]: the engine keeps its invariants on random snapshots: no
 //!   node over capacity, no pod or device given twice, every gang none or at least minMember.
+//! - [`queues`]: reclaim and preemption over many cycles on random queue trees: gangs stay
+//!   whole, none is evicted twice, every eviction leads to its placement
+//!   (`cargo test --test properties queues::`).
 
 use proptest::test_runner::Config as ProptestConfig;
 
-#[path = "properties/cel.rs"]
 mod cel;
-#[path = "properties/config.rs"]
 mod config;
-#[path = "properties/engine.rs"]
 mod engine;
-#[path = "properties/engine_dra.rs"]
 mod engine_dra;
-#[path = "properties/quantity.rs"]
 mod quantity;
-#[path = "properties/sim_loader.rs"]
+mod queues;
 mod sim_loader;
 
 /// A fixed number of cases, no failure persistence, and a bounded shrink, so a run takes

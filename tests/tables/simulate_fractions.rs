@@ -2,11 +2,9 @@
 //! (`gpu-fraction`, `gpu-memory`, `gpu-fraction-num-devices`), served as shares of GPUs
 //! that allow several allocations, packed onto partly shared GPUs first.
 
-#[path = "simulated/support.rs"]
-mod support;
-
 use serde_json::Value;
-use support::{fixture, pod, simulate};
+
+use crate::simulated::{fixture, pod, simulate};
 
 /// The (node, device, memory consumed in MiB) of each device the pod holds.
 fn shares(report: &Value, name: &str) -> Vec<(String, String, i64)> {

@@ -1,4 +1,5 @@
-//! Running `muster simulate --output json` on a fixture of tests/sim and reading its pods.
+//! Running `muster simulate --output json` on a fixture of tests/sim and reading its pods
+//! (for [`crate::simulate_device_quotas`] and [`crate::simulate_fractions`]).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

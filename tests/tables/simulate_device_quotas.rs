@@ -2,13 +2,11 @@
 //! and `memory.deviceclass/<class>` (GPU memory), charged on the device actually
 //! allocated, estimated conservatively for pods still pending, and reclaimed whole.
 
-#[path = "simulated/support.rs"]
-mod support;
-
 use std::process::Command;
 
 use serde_json::{Value, json};
-use support::{fixture, pod, simulate};
+
+use crate::simulated::{fixture, pod, simulate};
 
 fn figures<'a>(report: &'a Value, queue: &str, key: &str) -> &'a Value {
     let queues = report["queues"].as_array().unwrap();

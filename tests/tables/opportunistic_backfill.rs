@@ -9,9 +9,7 @@ use muster::engine::preempt::{EvictionReason, Room};
 use muster::engine::reason::WaitReason;
 use muster::engine::{CycleConfig, CycleOutcome, Queueing, schedule};
 
-#[path = "backfill/support.rs"]
-mod support;
-use support::*;
+use crate::backfill::*;
 
 fn timed(opportunistic: bool) -> CycleConfig {
     CycleConfig {
