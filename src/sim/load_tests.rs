@@ -29,6 +29,7 @@ fn yaml_1_1_words_and_octal_looking_numbers_are_strings() {
 #[test]
 fn a_key_given_twice_is_refused_with_its_document() {
     let twice = format!("{NODE}---\n{}", NODE.replace("  name: n1\n", "  name: n2\n  name: n3\n"));
-    let error = load_str(&twice, "twice.yaml").err().expect("a duplicated key is refused").to_string();
+    let Err(error) = load_str(&twice, "twice.yaml") else { panic!("a duplicated key is refused") };
+    let error = error.to_string();
     assert!(error.contains("twice.yaml") && error.contains("document 2") && error.contains("duplicate"), "{error}");
 }

@@ -165,7 +165,7 @@ impl<'s> Cycle<'s> {
         let Some(placed_now) = self.place(index, gang, leaf, late, admitted_gang) else { return };
         match placed_now {
             Ok(fit) => self.placed(leaf, admitted_gang, fit, None),
-            Err(shortfall) => self.does_not_fit(index, gang, leaf, queueing, admitted_gang, shortfall),
+            Err(shortfall) => self.does_not_fit(index, gang, leaf, queueing, admitted_gang, *shortfall),
         }
     }
 
@@ -303,10 +303,10 @@ impl<'s> Cycle<'s> {
         leaf: usize,
         queueing: Queueing,
         admitted: &Gang,
-        shortfall: Box<Shortfall>,
+        shortfall: Shortfall,
     ) {
         let never_fits = shortfall.never_fits;
-        let mut reason = shortfall_reason(*shortfall);
+        let mut reason = shortfall_reason(shortfall);
         if matches!(reason, WaitReason::DeviceError { .. }) {
             // What the pod asks for is wrong: it waits, and holds nobody back.
             return self.wait(gang, reason);
