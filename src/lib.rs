@@ -11,9 +11,10 @@
 //!
 //! Crate map, lowest layer first (docs/ARCHITECTURE.md has the rooms and the invariants;
 //! `tests/architecture.rs` holds them):
-//! - [`quantity`], [`yaml`], [`html`], [`config`]: exact quantities, the YAML Muster
-//!   prints, escaping and plots for pages, the configuration file.
+//! - [`quantity`], [`yaml`], [`html`]: exact quantities, the YAML Muster prints, escaping
+//!   and plots for pages.
 //! - [`engine`]: the pure scheduling engine: a snapshot in, gang placements and reasons out.
+//! - [`config`]: the configuration file, read into the engine's terms.
 //! - [`api`]: the Kubernetes types Muster defines (from which `muster crds` generates
 //!   `manifests/crds/`) or reads.
 //! - [`convert`]: the pure conversion of objects into the engine's model and of decisions

@@ -257,14 +257,9 @@ fn paths_in(module: &[String], text: &str) -> Found {
                     && tokens.get(i + 1) == Some(&Token::PathSep)
                     && (i == 0 || tokens[i - 1] != Token::PathSep) =>
             {
-                let mut segments = vec![word.clone()];
-                let mut j = i + 1;
-                while let (Some(Token::PathSep), Some(Token::Ident(next))) = (tokens.get(j), tokens.get(j + 1)) {
-                    segments.push(next.clone());
-                    j += 2;
-                }
+                let (segments, next) = path_at(&tokens, i);
                 imports.push(written(&inline, segments));
-                i = j;
+                i = next;
                 continue;
             }
             // Any other path (`tokio::spawn`, `std::time::Instant::now`): kept as written;
@@ -274,16 +269,11 @@ fn paths_in(module: &[String], text: &str) -> Found {
                     && matches!(tokens.get(i + 2), Some(Token::Ident(_)))
                     && (i == 0 || tokens[i - 1] != Token::PathSep) =>
             {
-                let mut segments = vec![word.clone()];
-                let mut j = i + 1;
-                while let (Some(Token::PathSep), Some(Token::Ident(next))) = (tokens.get(j), tokens.get(j + 1)) {
-                    segments.push(next.clone());
-                    j += 2;
-                }
+                let (segments, next) = path_at(&tokens, i);
                 let child: Vec<String> =
                     module.iter().cloned().chain(inline.iter().map(|(m, _)| m.clone())).chain([word.clone()]).collect();
                 foreign.push((child, segments));
-                i = j;
+                i = next;
                 continue;
             }
             Token::Ident(word) if tokens.get(i + 1) == Some(&Token::Punct('!')) => macros.push(word.clone()),
@@ -292,6 +282,20 @@ fn paths_in(module: &[String], text: &str) -> Found {
         i += 1;
     }
     Found { imports, reexports, foreign, macros }
+}
+
+/// The path that starts with the identifier at `tokens[i]` (`a::b::c`), and the index after it.
+fn path_at(tokens: &[Token], i: usize) -> (Vec<String>, usize) {
+    let mut segments = Vec::new();
+    if let Some(Token::Ident(first)) = tokens.get(i) {
+        segments.push(first.clone());
+    }
+    let mut j = i + 1;
+    while let (Some(Token::PathSep), Some(Token::Ident(next))) = (tokens.get(j), tokens.get(j + 1)) {
+        segments.push(next.clone());
+        j += 2;
+    }
+    (segments, j)
 }
 
 /// What [`paths_in`] finds in one file.
