@@ -25,6 +25,7 @@ const MAX_LINES: usize = 600;
 const LAYERS: &[(&str, &[&str])] = &[
     ("engine", &["api", "convert", "k8s", "sim", "agent", "metrics", "figures", "ui", "report", "cli", "config"]),
     ("quantity", &["api", "convert", "k8s", "sim", "agent", "metrics", "figures", "ui", "report", "cli", "engine"]),
+    ("config", &["api", "convert", "k8s", "sim", "agent", "figures", "ui", "report", "cli"]),
     ("api", &["engine", "convert", "k8s", "sim", "agent", "metrics", "figures", "ui", "report", "cli"]),
     ("convert", &["k8s", "sim", "agent", "metrics", "figures", "ui", "report", "cli"]),
     ("figures", &["k8s", "sim", "agent", "ui", "report", "cli"]),
