@@ -111,7 +111,7 @@ pub fn reserved_for(pod: &PodKey, uid: &str) -> ResourceClaimConsumerReference {
 /// The claim kube-scheduler creates for a pod's extended resources served by DRA, with
 /// its requests (`container-<i>-request-<j>`); owned by the pod, so it goes with it. For a
 /// GPU fraction the pod names by its entry `entry` (see
-/// [`super::convert_dra::fraction_claim_entry`]), made as the resourceclaim controller makes
+/// [`super::dra::fraction_claim_entry`]), made as the resourceclaim controller makes
 /// a claim from a template (`<pod>-<entry>-…`, annotated with the entry), so that the
 /// controller adopts it rather than make another.
 pub fn extended_claim(pod: &PodKey, uid: &str, placement: &ClaimPlacement, entry: Option<&str>) -> ResourceClaim {
