@@ -11,6 +11,7 @@
 pub mod backoff;
 pub mod claim_giveback;
 pub mod claim_release;
+mod cycle;
 mod decide;
 mod evictions;
 mod housekeeping;
@@ -26,12 +27,11 @@ use std::time::{Duration, Instant};
 use tokio::task::{Id, JoinError, JoinSet};
 use tracing::Instrument;
 
-use crate::config::{Config, QueueingStrategy};
-use crate::convert::assemble::{Memo, assemble_view};
+use crate::config::Config;
+use crate::convert::assemble::Memo;
 use crate::engine::CycleConfig;
+use crate::engine::CycleMemory;
 use crate::engine::model::{GangKey, PodKey, Reservation};
-use crate::engine::reason::WaitReason;
-use crate::engine::{CycleMemory, schedule_remembering};
 use crate::k8s::observe::health::Health;
 use crate::k8s::scheduling::backoff::Backoff;
 use crate::k8s::scheduling::claim_release::ReleaseTracker;
@@ -39,7 +39,6 @@ use crate::k8s::scheduling::safety::SafetyNet;
 use crate::k8s::store::cache::Cache;
 use crate::k8s::store::watch::Wake;
 use crate::k8s::write::bind::{Bind, BindError, BindOutcome, GangBinding};
-use crate::k8s::write::claims;
 use crate::k8s::write::writer::{PodRef, Write, Writer};
 use crate::metrics::Metrics;
 
@@ -345,202 +344,6 @@ impl Scheduler {
                 }
             }
         }
-    }
-
-    /// One cycle at `now` (`unix`: the same in Unix seconds): place what fits, start its
-    /// binding, tell waiting pods why, and run the safety net and claim releases.
-    pub fn cycle(&mut self, now: Instant, unix: i64) -> CycleReport {
-        let metrics = self.metrics.clone();
-        let phase = |name: &str, since: Instant| {
-            metrics.cycle_phase_duration.with_label_values(&[name]).observe(since.elapsed().as_secs_f64())
-        };
-        let started = Instant::now();
-        let mut report = CycleReport::default();
-        let cache_handle = self.cache.clone();
-        // Every pod bound or being bound, and the housekeeping not due: nothing to do but
-        // look again when it is (the timers it sets are set again then).
-        let housekeeping_at = self.housekeeping_at();
-        if now < housekeeping_at && !cache_handle.lock().unwrap_or_else(|e| e.into_inner()).has_unplaced() {
-            self.next_wake = Some(housekeeping_at);
-            return report;
-        }
-        // What the cycle reads, taken under the lock by reference counts; the snapshot is
-        // assembled with the lock released, so watch events keep being applied meanwhile.
-        let (shared, helped, touched) = {
-            let mut cache = cache_handle.lock().unwrap_or_else(|e| e.into_inner());
-            let touched = cache.changes.take_touched();
-            (cache.shared(self.memo.seen()), cache.changes.helped(), touched)
-        };
-        let mut assembled = assemble_view(&shared.view(), &self.config.scheduler_name, unix, &mut self.memo);
-        drop(shared);
-        phase("assemble", started);
-        decide::log_queue_notes(&assembled.snapshot.queues, &mut self.queue_notes);
-        self.metrics.pending_gangs.set(assembled.snapshot.gangs.len() as i64);
-        self.metrics.pending_pods.set(
-            (assembled.snapshot.gangs.iter().map(|g| g.pods.len()).sum::<usize>() + assembled.rejected_pods.len())
-                as i64,
-        );
-        let pending: HashSet<&GangKey> = assembled.snapshot.gangs.iter().map(|g| &g.key).collect();
-        self.backoff.retain(now, |g| pending.contains(g));
-        drop(pending);
-        let (backoff, in_flight) = (&self.backoff, &self.in_flight);
-        assembled.snapshot.gangs.retain(|g| !backoff.waiting(&g.key, now) && !in_flight.contains(&g.key));
-        let parked = self.pool.mark(&mut assembled.snapshot.gangs, helped, &touched, now, unix);
-        self.metrics.parked_gangs.set(parked as i64);
-        // Gangs being bound or evicted are nobody's victims.
-        let evicting = &self.evicting;
-        assembled.snapshot.running.retain(|r| !in_flight.contains(&r.key) && !evicting.contains_key(&r.key));
-        assembled.snapshot.reservations = std::mem::take(&mut self.reservations);
-
-        let cel_started = Instant::now();
-        let evaluations_before = self.memory.selectors.evaluations;
-        decide::warm_selectors(&assembled.snapshot, &mut self.memory.selectors);
-        if self.memory.selectors.evaluations > evaluations_before {
-            self.metrics.cel_evaluation_duration.observe(cel_started.elapsed().as_secs_f64());
-            self.metrics.cel_evaluations.inc_by(self.memory.selectors.evaluations - evaluations_before);
-        }
-        phase("cel", cel_started);
-        let engine_started = Instant::now();
-        let evaluations_before = self.memory.selectors.evaluations;
-        let outcome = schedule_remembering(&assembled.snapshot, &self.cycle_config, &mut self.memory);
-        self.metrics.cel_evaluations.inc_by(self.memory.selectors.evaluations - evaluations_before);
-        phase("engine", engine_started);
-        tracing::debug!(placed = outcome.placements.len(), waiting = outcome.waiting.len(), elapsed = ?started.elapsed(), "cycle");
-        self.reservations = outcome.reservations.clone();
-
-        let plan_started = Instant::now();
-        // The rest reads the cache again (the engine ran without holding it).
-        let cache = cache_handle.lock().unwrap_or_else(|e| e.into_inner());
-        let view = cache.view();
-        // Gangs by key, so placements and waits find theirs without scanning every gang.
-        let gang_index: HashMap<&GangKey, &crate::engine::model::Gang> =
-            assembled.snapshot.gangs.iter().map(|g| (&g.key, g)).collect();
-        let mut bindings = Vec::with_capacity(outcome.placements.len());
-        for placement in &outcome.placements {
-            let gang = gang_index[&placement.gang];
-            let pods: Vec<(PodKey, String)> = placement
-                .pods
-                .iter()
-                .map(|(pod, node)| (pod.clone(), assembled.snapshot.nodes[*node as usize].name.clone()))
-                .collect();
-            let uids = pods.iter().filter_map(|(pod, _)| Some((pod.clone(), cache.uid(pod)?))).collect();
-            let (claims, assumed) = claims::plan(
-                &assembled.snapshot.dra,
-                &placement.claims,
-                &uids,
-                |key| cache.resource_claims.get(&key.namespace, &key.name).cloned(),
-                |pod| {
-                    let pod = cache.pods.get(&pod.namespace, &pod.name)?;
-                    crate::convert::dra::fraction_claim_entry(pod).map(str::to_string)
-                },
-            );
-            bindings.push((
-                GangBinding {
-                    gang: placement.gang.clone(),
-                    queue: gang.queue.clone(),
-                    needed: gang.still_needed(),
-                    min_member: gang.min_member,
-                    created: gang.created,
-                    pods,
-                    uids,
-                    claims,
-                    opportunistic: placement.opportunistic.clone(),
-                },
-                assumed,
-            ));
-        }
-
-        // What waiting pods are told, and what wakes the loop for a gang that will be old
-        // enough for a reservation.
-        self.next_wake = self.backoff.next_due(now);
-        let mut writes = Vec::new();
-        for waiting in &outcome.waiting {
-            // A parked gang was not tried: it keeps what it was told.
-            let parked = match waiting.reason {
-                WaitReason::Unchanged => self.pool.parked(&waiting.gang).map(|(m, due)| (m.to_string(), due)),
-                _ => None,
-            };
-            let message = parked.as_ref().map_or_else(|| waiting.to_string(), |(m, _)| m.clone());
-            let result = match waiting.reason {
-                WaitReason::DeviceError { .. } | WaitReason::Blocked(_) => "error",
-                _ => "unschedulable",
-            };
-            if parked.is_none() {
-                self.metrics.gang_attempts.with_label_values(&[result]).inc();
-            }
-            tracing::debug!(gang = %waiting.gang, reason = %message, "waiting");
-            if let Some(&gang) = gang_index.get(&waiting.gang) {
-                for pod in &gang.pods {
-                    writes
-                        .push(Write::Unschedulable { pod: Self::pod_ref(&cache, &pod.key), message: message.clone() });
-                }
-                let reserve_after =
-                    matches!(self.config.queueing, QueueingStrategy::Backfill | QueueingStrategy::TimedBackfill)
-                        .then_some(self.cycle_config.reserve_after_seconds);
-                let due = match &parked {
-                    Some((_, due)) => *due,
-                    None => decide::looks_again_at(waiting, gang.created, reserve_after, unix),
-                };
-                if let Some(due) = due {
-                    self.wake_at(now + Duration::from_secs((due - unix).max(0) as u64));
-                }
-                if parked.is_none() {
-                    self.pool.park(&waiting.gang, &waiting.reason, &message, due, helped, now);
-                }
-            }
-            report.waiting.push((waiting.gang.clone(), message.clone()));
-            self.unreported_waits.insert(waiting.gang.clone(), message);
-        }
-        if let Some(at) = self.pool.next_flush() {
-            self.wake_at(at);
-        }
-        for (pod, why) in &assembled.rejected_pods {
-            writes.push(Write::Unschedulable { pod: Self::pod_ref(&cache, pod), message: why.clone() });
-        }
-
-        for write in self.queue_evictions(&cache, &outcome, &assembled.snapshot, now, &mut report) {
-            writes.push(write);
-        }
-        // A reservation that lapses frees its nodes: look again then.
-        if let Some(until) = self.reservations.iter().map(|r| r.until).min() {
-            self.wake_at(now + Duration::from_secs((until - unix).max(0) as u64 + 1));
-        }
-        decide::log_device_key_problems(&outcome.queues, &mut self.queue_notes);
-        for placement in &outcome.placements {
-            self.unreported_waits.remove(&placement.gang);
-        }
-        if now >= housekeeping_at {
-            self.housekeeping_due = now + HOUSEKEEPING_EVERY;
-            let seen = housekeeping::Seen { view: &view, assembled: &assembled, outcome: &outcome };
-            writes.extend(self.housekeep(&cache, seen, now, unix, &mut report));
-        } else {
-            self.wake_at(housekeeping_at);
-        }
-        drop(view);
-
-        // Decisions applied: placed gangs assumed and bound, the rest written in the background.
-        let mut cache = cache;
-        for (binding, assumed) in &bindings {
-            for (pod, node) in &binding.pods {
-                cache.assume(pod.clone(), node.clone());
-            }
-            for (pod, claim) in assumed {
-                cache.assume_claim(pod, claim.clone());
-            }
-        }
-        drop(cache);
-        for (binding, _) in bindings {
-            report.placed.push(binding.gang.clone());
-            self.start_binding(binding);
-        }
-        for write in writes {
-            self.writer.submit(write);
-        }
-        phase("plan", plan_started);
-        self.metrics.cycle_duration.observe(started.elapsed().as_secs_f64());
-        self.metrics.last_cycle.set(unix_now() as f64);
-        self.health.cycled(started);
-        report
     }
 
     /// When the next housekeeping pass is due: `HOUSEKEEPING_EVERY` after the last, or

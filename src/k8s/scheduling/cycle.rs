@@ -1,0 +1,266 @@
+//! One cycle of the scheduling loop, as named steps: take what the cache holds and assemble
+//! the snapshot ([`Scheduler::snapshot`]), leave out what is in backoff, being bound or
+//! parked ([`Scheduler::leave_out`]), run the engine ([`Scheduler::decide`]), turn its
+//! placements into bindings ([`bindings`]), tell waiting gangs why and when they are looked
+//! at again ([`Scheduler::tell_waiting`]), and apply it all: assume and bind, write the rest
+//! in the background.
+
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use super::{CycleReport, HOUSEKEEPING_EVERY, Scheduler, decide, housekeeping, unix_now};
+use crate::config::QueueingStrategy;
+use crate::convert::assemble::{Assembled, assemble_view};
+use crate::engine::model::{Gang, GangKey, PodKey};
+use crate::engine::reason::WaitReason;
+use crate::engine::{CycleOutcome, schedule_remembering};
+use crate::k8s::store::cache::Cache;
+use crate::k8s::write::bind::GangBinding;
+use crate::k8s::write::claims;
+use crate::k8s::write::writer::Write;
+
+/// A placement as the binder takes it, with the claims to assume in the cache meanwhile.
+type Binding = (GangBinding, Vec<(PodKey, k8s_openapi::api::resource::v1::ResourceClaim)>);
+
+impl Scheduler {
+    /// One cycle at `now` (`unix`: the same in Unix seconds): place what fits, start its
+    /// binding, tell waiting pods why, and run the safety net and claim releases.
+    pub fn cycle(&mut self, now: Instant, unix: i64) -> CycleReport {
+        let started = Instant::now();
+        let mut report = CycleReport::default();
+        // Every pod bound or being bound, and the housekeeping not due: nothing to do but
+        // look again when it is (the timers it sets are set again then).
+        let housekeeping_at = self.housekeeping_at();
+        if now < housekeeping_at && !self.cache.lock().unwrap_or_else(|e| e.into_inner()).has_unplaced() {
+            self.next_wake = Some(housekeeping_at);
+            return report;
+        }
+        let (mut assembled, helped, touched) = self.snapshot(unix);
+        self.phase("assemble", started);
+        self.leave_out(&mut assembled, helped, &touched, now, unix);
+        let outcome = self.decide(&assembled, started);
+
+        let plan_started = Instant::now();
+        // The rest reads the cache again (the engine ran without holding it).
+        let cache_handle = self.cache.clone();
+        let cache = cache_handle.lock().unwrap_or_else(|e| e.into_inner());
+        let view = cache.view();
+        // Gangs by key, so placements and waits find theirs without scanning every gang.
+        let gang_index: HashMap<&GangKey, &Gang> = assembled.snapshot.gangs.iter().map(|g| (&g.key, g)).collect();
+        let bindings = bindings(&cache, &assembled, &outcome, &gang_index);
+        self.next_wake = self.backoff.next_due(now);
+        let mut writes = self.tell_waiting(&cache, &gang_index, &outcome, helped, now, unix, &mut report);
+        for (pod, why) in &assembled.rejected_pods {
+            writes.push(Write::Unschedulable { pod: Self::pod_ref(&cache, pod), message: why.clone() });
+        }
+        writes.extend(self.queue_evictions(&cache, &outcome, &assembled.snapshot, now, &mut report));
+        // A reservation that lapses frees its nodes: look again then.
+        if let Some(until) = self.reservations.iter().map(|r| r.until).min() {
+            self.wake_at(now + Duration::from_secs((until - unix).max(0) as u64 + 1));
+        }
+        decide::log_device_key_problems(&outcome.queues, &mut self.queue_notes);
+        for placement in &outcome.placements {
+            self.unreported_waits.remove(&placement.gang);
+        }
+        if now >= housekeeping_at {
+            self.housekeeping_due = now + HOUSEKEEPING_EVERY;
+            let seen = housekeeping::Seen { view: &view, assembled: &assembled, outcome: &outcome };
+            writes.extend(self.housekeep(&cache, seen, now, unix, &mut report));
+        } else {
+            self.wake_at(housekeeping_at);
+        }
+        drop(view);
+        drop(gang_index);
+
+        // Decisions applied: placed gangs assumed and bound, the rest written in the background.
+        let mut cache = cache;
+        for (binding, assumed) in &bindings {
+            for (pod, node) in &binding.pods {
+                cache.assume(pod.clone(), node.clone());
+            }
+            for (pod, claim) in assumed {
+                cache.assume_claim(pod, claim.clone());
+            }
+        }
+        drop(cache);
+        for (binding, _) in bindings {
+            report.placed.push(binding.gang.clone());
+            self.start_binding(binding);
+        }
+        for write in writes {
+            self.writer.submit(write);
+        }
+        self.phase("plan", plan_started);
+        self.metrics.cycle_duration.observe(started.elapsed().as_secs_f64());
+        self.metrics.last_cycle.set(unix_now() as f64);
+        self.health.cycled(started);
+        report
+    }
+
+    fn phase(&self, name: &str, since: Instant) {
+        self.metrics.cycle_phase_duration.with_label_values(&[name]).observe(since.elapsed().as_secs_f64());
+    }
+
+    /// What the cycle reads, taken under the cache's lock by reference counts, and the
+    /// snapshot assembled with the lock released, so watch events keep being applied
+    /// meanwhile; with the changes since the last cycle (how many helped every gang, and
+    /// the gangs touched).
+    fn snapshot(&mut self, unix: i64) -> (Assembled, u64, HashSet<GangKey>) {
+        let (shared, helped, touched) = {
+            let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+            let touched = cache.changes.take_touched();
+            (cache.shared(self.memo.seen()), cache.changes.helped(), touched)
+        };
+        let assembled = assemble_view(&shared.view(), &self.config.scheduler_name, unix, &mut self.memo);
+        (assembled, helped, touched)
+    }
+
+    /// Leaves out of the snapshot the gangs in backoff or being bound, and marks those
+    /// parked in the unschedulable pool; running gangs being bound or evicted are nobody's
+    /// victims; reservations from the last cycle go in.
+    fn leave_out(
+        &mut self,
+        assembled: &mut Assembled,
+        helped: u64,
+        touched: &HashSet<GangKey>,
+        now: Instant,
+        unix: i64,
+    ) {
+        decide::log_queue_notes(&assembled.snapshot.queues, &mut self.queue_notes);
+        self.metrics.pending_gangs.set(assembled.snapshot.gangs.len() as i64);
+        self.metrics.pending_pods.set(
+            (assembled.snapshot.gangs.iter().map(|g| g.pods.len()).sum::<usize>() + assembled.rejected_pods.len())
+                as i64,
+        );
+        let pending: HashSet<&GangKey> = assembled.snapshot.gangs.iter().map(|g| &g.key).collect();
+        self.backoff.retain(now, |g| pending.contains(g));
+        drop(pending);
+        let (backoff, in_flight) = (&self.backoff, &self.in_flight);
+        assembled.snapshot.gangs.retain(|g| !backoff.waiting(&g.key, now) && !in_flight.contains(&g.key));
+        let parked = self.pool.mark(&mut assembled.snapshot.gangs, helped, touched, now, unix);
+        self.metrics.parked_gangs.set(parked as i64);
+        let evicting = &self.evicting;
+        assembled.snapshot.running.retain(|r| !in_flight.contains(&r.key) && !evicting.contains_key(&r.key));
+        assembled.snapshot.reservations = std::mem::take(&mut self.reservations);
+    }
+
+    /// The engine's cycle, with the CEL selectors it needs warmed first (timed apart).
+    fn decide(&mut self, assembled: &Assembled, started: Instant) -> CycleOutcome {
+        let cel_started = Instant::now();
+        let evaluations_before = self.memory.selectors.evaluations;
+        decide::warm_selectors(&assembled.snapshot, &mut self.memory.selectors);
+        if self.memory.selectors.evaluations > evaluations_before {
+            self.metrics.cel_evaluation_duration.observe(cel_started.elapsed().as_secs_f64());
+            self.metrics.cel_evaluations.inc_by(self.memory.selectors.evaluations - evaluations_before);
+        }
+        self.phase("cel", cel_started);
+        let engine_started = Instant::now();
+        let evaluations_before = self.memory.selectors.evaluations;
+        let outcome = schedule_remembering(&assembled.snapshot, &self.cycle_config, &mut self.memory);
+        self.metrics.cel_evaluations.inc_by(self.memory.selectors.evaluations - evaluations_before);
+        self.phase("engine", engine_started);
+        tracing::debug!(placed = outcome.placements.len(), waiting = outcome.waiting.len(), elapsed = ?started.elapsed(), "cycle");
+        self.reservations = outcome.reservations.clone();
+        outcome
+    }
+
+    /// What waiting pods are told, and what wakes the loop for a gang that will be old
+    /// enough for a reservation. A parked gang was not tried: it keeps what it was told.
+    #[allow(clippy::too_many_arguments)]
+    fn tell_waiting(
+        &mut self,
+        cache: &Cache,
+        gang_index: &HashMap<&GangKey, &Gang>,
+        outcome: &CycleOutcome,
+        helped: u64,
+        now: Instant,
+        unix: i64,
+        report: &mut CycleReport,
+    ) -> Vec<Write> {
+        let mut writes = Vec::new();
+        for waiting in &outcome.waiting {
+            let parked = match waiting.reason {
+                WaitReason::Unchanged => self.pool.parked(&waiting.gang).map(|(m, due)| (m.to_string(), due)),
+                _ => None,
+            };
+            let message = parked.as_ref().map_or_else(|| waiting.to_string(), |(m, _)| m.clone());
+            let result = match waiting.reason {
+                WaitReason::DeviceError { .. } | WaitReason::Blocked(_) => "error",
+                _ => "unschedulable",
+            };
+            if parked.is_none() {
+                self.metrics.gang_attempts.with_label_values(&[result]).inc();
+            }
+            tracing::debug!(gang = %waiting.gang, reason = %message, "waiting");
+            if let Some(&gang) = gang_index.get(&waiting.gang) {
+                for pod in &gang.pods {
+                    writes.push(Write::Unschedulable { pod: Self::pod_ref(cache, &pod.key), message: message.clone() });
+                }
+                let reserve_after =
+                    matches!(self.config.queueing, QueueingStrategy::Backfill | QueueingStrategy::TimedBackfill)
+                        .then_some(self.cycle_config.reserve_after_seconds);
+                let due = match &parked {
+                    Some((_, due)) => *due,
+                    None => decide::looks_again_at(waiting, gang.created, reserve_after, unix),
+                };
+                if let Some(due) = due {
+                    self.wake_at(now + Duration::from_secs((due - unix).max(0) as u64));
+                }
+                if parked.is_none() {
+                    self.pool.park(&waiting.gang, &waiting.reason, &message, due, helped, now);
+                }
+            }
+            report.waiting.push((waiting.gang.clone(), message.clone()));
+            self.unreported_waits.insert(waiting.gang.clone(), message);
+        }
+        if let Some(at) = self.pool.next_flush() {
+            self.wake_at(at);
+        }
+        writes
+    }
+}
+
+/// The cycle's placements as bindings: each pod with its node, the uids the binds are
+/// conditioned on, and the claim writes with the claims to assume meanwhile.
+fn bindings(
+    cache: &Cache,
+    assembled: &Assembled,
+    outcome: &CycleOutcome,
+    gang_index: &HashMap<&GangKey, &Gang>,
+) -> Vec<Binding> {
+    let mut bindings = Vec::with_capacity(outcome.placements.len());
+    for placement in &outcome.placements {
+        let gang = gang_index[&placement.gang];
+        let pods: Vec<(PodKey, String)> = placement
+            .pods
+            .iter()
+            .map(|(pod, node)| (pod.clone(), assembled.snapshot.nodes[*node as usize].name.clone()))
+            .collect();
+        let uids = pods.iter().filter_map(|(pod, _)| Some((pod.clone(), cache.uid(pod)?))).collect();
+        let (claims, assumed) = claims::plan(
+            &assembled.snapshot.dra,
+            &placement.claims,
+            &uids,
+            |key| cache.resource_claims.get(&key.namespace, &key.name).cloned(),
+            |pod| {
+                let pod = cache.pods.get(&pod.namespace, &pod.name)?;
+                crate::convert::dra::fraction_claim_entry(pod).map(str::to_string)
+            },
+        );
+        bindings.push((
+            GangBinding {
+                gang: placement.gang.clone(),
+                queue: gang.queue.clone(),
+                needed: gang.still_needed(),
+                min_member: gang.min_member,
+                created: gang.created,
+                pods,
+                uids,
+                claims,
+                opportunistic: placement.opportunistic.clone(),
+            },
+            assumed,
+        ));
+    }
+    bindings
+}
