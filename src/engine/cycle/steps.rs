@@ -22,7 +22,6 @@ use crate::engine::reason::{WaitReason, Waiting};
 pub(super) struct Cycle<'s> {
     snapshot: &'s Snapshot,
     config: &'s CycleConfig,
-    tree: &'s QueueTree,
     workspace: Workspace<'s>,
     queues: QueueState,
     picker: Picker,
@@ -78,7 +77,6 @@ impl<'s> Cycle<'s> {
         Cycle {
             snapshot,
             config,
-            tree,
             workspace,
             queues,
             picker,
@@ -101,7 +99,7 @@ impl<'s> Cycle<'s> {
     /// The next gang to consider, and whether it comes late (from the second or third
     /// pass); None once every pass is done.
     pub(super) fn next(&mut self) -> Option<(usize, bool)> {
-        if let Some(index) = self.picker.next(self.tree, &self.queues) {
+        if let Some(index) = self.picker.next(self.tree(), &self.queues) {
             return Some((index, false));
         }
         if self.second < self.later.len() {
@@ -132,7 +130,7 @@ impl<'s> Cycle<'s> {
             return;
         }
         let Some(leaf) = self.screen(index, gang) else { return };
-        let queueing = match self.tree.queues[leaf].spec.queueing {
+        let queueing = match self.tree().queues[leaf].spec.queueing {
             None => self.config.queueing,
             Some(QueueingStrategy::StrictFifo) => Queueing::StrictFifo,
             Some(QueueingStrategy::BestEffortFifo) => Queueing::BestEffortFifo,
@@ -144,12 +142,17 @@ impl<'s> Cycle<'s> {
         if !late && self.put_off(index, gang, leaf, queueing) {
             return;
         }
-        let admitted =
-            match admit(self.tree, &self.queues, &snapshot.resources, leaf, (index, gang), self.picker.need_now(index))
-            {
-                Ok(admitted) => admitted,
-                Err(refusal) => return self.wait(gang, WaitReason::Queue(refusal)),
-            };
+        let admitted = match admit(
+            self.tree(),
+            &self.queues,
+            &snapshot.resources,
+            leaf,
+            (index, gang),
+            self.picker.need_now(index),
+        ) {
+            Ok(admitted) => admitted,
+            Err(refusal) => return self.wait(gang, WaitReason::Queue(refusal)),
+        };
         let fewer;
         let admitted_gang = if admitted < gang.pods.len() {
             let mut copy = gang.clone();
@@ -202,7 +205,7 @@ impl<'s> Cycle<'s> {
                     }
                     Err(shortfall) => self.wait(gang, shortfall_reason(*shortfall)),
                 }
-            } else if let Err(refusal) = resolve(self.tree, &gang.queue, &gang.key.namespace) {
+            } else if let Err(refusal) = resolve(self.tree(), &gang.queue, &gang.key.namespace) {
                 self.wait(gang, WaitReason::Queue(refusal));
             }
         }
@@ -215,7 +218,7 @@ impl<'s> Cycle<'s> {
     /// reclaimed for it in the next cycle (within quota they keep their turn). A gang that
     /// would take its queue beyond what it deserves goes to the second pass.
     fn put_off(&mut self, index: usize, gang: &Gang, leaf: usize, queueing: Queueing) -> bool {
-        let tree = self.tree;
+        let tree = self.tree();
         if !tree.is_configured() {
             return false;
         }
@@ -273,7 +276,7 @@ impl<'s> Cycle<'s> {
         late: bool,
         admitted: &Gang,
     ) -> Option<Result<GangFit, Box<Shortfall>>> {
-        let (snapshot, tree) = (self.snapshot, self.tree);
+        let (snapshot, tree) = (self.snapshot, self.tree());
         let back = gang.last_evicted.map(|at| at.saturating_add(self.config.preemption.borrow_after_eviction)).filter(
             |&until| {
                 late && snapshot.now < until && self.queues.beyond_deserved(tree, leaf, self.picker.need_now(index))
@@ -337,7 +340,7 @@ impl<'s> Cycle<'s> {
         }
         // Opportunistic backfill: kept out of held capacity, a preemptible gang that opted
         // in runs there until the reserved gang can start.
-        if waits && gang.preemptible && self.tree.opportunistic_backfill(leaf, self.config.opportunistic_backfill) {
+        if waits && gang.preemptible && self.tree().opportunistic_backfill(leaf, self.config.opportunistic_backfill) {
             let held = self.held.as_ref();
             if let Some((fit, holder)) =
                 opportunistic(&mut self.workspace, self.timed.as_mut(), held, admitted, delays.as_ref(), now)
@@ -362,7 +365,7 @@ impl<'s> Cycle<'s> {
         admitted: &Gang,
         turn: bool,
     ) -> Result<Room, Option<Room>> {
-        let (snapshot, tree) = (self.snapshot, self.tree);
+        let (snapshot, tree) = (self.snapshot, self.tree());
         let need = self.picker.need_now(index).to_vec();
         let plan = self.evictor.make_room(&mut self.workspace, &mut self.queues, admitted, leaf, &need, turn)?;
         self.picker.changed(tree, leaf);
@@ -435,7 +438,7 @@ impl<'s> Cycle<'s> {
 
     /// Whether the gang has waited long enough for the backfill reservation ([`starving`]).
     fn starving(&self, index: usize, gang: &Gang, leaf: usize) -> bool {
-        let tree = self.tree;
+        let tree = self.tree();
         starving(self.snapshot, self.config, gang, || {
             tree.is_configured() && self.queues.beyond_deserved(tree, leaf, self.picker.need_now(index))
         })
@@ -447,6 +450,12 @@ impl<'s> Cycle<'s> {
         let mut placement = placed(&mut self.queues, self.snapshot, leaf, gang, fit);
         placement.opportunistic = holder;
         self.outcome.placements.push(placement);
+    }
+
+    /// The queue tree the snapshot holds.
+    fn tree(&self) -> &'s QueueTree {
+        let snapshot: &'s Snapshot = self.snapshot;
+        &snapshot.queues
     }
 
     fn wait(&mut self, gang: &Gang, reason: WaitReason) {
