@@ -264,6 +264,34 @@ fn room_circle(graph: &DiGraph<String, String>, component: &[NodeIndex]) -> Stri
     steps.join("\n")
 }
 
+/// The engine's cycle functions: outside the engine a cycle runs only through
+/// `engine::drive::Engine`, whose loop the scheduler and the simulators drive.
+const CYCLES: &[&str] = &["schedule", "schedule_with", "schedule_remembering"];
+
+/// The one room outside the engine that may ask it one cycle directly: `muster explain`
+/// answers one question about one moment, with no loop.
+const ONE_QUESTION: &str = "cli";
+
+#[test]
+fn one_loop_drives_the_engine() {
+    let crate_ = Crate::read();
+    let mut offences = Vec::new();
+    for file in crate_.files.iter().filter(|f| !in_layer(&f.path, "engine") && !in_layer(&f.path, ONE_QUESTION)) {
+        for import in &file.imports {
+            let path = &import.absolute;
+            let in_engine = path.first().is_some_and(|m| m == "engine");
+            if in_engine && path.last().is_some_and(|name| CYCLES.contains(&name.as_str())) {
+                offences.push(format!("{} runs a cycle itself: `{}`", file.path, import.written));
+            }
+        }
+    }
+    assert!(
+        offences.is_empty(),
+        "outside the engine, cycles run through engine::drive::Engine (a clock, a source, a sink):\n{}",
+        offences.join("\n")
+    );
+}
+
 #[test]
 fn no_source_file_over_600_lines() {
     let long = in_words(long_files(&Crate::read()));

@@ -9,6 +9,7 @@ pub mod claims;
 pub mod clock;
 pub mod cycle;
 pub mod dra;
+pub mod drive;
 pub mod filter;
 pub mod fragmentation;
 pub mod model;

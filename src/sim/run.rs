@@ -14,16 +14,16 @@ use serde::Serialize;
 
 use crate::config::Config;
 use crate::convert::allocation;
-use crate::convert::assemble::{ClusterObjects, Memo, assemble_view};
+use crate::convert::assemble::{Assembled, ClusterObjects, Memo, assemble_view};
 use crate::convert::dra::EXTENDED_CLAIM_ANNOTATION;
 use crate::convert::dra::POD_CLAIM_NAME_ANNOTATION;
 use crate::convert::objects::touch;
 use crate::engine::admission::QueueState;
 use crate::engine::admission::report::report as queue_report;
-use crate::engine::dra::selectors::SelectorCache;
+use crate::engine::drive::{Driver, Engine};
 use crate::engine::model::{GangKind, PodKey, Snapshot};
 use crate::engine::queues::refusal::quantity;
-use crate::engine::{CycleOutcome, schedule_with};
+use crate::engine::{CycleMemory, CycleOutcome};
 use crate::sim::evict::{EvictionResult, evict};
 use crate::sim::tracker::Tracker;
 
@@ -289,25 +289,9 @@ pub fn run_with(objects: &mut ClusterObjects, config: &Config, options: &Options
         objects.local_queues.clear();
     }
     create_template_claims(objects);
-    let cycle = config.cycle();
-    let mut last = CycleOutcome::default();
     let now = options.now.unwrap_or_else(|| latest_time(objects));
     let mut memo = Memo::new(config);
-    let mut tracker = Tracker::default();
-    let mut selectors = SelectorCache::default();
-    let mut reservations = Vec::new();
-    let mut evictions = Vec::new();
-    for number in 1..=options.cycles.max(1) {
-        let mut assembled = assemble_view(&tracker.view(objects), &config.scheduler_name, now, &mut memo);
-        assembled.snapshot.reservations = std::mem::take(&mut reservations);
-        last = schedule_with(&assembled.snapshot, &cycle, &mut selectors);
-        reservations = last.reservations.clone();
-        let placed = apply(objects, &assembled.snapshot, &last);
-        evictions.extend(evict(objects, &last.evictions, number, now));
-        if placed == 0 && last.evictions.is_empty() {
-            break;
-        }
-    }
+    let Settled { last, evictions } = settle(objects, config, now, options.cycles, &mut memo, &mut Tracker::default());
     let mut report = report(objects, config, &last, now, &mut memo);
     for pod in &mut report.pods {
         if let Some(e) = evictions.iter().rev().find(|e| e.namespace == pod.namespace && e.name == pod.name) {
@@ -321,6 +305,83 @@ pub fn run_with(objects: &mut ClusterObjects, config: &Config, options: &Options
     }
     report.evictions = evictions;
     report
+}
+
+/// What cycles at one moment left: the last cycle's outcome, and every pod evicted.
+pub struct Settled {
+    pub last: CycleOutcome,
+    pub evictions: Vec<EvictionResult>,
+}
+
+/// Cycles at `now` until one changes nothing (no pod placed or evicted) or `cycles` ran:
+/// the engine's loop with the objects as its driver. `memo` and `tracker` may outlive the
+/// call, so a later one converts again only the objects that changed.
+pub fn settle(
+    objects: &mut ClusterObjects,
+    config: &Config,
+    now: i64,
+    cycles: usize,
+    memo: &mut Memo,
+    tracker: &mut Tracker,
+) -> Settled {
+    let mut run = YamlRun {
+        objects,
+        config,
+        now,
+        cycles: cycles.max(1),
+        cycle: 0,
+        done: false,
+        memo,
+        tracker,
+        assembled: None,
+        last: CycleOutcome::default(),
+        evictions: Vec::new(),
+    };
+    Engine::new(config.cycle()).run_to_end(&mut run);
+    Settled { last: run.last, evictions: run.evictions }
+}
+
+/// Objects driving the engine: the clock stays at one moment for up to `cycles` cycles,
+/// until one changes nothing; the source assembles the objects as they stand; the sink
+/// binds and evicts what the cycle decided, as the API server and controllers would.
+struct YamlRun<'a> {
+    objects: &'a mut ClusterObjects,
+    config: &'a Config,
+    now: i64,
+    cycles: usize,
+    /// The cycles run (numbered from 1), and whether the last one changed nothing.
+    cycle: usize,
+    done: bool,
+    memo: &'a mut Memo,
+    tracker: &'a mut Tracker,
+    /// The view the cycle decides on, kept until its decisions come back.
+    assembled: Option<Assembled>,
+    last: CycleOutcome,
+    evictions: Vec<EvictionResult>,
+}
+
+impl Driver for YamlRun<'_> {
+    async fn next(&mut self) -> Option<i64> {
+        if self.done || self.cycle >= self.cycles {
+            return None;
+        }
+        self.cycle += 1;
+        Some(self.now)
+    }
+
+    fn snapshot(&mut self, now: i64, _: &mut CycleMemory) -> Option<&mut Snapshot> {
+        let view = self.tracker.view(self.objects);
+        let assembled = assemble_view(&view, &self.config.scheduler_name, now, self.memo);
+        Some(&mut self.assembled.insert(assembled).snapshot)
+    }
+
+    fn decided(&mut self, outcome: CycleOutcome, _: &mut CycleMemory) {
+        let assembled = self.assembled.take().expect("a cycle decides on the snapshot its source gave");
+        let placed = apply(self.objects, &assembled.snapshot, &outcome);
+        self.evictions.extend(evict(self.objects, &outcome.evictions, self.cycle, self.now));
+        self.done = placed == 0 && outcome.evictions.is_empty();
+        self.last = outcome;
+    }
 }
 
 /// A YAML cluster is a moment in time: the simulation runs as of its newest object (or

@@ -2,7 +2,7 @@
 //! does (queued by priority then creation time, one at a time, each holding what it gets,
 //! scored LeastAllocated, kube-scheduler's default).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::Serialize;
@@ -12,60 +12,21 @@ use super::replay::cluster::{Cluster, ClusterShape};
 use super::replay::report::Outcome;
 use super::replay::trace::TraceJob;
 use super::replay::{Comparison, compare};
-use super::run::apply;
+use super::run;
 use crate::api::pod_group::PodGroupTopology;
 use crate::config::Config;
-use crate::convert::assemble::{ClusterObjects, Memo, assemble_view};
+use crate::convert::assemble::{ClusterObjects, Memo};
 use crate::convert::objects::{START, gpu_node, pod_group, training_pod};
-use crate::engine::model::{GangKey, Parked};
-use crate::engine::reason::WaitReason;
-use crate::engine::schedule;
 use crate::sim::tracker::Tracker;
 
-/// One cycle at `now`, its placements bound. A cycle places, in queue order, every gang
-/// that fits, and what did not fit cannot fit once others took capacity, so a second
-/// cycle would place nothing (the scenarios evict nothing). `memo` and `tracker` live as
-/// long as the scenario, so a cycle converts and folds again only the pods and PodGroups
-/// that changed since the last one, as the scheduler's do.
+/// One cycle at `now`, its placements bound, through the simulator's driver. A cycle
+/// places, in queue order, every gang that fits, and what did not fit cannot fit once
+/// others took capacity, so a second cycle would place nothing (the scenarios evict
+/// nothing). `memo` and `tracker` live as long as the scenario, so a cycle converts and
+/// folds again only the pods and PodGroups that changed since the last one, as the
+/// scheduler's do.
 fn settle(objects: &mut ClusterObjects, config: &Config, now: i64, memo: &mut Memo, tracker: &mut Tracker) {
-    settle_parked(objects, config, now, memo, tracker, &mut Parking::default(), true);
-}
-
-/// Gangs that did not fit, parked as the scheduler's unschedulable pool parks them.
-type Parking = HashMap<GangKey, Parked>;
-
-/// [`settle`], with gangs that did not fit in the last cycle parked unless capacity was
-/// `freed` since: only jobs arrived, and more demand cannot help a gang fit, so they are
-/// not searched again (the scheduler's pool does the same between watch events).
-fn settle_parked(
-    objects: &mut ClusterObjects,
-    config: &Config,
-    now: i64,
-    memo: &mut Memo,
-    tracker: &mut Tracker,
-    parking: &mut Parking,
-    freed: bool,
-) {
-    let mut assembled = assemble_view(&tracker.view(objects), &config.scheduler_name, START + now, memo);
-    if freed {
-        parking.clear();
-    }
-    for gang in &mut assembled.snapshot.gangs {
-        gang.parked = parking.get(&gang.key).copied().unwrap_or_default();
-    }
-    let outcome = schedule(&assembled.snapshot, &config.cycle());
-    let mut parked = Parking::new();
-    for waiting in &outcome.waiting {
-        let kept = match waiting.reason {
-            WaitReason::Unchanged => parking.get(&waiting.gang).copied(),
-            ref reason => reason.parkable(),
-        };
-        if let Some(kept) = kept {
-            parked.insert(waiting.gang.clone(), kept);
-        }
-    }
-    *parking = parked;
-    apply(objects, &assembled.snapshot, &outcome);
+    run::settle(objects, config, START + now, 1, memo, tracker);
 }
 
 /// A job: `pods` pods of `gpus_per_pod` GPUs, a gang under Muster.

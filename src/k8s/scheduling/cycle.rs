@@ -1,19 +1,22 @@
-//! One cycle of the scheduling loop, as named steps: take what the cache holds and assemble
-//! the snapshot ([`Scheduler::snapshot`]), leave out what is in backoff, being bound or
-//! parked ([`Scheduler::leave_out`]), run the engine ([`Scheduler::decide`]), turn its
-//! placements into bindings ([`bindings`]), tell waiting gangs why and when they are looked
-//! at again ([`Scheduler::tell_waiting`]), and apply it all: assume and bind, write the rest
-//! in the background.
+//! The scheduling loop as the engine's driver ([`Driver`]), in named steps. The clock
+//! ([`Driver::next`]) waits for a change, a timer or a binding's end; the source
+//! ([`Driver::snapshot`]) takes what the cache holds and assembles the snapshot
+//! ([`Scheduler::assemble`]), leaves out what is in backoff, being bound or parked
+//! ([`Scheduler::leave_out`]) and warms the CEL selectors; the sink ([`Driver::decided`])
+//! turns the placements into bindings ([`bindings`]), tells waiting gangs why and when they
+//! are looked at again ([`Scheduler::tell_waiting`]), and applies it all: assume and bind,
+//! write the rest in the background.
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use super::{CycleReport, HOUSEKEEPING_EVERY, Scheduler, decide, housekeeping, unix_now};
+use super::{CycleReport, DEBOUNCE, HOUSEKEEPING_EVERY, Scheduler, decide, housekeeping, unix_now};
 use crate::config::QueueingStrategy;
 use crate::convert::assemble::{Assembled, assemble_view};
-use crate::engine::model::{Gang, GangKey, PodKey};
+use crate::engine::drive::Driver;
+use crate::engine::model::{Gang, GangKey, PodKey, Snapshot};
 use crate::engine::reason::WaitReason;
-use crate::engine::{CycleOutcome, schedule_remembering};
+use crate::engine::{CycleMemory, CycleOutcome};
 use crate::k8s::store::cache::Cache;
 use crate::k8s::write::bind::GangBinding;
 use crate::k8s::write::claims;
@@ -22,25 +25,84 @@ use crate::k8s::write::writer::Write;
 /// A placement as the binder takes it, with the claims to assume in the cache meanwhile.
 type Binding = (GangBinding, Vec<(PodKey, k8s_openapi::api::resource::v1::ResourceClaim)>);
 
+/// The cycle in progress between the source and the sink: the snapshot the engine decides
+/// on, with what the sink needs of how it was made.
+pub(super) struct Pending {
+    assembled: Assembled,
+    /// How many changes helped every gang since the last cycle.
+    helped: u64,
+    started: Instant,
+    engine_started: Instant,
+    /// CEL evaluations before the engine ran.
+    evaluations: u64,
+}
+
 impl Scheduler {
     /// One cycle at `now` (`unix`: the same in Unix seconds): place what fits, start its
     /// binding, tell waiting pods why, and run the safety net and claim releases.
     pub fn cycle(&mut self, now: Instant, unix: i64) -> CycleReport {
-        let started = Instant::now();
-        let mut report = CycleReport::default();
-        // Every pod bound or being bound, and the housekeeping not due: nothing to do but
-        // look again when it is (the timers it sets are set again then).
+        self.now = now;
+        // The engine drives this scheduler: out of it while it does.
+        let mut engine = std::mem::take(&mut self.engine);
+        engine.cycle(self, unix);
+        self.engine = engine;
+        std::mem::take(&mut self.report)
+    }
+}
+
+impl Driver for Scheduler {
+    /// After every change (debounced), every timer that falls due and every binding that
+    /// ends; binding outcomes are taken first.
+    async fn next(&mut self) -> Option<i64> {
+        let wake = self.wake.clone()?;
+        let timer = tokio::time::sleep_until(
+            self.next_wake.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600)).into(),
+        );
+        tokio::select! {
+            _ = wake.woken() => {}
+            _ = timer => {}
+            Some(joined) = self.binds.join_next_with_id(), if !self.binds.is_empty() => self.on_joined(joined),
+        }
+        tokio::time::sleep(DEBOUNCE).await;
+        while let Some(joined) = self.binds.try_join_next_with_id() {
+            self.on_joined(joined);
+        }
+        self.now = Instant::now();
+        Some(unix_now())
+    }
+
+    /// The snapshot of what waits, or None when every pod is bound or being bound and the
+    /// housekeeping is not due: nothing to do but look again when it is (the timers it
+    /// sets are set again then).
+    fn snapshot(&mut self, unix: i64, memory: &mut CycleMemory) -> Option<&mut Snapshot> {
+        let (started, now) = (Instant::now(), self.now);
+        self.report = CycleReport::default();
         let housekeeping_at = self.housekeeping_at();
         if now < housekeeping_at && !self.cache.lock().unwrap_or_else(|e| e.into_inner()).has_unplaced() {
             self.next_wake = Some(housekeeping_at);
-            return report;
+            return None;
         }
-        let (mut assembled, helped, touched) = self.snapshot(unix);
+        let (mut assembled, helped, touched) = self.assemble(unix);
         self.phase("assemble", started);
         self.leave_out(&mut assembled, helped, &touched, now, unix);
-        let outcome = self.decide(&assembled, started);
+        self.warm_selectors(&assembled, memory);
+        let evaluations = memory.selectors.evaluations;
+        let pending = Pending { assembled, helped, started, engine_started: Instant::now(), evaluations };
+        Some(&mut self.pending.insert(pending).assembled.snapshot)
+    }
 
+    /// The engine's decisions applied: placed gangs assumed and bound, the rest written in
+    /// the background.
+    fn decided(&mut self, outcome: CycleOutcome, memory: &mut CycleMemory) {
+        let Pending { assembled, helped, started, engine_started, evaluations } =
+            self.pending.take().expect("a cycle decides on the snapshot its source gave");
+        self.metrics.cel_evaluations.inc_by(memory.selectors.evaluations - evaluations);
+        self.phase("engine", engine_started);
+        tracing::debug!(placed = outcome.placements.len(), waiting = outcome.waiting.len(), elapsed = ?started.elapsed(), "cycle");
+        let (now, unix) = (self.now, assembled.snapshot.now);
+        let mut report = CycleReport::default();
         let plan_started = Instant::now();
+        let housekeeping_at = self.housekeeping_at();
         // The rest reads the cache again (the engine ran without holding it).
         let cache_handle = self.cache.clone();
         let cache = cache_handle.lock().unwrap_or_else(|e| e.into_inner());
@@ -55,7 +117,7 @@ impl Scheduler {
         }
         writes.extend(self.queue_evictions(&cache, &outcome, &assembled.snapshot, now, &mut report));
         // A reservation that lapses frees its nodes: look again then.
-        if let Some(until) = self.reservations.iter().map(|r| r.until).min() {
+        if let Some(until) = outcome.reservations.iter().map(|r| r.until).min() {
             self.wake_at(now + Duration::from_secs((until - unix).max(0) as u64 + 1));
         }
         decide::log_device_key_problems(&outcome.queues, &mut self.queue_notes);
@@ -64,7 +126,7 @@ impl Scheduler {
         }
         if now >= housekeeping_at {
             self.housekeeping_due = now + HOUSEKEEPING_EVERY;
-            let seen = housekeeping::Seen { view: &view, assembled: &assembled, outcome: &outcome };
+            let seen = housekeeping::Seen { view: &view, assembled: &assembled, outcome: &outcome, memory };
             writes.extend(self.housekeep(&cache, seen, now, unix, &mut report));
         } else {
             self.wake_at(housekeeping_at);
@@ -72,7 +134,6 @@ impl Scheduler {
         drop(view);
         drop(gang_index);
 
-        // Decisions applied: placed gangs assumed and bound, the rest written in the background.
         let mut cache = cache;
         for (binding, assumed) in &bindings {
             for (pod, node) in &binding.pods {
@@ -94,9 +155,11 @@ impl Scheduler {
         self.metrics.cycle_duration.observe(started.elapsed().as_secs_f64());
         self.metrics.last_cycle.set(unix_now() as f64);
         self.health.cycled(started);
-        report
+        self.report = report;
     }
+}
 
+impl Scheduler {
     fn phase(&self, name: &str, since: Instant) {
         self.metrics.cycle_phase_duration.with_label_values(&[name]).observe(since.elapsed().as_secs_f64());
     }
@@ -105,7 +168,7 @@ impl Scheduler {
     /// snapshot assembled with the lock released, so watch events keep being applied
     /// meanwhile; with the changes since the last cycle (how many helped every gang, and
     /// the gangs touched).
-    fn snapshot(&mut self, unix: i64) -> (Assembled, u64, HashSet<GangKey>) {
+    fn assemble(&mut self, unix: i64) -> (Assembled, u64, HashSet<GangKey>) {
         let (shared, helped, touched) = {
             let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
             let touched = cache.changes.take_touched();
@@ -141,27 +204,19 @@ impl Scheduler {
         self.metrics.parked_gangs.set(parked as i64);
         let evicting = &self.evicting;
         assembled.snapshot.running.retain(|r| !in_flight.contains(&r.key) && !evicting.contains_key(&r.key));
-        assembled.snapshot.reservations = std::mem::take(&mut self.reservations);
     }
 
-    /// The engine's cycle, with the CEL selectors it needs warmed first (timed apart).
-    fn decide(&mut self, assembled: &Assembled, started: Instant) -> CycleOutcome {
+    /// The CEL selectors the engine will need, compiled and evaluated before it runs, so
+    /// that their cost is measured apart.
+    fn warm_selectors(&self, assembled: &Assembled, memory: &mut CycleMemory) {
         let cel_started = Instant::now();
-        let evaluations_before = self.memory.selectors.evaluations;
-        decide::warm_selectors(&assembled.snapshot, &mut self.memory.selectors);
-        if self.memory.selectors.evaluations > evaluations_before {
+        let evaluations_before = memory.selectors.evaluations;
+        decide::warm_selectors(&assembled.snapshot, &mut memory.selectors);
+        if memory.selectors.evaluations > evaluations_before {
             self.metrics.cel_evaluation_duration.observe(cel_started.elapsed().as_secs_f64());
-            self.metrics.cel_evaluations.inc_by(self.memory.selectors.evaluations - evaluations_before);
+            self.metrics.cel_evaluations.inc_by(memory.selectors.evaluations - evaluations_before);
         }
         self.phase("cel", cel_started);
-        let engine_started = Instant::now();
-        let evaluations_before = self.memory.selectors.evaluations;
-        let outcome = schedule_remembering(&assembled.snapshot, &self.cycle_config, &mut self.memory);
-        self.metrics.cel_evaluations.inc_by(self.memory.selectors.evaluations - evaluations_before);
-        self.phase("engine", engine_started);
-        tracing::debug!(placed = outcome.placements.len(), waiting = outcome.waiting.len(), elapsed = ?started.elapsed(), "cycle");
-        self.reservations = outcome.reservations.clone();
-        outcome
     }
 
     /// What waiting pods are told, and what wakes the loop for a gang that will be old

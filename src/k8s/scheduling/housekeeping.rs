@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 
 use super::{CycleReport, Scheduler, decide, seconds_since};
 use crate::convert::assemble::{Assembled, ClusterView};
-use crate::engine::CycleOutcome;
 use crate::engine::model::GangKey;
 use crate::engine::queues::DEFAULT_QUEUE;
+use crate::engine::{CycleMemory, CycleOutcome};
 use crate::k8s::store::cache::Cache;
 use crate::k8s::write::writer::{Write, WriteKey};
 
@@ -26,6 +26,8 @@ pub(super) struct Seen<'a, 'v> {
     pub view: &'a ClusterView<'v>,
     pub assembled: &'a Assembled,
     pub outcome: &'a CycleOutcome,
+    /// What the engine keeps between cycles (the page shows its mix of pod kinds).
+    pub memory: &'a mut CycleMemory,
 }
 
 impl Scheduler {
@@ -38,7 +40,7 @@ impl Scheduler {
         unix: i64,
         report: &mut CycleReport,
     ) -> Vec<Write> {
-        let Seen { view, assembled, outcome } = seen;
+        let Seen { view, assembled, outcome, memory } = seen;
         let mut writes = Vec::new();
         let members = crate::convert::groups::members(view, &self.config.scheduler_name);
         self.evicting.retain(|gang, (since, pods)| {
@@ -87,7 +89,7 @@ impl Scheduler {
         let holdings = crate::figures::usage::holdings(view, &assembled.specs, &self.config.scheduler_name);
         self.metrics.ledger.update(holdings, crate::metrics::ledger::unix_now());
         if self.ui.is_some() {
-            self.publish_view(assembled, outcome, &queue_reports, waits, &gpus, unix);
+            self.publish_view(assembled, outcome, &queue_reports, waits, &gpus, memory);
         }
         for created in decide::now_running(&members, &mut self.awaiting_running) {
             self.metrics.gang_waiting.with_label_values(&["running"]).observe(seconds_since(created));
@@ -113,7 +115,7 @@ impl Scheduler {
         queues: &[crate::engine::admission::report::QueueReport],
         waits: HashMap<GangKey, String>,
         gpus: &crate::figures::gpus::GpuUsage,
-        unix: i64,
+        memory: &mut CycleMemory,
     ) {
         // A gang keeps its last reason while it waits (a gang in backoff or parked is not
         // told again each cycle); placed, being bound or gone, it leaves the list.
@@ -122,7 +124,7 @@ impl Scheduler {
         let placed: HashSet<&GangKey> = outcome.placements.iter().map(|p| &p.gang).collect();
         let in_flight = &self.in_flight;
         self.waits.retain(|g, _| pending.contains(g) && !placed.contains(g) && !in_flight.contains(g));
-        let kinds = self.memory.capacity.mix.top();
+        let kinds = memory.capacity.mix.top();
         let inputs = crate::ui::build::Inputs {
             scheduler_name: &self.config.scheduler_name,
             assembled,
@@ -130,7 +132,7 @@ impl Scheduler {
             waits: &self.waits,
             gpus,
             kinds: Some(&kinds),
-            now: unix,
+            now: assembled.snapshot.now,
         };
         let view = crate::ui::build::build(&inputs);
         if let Some(board) = &self.ui {

@@ -30,8 +30,8 @@ use tracing::Instrument;
 use crate::config::Config;
 use crate::convert::assemble::Memo;
 use crate::engine::CycleConfig;
-use crate::engine::CycleMemory;
-use crate::engine::model::{GangKey, PodKey, Reservation};
+use crate::engine::drive::Engine;
+use crate::engine::model::{GangKey, PodKey};
 use crate::k8s::observe::health::Health;
 use crate::k8s::scheduling::backoff::Backoff;
 use crate::k8s::scheduling::claim_release::ReleaseTracker;
@@ -91,14 +91,19 @@ pub struct Scheduler {
     evicting: HashMap<GangKey, (Instant, Vec<PodKey>)>,
     last_eviction: HashMap<GangKey, (&'static str, String, i64)>,
     memo: Memo,
-    /// What the engine keeps between cycles: compiled selectors, free capacity.
-    memory: CycleMemory,
+    /// The engine over time (what it keeps between cycles: compiled selectors, free
+    /// capacity, capacity held for gangs that evictions were made for, which a new leader
+    /// does not inherit: it sees the victims terminating and their queues' figures without
+    /// them, so it evicts nothing more for the same gang).
+    engine: Engine,
+    /// The cycle in progress: its moment, its snapshot until its decisions come back, and
+    /// what it did; and what wakes the loop (none outside [`Scheduler::run`]).
+    now: Instant,
+    pending: Option<cycle::Pending>,
+    report: CycleReport,
+    wake: Option<Arc<Wake>>,
     /// Gangs bound whose pods are not all Running yet: (created, minMember).
     awaiting_running: HashMap<GangKey, (i64, usize)>,
-    /// Capacity freed by evictions and held for the gangs they were made for, from the
-    /// last cycle (lost on restart: a new leader sees the victims terminating and their
-    /// queues' figures without them, so it evicts nothing more for the same gang).
-    reservations: Vec<Reservation>,
     next_wake: Option<Instant>,
     /// Queue notes and problems already logged, logged once each.
     queue_notes: HashSet<String>,
@@ -132,8 +137,9 @@ impl Scheduler {
         writer: Writer,
         binder: Arc<dyn Bind>,
     ) -> Scheduler {
+        let cycle_config = config.cycle();
         Scheduler {
-            cycle_config: config.cycle(),
+            cycle_config,
             bind_slots: Arc::new(tokio::sync::Semaphore::new(config.client_connection.bind_in_flight())),
             backoff: Backoff::new(&config.backoff),
             pool: pool::Pool::new(Duration::from_secs(config.retry_unschedulable_seconds)),
@@ -151,9 +157,12 @@ impl Scheduler {
             releases: ReleaseTracker::default(),
             evicting: HashMap::new(),
             last_eviction: HashMap::new(),
-            memory: CycleMemory::default(),
+            engine: Engine::new(cycle_config),
+            now: Instant::now(),
+            pending: None,
+            report: CycleReport::default(),
+            wake: None,
             awaiting_running: HashMap::new(),
-            reservations: Vec::new(),
             next_wake: None,
             queue_notes: HashSet::new(),
             unreported_waits: HashMap::new(),
@@ -189,25 +198,14 @@ impl Scheduler {
         self.backoff.waiting(gang, now)
     }
 
-    /// The loop: a cycle after every change (debounced), every timer that falls due and
-    /// every binding that ends; runs until dropped.
+    /// The loop: the engine's, with this scheduler as its driver (a cycle after every
+    /// change, debounced, every timer that falls due and every binding that ends); runs
+    /// until dropped.
     pub async fn run(mut self, wake: Arc<Wake>) {
         wake.wake();
-        loop {
-            let timer = tokio::time::sleep_until(
-                self.next_wake.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600)).into(),
-            );
-            tokio::select! {
-                _ = wake.woken() => {}
-                _ = timer => {}
-                Some(joined) = self.binds.join_next_with_id(), if !self.binds.is_empty() => self.on_joined(joined),
-            }
-            tokio::time::sleep(DEBOUNCE).await;
-            while let Some(joined) = self.binds.try_join_next_with_id() {
-                self.on_joined(joined);
-            }
-            self.cycle(Instant::now(), unix_now());
-        }
+        self.wake = Some(wake);
+        let mut engine = std::mem::take(&mut self.engine);
+        engine.run(&mut self).await;
     }
 
     /// Waits for the next binding to end and takes its outcome; false when none is running.

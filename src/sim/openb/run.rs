@@ -16,6 +16,7 @@ use crate::convert::assemble::{Memo, assemble_view};
 use crate::convert::dra::gpu_fraction;
 use crate::convert::view::ClusterObjects;
 use crate::engine::dra::model::{DeviceUse, ExtendedRequest};
+use crate::engine::drive::{Driver, Engine};
 use crate::engine::fragmentation::{NodeGpus, PodKind};
 use crate::engine::model::{
     Gang, GangKey, GangKind, LabelRequirement, NodeConstraints, Parked, PendingPod, PodDevices, PodKey, Snapshot,
@@ -23,7 +24,7 @@ use crate::engine::model::{
 use crate::engine::node::SelectorOperator;
 use crate::engine::queues::DEFAULT_QUEUE;
 use crate::engine::resources::{Demand, ResourceId};
-use crate::engine::{CycleConfig, CycleMemory, schedule_remembering};
+use crate::engine::{CycleMemory, CycleOutcome};
 use crate::sim::replay::cluster::MODEL_LABEL;
 use crate::sim::scenarios::Random;
 
@@ -200,26 +201,64 @@ impl Cluster<'_> {
 
 /// Replays `order` (indexes into `pods`) on the base cluster.
 pub fn run(base: &Base, pods: &[OpenbPod], order: &[usize], seed: u64, config: &Config) -> SeedRun {
-    let cycle: CycleConfig = config.cycle();
-    let mut snapshot = base.snapshot.clone();
-    let mut memory = CycleMemory::default();
-    let mut cluster = Cluster { base, free: base.gpus.iter().map(|&g| vec![1000; g as usize]).collect() };
-    let typical = typical(pods);
-    let mut run = SeedRun {
-        seed,
-        events: Vec::with_capacity(order.len()),
-        fragmentation_at_90: Vec::new(),
-        placed: 0,
-        skipped: 0,
+    let mut replay = Arrivals {
+        base,
+        pods,
+        order,
+        next: 0,
+        snapshot: base.snapshot.clone(),
+        cluster: Cluster { base, free: base.gpus.iter().map(|&g| vec![1000; g as usize]).collect() },
+        typical: typical(pods),
+        run: SeedRun {
+            seed,
+            events: Vec::with_capacity(order.len()),
+            fragmentation_at_90: Vec::new(),
+            placed: 0,
+            skipped: 0,
+        },
+        asked: 0,
+        allocated: 0,
+        devices_of: HashMap::new(),
     };
-    let (mut asked, mut allocated) = (0u64, 0u64);
-    let mut devices_of: HashMap<(u32, u32), Arc<PodDevices>> = HashMap::new();
-    for (arrival, &p) in order.iter().enumerate() {
-        let pod = &pods[p];
-        asked += pod.gpu_request();
+    Engine::new(config.cycle()).run_to_end(&mut replay);
+    replay.run
+}
+
+/// One seed's arrivals driving the engine: the clock counts arrivals, the source is the
+/// cluster with the arriving pod pending, the sink binds it or skips it.
+struct Arrivals<'b> {
+    base: &'b Base,
+    pods: &'b [OpenbPod],
+    order: &'b [usize],
+    /// The next arrival.
+    next: usize,
+    snapshot: Snapshot,
+    cluster: Cluster<'b>,
+    typical: Vec<((PodKind, Vec<String>), f64)>,
+    run: SeedRun,
+    /// GPU thousandths asked so far and allocated.
+    asked: u64,
+    allocated: u64,
+    /// What a pod asks of DRA, per (GPUs, thousandths).
+    devices_of: HashMap<(u32, u32), Arc<PodDevices>>,
+}
+
+impl Driver for Arrivals<'_> {
+    async fn next(&mut self) -> Option<i64> {
+        (self.next < self.order.len()).then(|| {
+            self.next += 1;
+            self.next as i64 - 1
+        })
+    }
+
+    fn snapshot(&mut self, now: i64, _: &mut CycleMemory) -> Option<&mut Snapshot> {
+        let arrival = now as usize;
+        let (base, pod) = (self.base, &self.pods[self.order[arrival]]);
+        self.asked += pod.gpu_request();
         let devices = (pod.num_gpu > 0).then(|| {
             let key = (pod.num_gpu, pod.gpu_milli);
-            devices_of.entry(key).or_insert_with(|| Arc::new(pod_devices(base, pod, &mut snapshot))).clone()
+            let snapshot = &mut self.snapshot;
+            self.devices_of.entry(key).or_insert_with(|| Arc::new(pod_devices(base, pod, snapshot))).clone()
         });
         let key = PodKey { namespace: "openb".into(), name: format!("{}-{arrival}", pod.name) };
         let mut entries =
@@ -238,16 +277,19 @@ pub fn run(base: &Base, pods: &[OpenbPod], order: &[usize], seed: u64, config: &
         }
         let pending =
             PendingPod { key: key.clone(), demand: Demand::new(entries), constraints: Arc::new(constraints), devices };
-        snapshot.now = arrival as i64;
-        snapshot.gangs = vec![gang(key, pending, arrival as i64)];
-        let outcome = schedule_remembering(&snapshot, &cycle, &mut memory);
+        self.snapshot.gangs = vec![gang(key, pending, now)];
+        Some(&mut self.snapshot)
+    }
+
+    fn decided(&mut self, outcome: CycleOutcome, _: &mut CycleMemory) {
+        let (base, pod) = (self.base, &self.pods[self.order[self.next - 1]]);
         match outcome.placements.first() {
             Some(placement) => {
-                run.placed += 1;
-                allocated += pod.gpu_request();
+                self.run.placed += 1;
+                self.allocated += pod.gpu_request();
                 // What the node itself gives: GPUs come from its devices.
                 let node_demand = Demand::new(
-                    snapshot.gangs[0].pods[0]
+                    self.snapshot.gangs[0].pods[0]
                         .demand
                         .entries()
                         .iter()
@@ -255,29 +297,29 @@ pub fn run(base: &Base, pods: &[OpenbPod], order: &[usize], seed: u64, config: &
                         .filter(|(r, _)| *r != base.gpu)
                         .collect(),
                 );
-                let nodes = Arc::make_mut(&mut snapshot.nodes);
+                let nodes = Arc::make_mut(&mut self.snapshot.nodes);
                 for (_, n) in &placement.pods {
                     nodes[*n as usize].requested.add(&node_demand, 1);
                 }
                 for device in placement.claims.iter().filter_map(|c| c.allocation.as_ref()).flat_map(|a| &a.devices) {
                     let (n, g) = base.device_gpu[device.device as usize];
                     let taken = if pod.gpu_milli == 1000 { 1000 } else { pod.gpu_milli };
-                    cluster.free[n][g] = cluster.free[n][g].saturating_sub(taken);
-                    snapshot.dra.in_use.push(DeviceUse {
+                    let free = &mut self.cluster.free[n][g];
+                    *free = free.saturating_sub(taken);
+                    self.snapshot.dra.in_use.push(DeviceUse {
                         device: device.device,
                         admin_access: false,
                         consumed: device.consumed.clone(),
                     });
                 }
             }
-            None => run.skipped += 1,
+            None => self.run.skipped += 1,
         }
-        run.events.push((asked, allocated));
-        if arrived_percent(asked, base.total_milli) == 90 {
-            run.fragmentation_at_90.push(cluster.fragmentation_ratio(&snapshot, &typical));
+        self.run.events.push((self.asked, self.allocated));
+        if arrived_percent(self.asked, base.total_milli) == 90 {
+            self.run.fragmentation_at_90.push(self.cluster.fragmentation_ratio(&self.snapshot, &self.typical));
         }
     }
-    run
 }
 
 /// Arrived GPU request as a whole percentage of the cluster's, rounded half to even.
