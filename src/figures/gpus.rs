@@ -111,6 +111,18 @@ pub(crate) fn is_gpu_device(driver: &str, device: &k8s_openapi::api::resource::v
 /// is the host name are left out of the domains (they repeat the nodes).
 pub fn gpu_usage(view: &ClusterView<'_>, groups: &[GroupSummary], levels: &[TopologyLevel]) -> GpuUsage {
     let mut usage = GpuUsage::default();
+    let extended = advertised_gpus(view, &mut usage);
+    let device_node = gpu_devices(view, &extended, &mut usage);
+    let gpu_claimed = gpu_claimed_pods(view, &device_node);
+    let running = count_pods(view, groups, &extended, &gpu_claimed, &mut usage);
+    count_claims(view, &device_node, &extended, &running, &mut usage);
+    add_domains(view, levels, &mut usage);
+    usage
+}
+
+/// Every node with its `nvidia.com/gpu` allocatable as its total; returns the nodes that
+/// advertise some (whose GPUs the extended resource counts, not their devices).
+fn advertised_gpus<'v>(view: &'v ClusterView<'_>, usage: &mut GpuUsage) -> HashSet<&'v str> {
     let mut extended: HashSet<&str> = HashSet::new();
     for node in &view.nodes {
         let name = node.metadata.name.as_deref().unwrap_or_default();
@@ -126,7 +138,17 @@ pub fn gpu_usage(view: &ClusterView<'_>, groups: &[GroupSummary], levels: &[Topo
         }
         usage.nodes.insert(name.to_string(), Gpus { total: advertised, ..Gpus::default() });
     }
-    // Device (driver, pool, name) → node, for GPU devices of nodes without the extended resource.
+    extended
+}
+
+/// Device (driver, pool, name) → node, for the GPU devices that nodes' ResourceSlices
+/// publish; each counts toward its node's total when the node does not advertise the
+/// extended resource.
+fn gpu_devices<'v>(
+    view: &'v ClusterView<'_>,
+    extended: &HashSet<&str>,
+    usage: &mut GpuUsage,
+) -> HashMap<(&'v str, &'v str, &'v str), &'v str> {
     let mut device_node: HashMap<(&str, &str, &str), &str> = HashMap::new();
     for slice in &view.resource_slices {
         let Some(node) = slice.spec.node_name.as_deref() else { continue };
@@ -141,8 +163,16 @@ pub fn gpu_usage(view: &ClusterView<'_>, groups: &[GroupSummary], levels: &[Topo
             }
         }
     }
-    // Pods with a GPU device of a claim reserved for them: on a node whose GPUs DRA serves,
-    // their GPUs are counted with the claims below, not by their `nvidia.com/gpu` request.
+    device_node
+}
+
+/// Pods (namespace, name) with a GPU device of a claim reserved for them: on a node whose
+/// GPUs DRA serves, their GPUs are counted with the claims, not by their `nvidia.com/gpu`
+/// request.
+fn gpu_claimed_pods<'v>(
+    view: &'v ClusterView<'_>,
+    device_node: &HashMap<(&str, &str, &str), &str>,
+) -> HashSet<(&'v str, &'v str)> {
     let mut gpu_claimed: HashSet<(&str, &str)> = HashSet::new();
     for claim in &view.resource_claims {
         let Some(status) = claim.status.as_ref() else { continue };
@@ -156,11 +186,31 @@ pub fn gpu_usage(view: &ClusterView<'_>, groups: &[GroupSummary], levels: &[Topo
             gpu_claimed.extend(pods.map(|c| (namespace, c.name.as_str())));
         }
     }
+    gpu_claimed
+}
+
+/// The bound, unfinished pods, as the claims' count needs them.
+struct Running<'v> {
+    /// Pods (namespace, name) of gangs with some but fewer than `minMember` pods bound.
+    stranded_pods: HashSet<(&'v str, &'v str)>,
+    /// Pods by uid.
+    pods: HashSet<&'v str>,
+    /// Gangs (namespace, name) with a pod running.
+    gangs: HashSet<(String, String)>,
+}
+
+/// Counts the GPUs bound, unfinished pods request as allocated on their nodes (stranded
+/// too for a gang short of its minimum), but for pods whose GPUs their claims count.
+fn count_pods<'v>(
+    view: &'v ClusterView<'_>,
+    groups: &[GroupSummary],
+    extended: &HashSet<&str>,
+    gpu_claimed: &HashSet<(&str, &str)>,
+    usage: &mut GpuUsage,
+) -> Running<'v> {
     let stranded_gangs: HashSet<&crate::engine::model::GangKey> =
         groups.iter().filter(|g| g.bound > 0 && g.bound < g.min_member).map(|g| &g.key).collect();
-    let mut stranded_pods: HashSet<(&str, &str)> = HashSet::new();
-    let mut running_pods: HashSet<&str> = HashSet::new();
-    let mut running_gangs: HashSet<(String, String)> = HashSet::new();
+    let mut running = Running { stranded_pods: HashSet::new(), pods: HashSet::new(), gangs: HashSet::new() };
     for pod in &view.pods {
         let finished = matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"));
         let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) else { continue };
@@ -169,10 +219,10 @@ pub fn gpu_usage(view: &ClusterView<'_>, groups: &[GroupSummary], levels: &[Topo
         }
         let gang = gang_key(pod);
         let stranded = stranded_gangs.contains(&gang);
-        running_pods.extend(pod.metadata.uid.as_deref());
-        running_gangs.insert((gang.namespace, gang.name));
+        running.pods.extend(pod.metadata.uid.as_deref());
+        running.gangs.insert((gang.namespace, gang.name));
         if stranded {
-            stranded_pods.insert((
+            running.stranded_pods.insert((
                 pod.metadata.namespace.as_deref().unwrap_or_default(),
                 pod.metadata.name.as_deref().unwrap_or_default(),
             ));
@@ -188,16 +238,29 @@ pub fn gpu_usage(view: &ClusterView<'_>, groups: &[GroupSummary], levels: &[Topo
             }
         }
     }
+    running
+}
+
+/// Counts the GPU devices of allocated claims on nodes without the extended resource:
+/// allocated, stranded when reserved for a stranded pod, held when reserved for nothing
+/// that runs.
+fn count_claims(
+    view: &ClusterView<'_>,
+    device_node: &HashMap<(&str, &str, &str), &str>,
+    extended: &HashSet<&str>,
+    running: &Running<'_>,
+    usage: &mut GpuUsage,
+) {
     for claim in &view.resource_claims {
         let Some(allocation) = claim.status.as_ref().and_then(|s| s.allocation.as_ref()) else { continue };
         let namespace = claim.metadata.namespace.as_deref().unwrap_or_default();
         let stranded = claim.status.as_ref().and_then(|s| s.reserved_for.as_ref()).is_some_and(|r| {
-            r.iter().any(|c| c.resource == "pods" && stranded_pods.contains(&(namespace, c.name.as_str())))
+            r.iter().any(|c| c.resource == "pods" && running.stranded_pods.contains(&(namespace, c.name.as_str())))
         });
         let reserved = claim.status.as_ref().and_then(|s| s.reserved_for.as_deref()).unwrap_or_default();
         let held = !reserved.iter().any(|c| match c.resource.as_str() {
-            "pods" => running_pods.contains(c.uid.as_str()),
-            "podgroups" => running_gangs.contains(&(namespace.to_string(), c.name.clone())),
+            "pods" => running.pods.contains(c.uid.as_str()),
+            "podgroups" => running.gangs.contains(&(namespace.to_string(), c.name.clone())),
             _ => true,
         });
         let results = allocation.devices.as_ref().and_then(|d| d.results.as_deref()).unwrap_or_default();
@@ -219,6 +282,10 @@ pub fn gpu_usage(view: &ClusterView<'_>, groups: &[GroupSummary], levels: &[Topo
             }
         }
     }
+}
+
+/// Adds each node's GPUs to the domains it is in, level by level (host-name levels left out).
+fn add_domains(view: &ClusterView<'_>, levels: &[TopologyLevel], usage: &mut GpuUsage) {
     for node in &view.nodes {
         let name = node.metadata.name.as_deref().unwrap_or_default();
         let Some(&gpus) = usage.nodes.get(name) else { continue };
@@ -235,7 +302,6 @@ pub fn gpu_usage(view: &ClusterView<'_>, groups: &[GroupSummary], levels: &[Topo
             }
         }
     }
-    usage
 }
 
 #[cfg(test)]

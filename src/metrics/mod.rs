@@ -9,15 +9,18 @@
 
 pub mod access;
 pub mod ledger;
+mod registrar;
 pub mod server;
+mod specs;
 
 pub use access::{MetricsServer, UiAccess};
 pub use server::{Error, Page, Probes, Result, Site, serve, serve_listener, serve_site};
 
 use prometheus::{
-    Gauge, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
-    Registry, TextEncoder,
+    Gauge, GaugeVec, Histogram, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Registry, TextEncoder,
 };
+
+use registrar::Registrar;
 
 /// Buckets for durations from a millisecond to a minute.
 fn latency_buckets() -> Vec<f64> {
@@ -135,232 +138,57 @@ impl Metrics {
 
     /// A fresh registry with every metric in it, all at zero.
     pub fn new() -> Metrics {
-        let registry = Registry::new();
-        let catalog = std::cell::RefCell::new(Vec::new());
-        let histogram = |name: &str, help: &str, buckets: Vec<f64>| {
-            catalog.borrow_mut().push((name.to_string(), MetricKind::Histogram));
-            let h = Histogram::with_opts(HistogramOpts::new(name, help).buckets(buckets)).expect("valid histogram");
-            registry.register(Box::new(h.clone())).expect("unique metric name");
-            h
+        let mut r = Registrar::default();
+        let metrics = Metrics {
+            cycle_duration: r.histogram(&specs::CYCLE_DURATION, latency_buckets()),
+            cycle_phase_duration: r.histogram_vec(&specs::CYCLE_PHASE_DURATION, latency_buckets()),
+            gang_attempts: r.counter_vec(&specs::GANG_ATTEMPTS),
+            gang_waiting: r.histogram_vec(&specs::GANG_WAITING, waiting_buckets()),
+            queue_gang_waiting: r.histogram_vec(&specs::QUEUE_GANG_WAITING, waiting_buckets()),
+            gangs_started: r.counter_vec(&specs::GANGS_STARTED),
+            pending_pods: r.gauge(&specs::PENDING_PODS),
+            pending_gangs: r.gauge(&specs::PENDING_GANGS),
+            parked_gangs: r.gauge(&specs::PARKED_GANGS),
+            bind_duration: r.histogram(&specs::BIND_DURATION, latency_buckets()),
+            bind_rollbacks: r.counter(&specs::BIND_ROLLBACKS),
+            evictions: r.counter_vec(&specs::EVICTIONS),
+            claims_given_back: r.counter(&specs::CLAIMS_GIVEN_BACK),
+            eviction_refusals: r.counter(&specs::EVICTION_REFUSALS),
+            evictions_forced: r.counter(&specs::EVICTIONS_FORCED),
+            node_gpus: r.gauge_vec(&specs::NODE_GPUS),
+            node_gpus_allocated: r.gauge_vec(&specs::NODE_GPUS_ALLOCATED),
+            node_gpus_stranded: r.gauge_vec(&specs::NODE_GPUS_STRANDED),
+            node_gpus_held: r.gauge_vec(&specs::NODE_GPUS_HELD),
+            domain_gpus: r.gauge_vec(&specs::DOMAIN_GPUS),
+            domain_gpus_allocated: r.gauge_vec(&specs::DOMAIN_GPUS_ALLOCATED),
+            domain_gpus_stranded: r.gauge_vec(&specs::DOMAIN_GPUS_STRANDED),
+            domain_gpus_held: r.gauge_vec(&specs::DOMAIN_GPUS_HELD),
+            queue_quota: r.float_gauge_vec(&specs::QUEUE_QUOTA),
+            queue_fair_share: r.float_gauge_vec(&specs::QUEUE_FAIR_SHARE),
+            queue_allocated: r.float_gauge_vec(&specs::QUEUE_ALLOCATED),
+            queue_requested: r.float_gauge_vec(&specs::QUEUE_REQUESTED),
+            queue_limit: r.float_gauge_vec(&specs::QUEUE_LIMIT),
+            queue_gangs: r.float_gauge_vec(&specs::QUEUE_GANGS),
+            cel_evaluation_duration: r.histogram(&specs::CEL_EVALUATION_DURATION, latency_buckets()),
+            cel_evaluations: r.counter(&specs::CEL_EVALUATIONS),
+            device_allocation_duration: r.histogram(&specs::DEVICE_ALLOCATION_DURATION, latency_buckets()),
+            leader: r.gauge(&specs::LEADER),
+            last_cycle: r.float_gauge(&specs::LAST_CYCLE),
+            writes: r.counter_vec(&specs::WRITES),
+            write_queue_depth: r.gauge(&specs::WRITE_QUEUE_DEPTH),
+            ledger: r.ledger(),
+            catalog: r.catalog,
+            registry: r.registry,
         };
-        let histogram_vec = |name: &str, help: &str, labels: &[&str], buckets: Vec<f64>| {
-            catalog.borrow_mut().push((name.to_string(), MetricKind::Histogram));
-            let h =
-                HistogramVec::new(HistogramOpts::new(name, help).buckets(buckets), labels).expect("valid histogram");
-            registry.register(Box::new(h.clone())).expect("unique metric name");
-            h
-        };
-        let counter = |name: &str, help: &str| {
-            catalog.borrow_mut().push((name.to_string(), MetricKind::Counter));
-            let c = IntCounter::new(name, help).expect("valid counter");
-            registry.register(Box::new(c.clone())).expect("unique metric name");
-            c
-        };
-        let counter_vec = |name: &str, help: &str, labels: &[&str]| {
-            catalog.borrow_mut().push((name.to_string(), MetricKind::Counter));
-            let c = IntCounterVec::new(Opts::new(name, help), labels).expect("valid counter");
-            registry.register(Box::new(c.clone())).expect("unique metric name");
-            c
-        };
-        let gauge = |name: &str, help: &str| {
-            catalog.borrow_mut().push((name.to_string(), MetricKind::Gauge));
-            let g = IntGauge::new(name, help).expect("valid gauge");
-            registry.register(Box::new(g.clone())).expect("unique metric name");
-            g
-        };
-        let gauge_vec = |name: &str, help: &str, labels: &[&str]| {
-            catalog.borrow_mut().push((name.to_string(), MetricKind::Gauge));
-            let g = IntGaugeVec::new(Opts::new(name, help), labels).expect("valid gauge");
-            registry.register(Box::new(g.clone())).expect("unique metric name");
-            g
-        };
-        let float_gauge_vec = |name: &str, help: &str, labels: &[&str]| {
-            catalog.borrow_mut().push((name.to_string(), MetricKind::Gauge));
-            let g = GaugeVec::new(Opts::new(name, help), labels).expect("valid gauge");
-            registry.register(Box::new(g.clone())).expect("unique metric name");
-            g
-        };
-        let mut metrics = Metrics {
-            catalog: Vec::new(),
-            cycle_duration: histogram(
-                "muster_scheduling_cycle_duration_seconds",
-                "Duration of one scheduling cycle: snapshot, engine and assuming its placements.",
-                latency_buckets(),
-            ),
-            cycle_phase_duration: histogram_vec(
-                "muster_scheduling_cycle_phase_duration_seconds",
-                "Duration of each part of a scheduling cycle (assemble, cel, engine, plan).",
-                &["phase"],
-                latency_buckets(),
-            ),
-            gang_attempts: counter_vec(
-                "muster_gang_scheduling_attempts_total",
-                "Gang scheduling attempts by result (scheduled, unschedulable, error, bind_failed).",
-                &["result"],
-            ),
-            gang_waiting: histogram_vec(
-                "muster_gang_waiting_seconds",
-                "Time from a gang's creation until minMember of its pods are bound (until=bound) or Running (until=running).",
-                &["until"],
-                waiting_buckets(),
-            ),
-            queue_gang_waiting: histogram_vec(
-                "muster_queue_gang_waiting_seconds",
-                "Time from a gang's creation until minMember of its pods are bound, by the queue it was admitted through and its namespace.",
-                &["queue", "namespace"],
-                waiting_buckets(),
-            ),
-            gangs_started: counter_vec(
-                "muster_gangs_started_total",
-                "Gangs bound (minMember of their pods), by queue and namespace.",
-                &["queue", "namespace"],
-            ),
-            pending_pods: gauge("muster_pending_pods", "Muster's pods waiting for a node."),
-            pending_gangs: gauge("muster_pending_gangs", "Gangs (gangs of one included) with pods waiting for a node."),
-            parked_gangs: gauge(
-                "muster_unschedulable_pool_gangs",
-                "Pending gangs that did not fit and are not tried again until a change could help them.",
-            ),
-            bind_duration: histogram(
-                "muster_gang_bind_duration_seconds",
-                "Duration of one gang's binding transaction: claim writes and all of its pods' bindings.",
-                latency_buckets(),
-            ),
-            bind_rollbacks: counter(
-                "muster_gang_bind_rollbacks_total",
-                "Gang bindings rolled back because fewer than minMember pods could be bound.",
-            ),
-            evictions: counter_vec(
-                "muster_evictions_total",
-                "Gangs evicted, once per gang and eviction, by reason: the safety net (BindFailed, PodsReadyTimeout, GangBroken, MaxRunExceeded) whole gangs, queues (Reclaimed, Preempted) whole gangs or their pods above minMember, a reservation (Opportunistic) whole gangs that ran in its held capacity. Labelled by the gang's queue and namespace; each reason also has a series with both empty, always present, so that a rate is zero rather than absent before the first eviction.",
-                &["reason", "queue", "namespace"],
-            ),
-            claims_given_back: counter(
-                "muster_claims_given_back_total",
-                "ResourceClaims whose devices were given back: allocated for pods that are not bound, whose gang is not being placed (a leader that stopped between claim writes and binds, a lost answer). Counted each time the decision is made; the write is made once.",
-            ),
-            eviction_refusals: counter(
-                "muster_eviction_refusals_total",
-                "Evictions refused by the API server (a PodDisruptionBudget's 429, or an error), each try; a refused eviction is tried again after a doubling delay.",
-            ),
-            evictions_forced: counter(
-                "muster_evictions_forced_total",
-                "Pods deleted because their eviction was refused eviction.maxRefusals times, so that their gang does not stay half bound.",
-            ),
-            node_gpus: gauge_vec(
-                "muster_node_gpus",
-                "GPUs a node offers (extended resource or DRA devices).",
-                &["node"],
-            ),
-            node_gpus_allocated: gauge_vec(
-                "muster_node_gpus_allocated",
-                "GPUs of a node held by bound pods or allocated claims.",
-                &["node"],
-            ),
-            node_gpus_stranded: gauge_vec(
-                "muster_node_gpus_stranded",
-                "GPUs of a node held by pods of gangs with fewer than minMember pods bound.",
-                &["node"],
-            ),
-            node_gpus_held: gauge_vec(
-                "muster_node_gpus_held",
-                "GPU devices of a node allocated to claims that no bound pod uses (held for pods that never ran); zero in a healthy cluster.",
-                &["node"],
-            ),
-            domain_gpus: gauge_vec(
-                "muster_topology_domain_gpus",
-                "GPUs in a topology domain (a configured level's node label value).",
-                &["level", "domain"],
-            ),
-            domain_gpus_allocated: gauge_vec(
-                "muster_topology_domain_gpus_allocated",
-                "GPUs of a topology domain held by bound pods or allocated claims.",
-                &["level", "domain"],
-            ),
-            domain_gpus_stranded: gauge_vec(
-                "muster_topology_domain_gpus_stranded",
-                "GPUs of a topology domain held by pods of gangs with fewer than minMember pods bound.",
-                &["level", "domain"],
-            ),
-            domain_gpus_held: gauge_vec(
-                "muster_topology_domain_gpus_held",
-                "GPU devices of a topology domain allocated to claims that no bound pod uses.",
-                &["level", "domain"],
-            ),
-            queue_quota: float_gauge_vec(
-                "muster_queue_quota",
-                "A queue's guaranteed amount of a resource (unset: not exported).",
-                &["queue", "resource"],
-            ),
-            queue_fair_share: float_gauge_vec(
-                "muster_queue_fair_share",
-                "A queue's fair share of a resource, from quota, priority, weight and demand.",
-                &["queue", "resource"],
-            ),
-            queue_allocated: float_gauge_vec(
-                "muster_queue_allocated",
-                "What a queue's running gangs (its subtree's) request of a resource.",
-                &["queue", "resource"],
-            ),
-            queue_requested: float_gauge_vec(
-                "muster_queue_requested",
-                "What a queue's pending gangs (its subtree's) request of a resource.",
-                &["queue", "resource"],
-            ),
-            queue_limit: float_gauge_vec(
-                "muster_queue_limit",
-                "A queue's hard cap on a resource (unset: not exported).",
-                &["queue", "resource"],
-            ),
-            queue_gangs: float_gauge_vec(
-                "muster_queue_gangs",
-                "Gangs in a queue's subtree, by state (pending, running).",
-                &["queue", "state"],
-            ),
-            cel_evaluation_duration: histogram(
-                "muster_cel_evaluation_duration_seconds",
-                "Time per cycle spent evaluating CEL device selectors on devices whose result was not cached.",
-                latency_buckets(),
-            ),
-            cel_evaluations: counter(
-                "muster_cel_evaluations_total",
-                "CEL device selector evaluations (results cached per device revision are not counted again).",
-            ),
-            device_allocation_duration: histogram(
-                "muster_device_allocation_duration_seconds",
-                "Duration of writing one gang's ResourceClaim allocations to the API server.",
-                latency_buckets(),
-            ),
-            leader: gauge("muster_leader", "1 while this replica is the leader and schedules, else 0."),
-            last_cycle: {
-                let name = "muster_last_cycle_timestamp_seconds";
-                catalog.borrow_mut().push((name.to_string(), MetricKind::Gauge));
-                let g = Gauge::new(name, "When the scheduling loop last completed a cycle, in Unix seconds.")
-                    .expect("valid gauge");
-                registry.register(Box::new(g.clone())).expect("unique metric name");
-                g
-            },
-            writes: counter_vec(
-                "muster_api_writes_total",
-                "Background writes to the API server (pod conditions, events, PodGroup and Queue status, evictions, deletes of pods whose eviction was refused too often, claim releases) by kind and result (written, failed, timed_out, fenced: not sent, since the Lease may have passed).",
-                &["kind", "result"],
-            ),
-            write_queue_depth: gauge(
-                "muster_api_write_queue_depth",
-                "Background writes queued (newest state per object) and not yet taken by a writer.",
-            ),
-            ledger: {
-                let ledger = ledger::Ledger::new(ledger::unix_now());
-                for name in [ledger::GPU_SECONDS, ledger::GPU_MEMORY_SECONDS] {
-                    catalog.borrow_mut().push((name.to_string(), MetricKind::Counter));
-                }
-                registry.register(Box::new(ledger.clone())).expect("unique metric names");
-                ledger
-            },
-            registry,
-        };
+        metrics.seed_series();
+        metrics
+    }
+
+    /// Creates, at zero, the labelled series a dashboard expects before anything happened,
+    /// so that a rate is zero rather than absent.
+    fn seed_series(&self) {
         for result in ["scheduled", "unschedulable", "error", "bind_failed"] {
-            metrics.gang_attempts.with_label_values(&[result]);
+            self.gang_attempts.with_label_values(&[result]);
         }
         for reason in [
             "BindFailed",
@@ -371,21 +199,19 @@ impl Metrics {
             "Preempted",
             "Opportunistic",
         ] {
-            metrics.evictions.with_label_values(&[reason, "", ""]);
+            self.evictions.with_label_values(&[reason, "", ""]);
         }
-        metrics.catalog = catalog.into_inner();
         for phase in ["assemble", "cel", "engine", "plan"] {
-            metrics.cycle_phase_duration.with_label_values(&[phase]);
+            self.cycle_phase_duration.with_label_values(&[phase]);
         }
         for until in ["bound", "running"] {
-            metrics.gang_waiting.with_label_values(&[until]);
+            self.gang_waiting.with_label_values(&[until]);
         }
         for kind in WRITE_KINDS {
             for result in WRITE_RESULTS {
-                metrics.writes.with_label_values(&[kind, result]);
+                self.writes.with_label_values(&[kind, result]);
             }
         }
-        metrics
     }
 
     /// Every metric's name (a histogram by its base name), whether or not it has a series yet.

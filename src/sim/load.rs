@@ -17,9 +17,8 @@ use crate::api::kueue::{ClusterQueue, Cohort};
 use crate::api::pod_group::PodGroup as MusterPodGroup;
 use crate::api::queue::Queue as MusterQueue;
 use crate::convert::assemble::ClusterObjects;
-use crate::convert::dra;
 use crate::convert::workloads::{Workload, WorkloadKind};
-use crate::engine::dra::cel::Selector;
+use crate::sim::api_rules::{check_claim_spec, check_selectors, check_slice, is_known, is_namespaced};
 use crate::sim::expand;
 
 #[derive(Debug, Error)]
@@ -125,50 +124,30 @@ fn typed<T: serde::de::DeserializeOwned>(value: Value, path: &str, object: &str)
     })
 }
 
-impl Loader {
-    fn load_text(&mut self, text: &str, path: &str) -> Result<()> {
-        for (i, document) in yaml_serde::Deserializer::from_str(text).enumerate() {
-            let value = <Value as serde::Deserialize>::deserialize(document).map_err(|source| Error::Yaml {
-                path: path.into(),
-                document: i + 1,
-                source,
-            })?;
-            self.load_value(value, path, i + 1)?;
-        }
-        Ok(())
-    }
+/// What names one object read: its kind and API, its name and namespace (filled in with
+/// `default` for a namespaced kind that has none), and how errors show it.
+struct Header {
+    kind: String,
+    api_version: String,
+    /// The API group: empty for the core API.
+    group: String,
+    name: String,
+    /// None for a cluster-scoped kind.
+    namespace: Option<String>,
+    /// `Kind namespace/name`, or `Kind name` for a cluster-scoped kind.
+    object: String,
+}
 
-    fn load_value(&mut self, value: Value, path: &str, document: usize) -> Result<()> {
-        if value.is_null() {
-            return Ok(());
-        }
-        let field = |name: &'static str| value.get(name).and_then(Value::as_str).map(str::to_string);
-        let kind = field("kind").ok_or(Error::Missing { path: path.into(), document, field: "kind" })?;
-        let api_version =
-            field("apiVersion").ok_or(Error::Missing { path: path.into(), document, field: "apiVersion" })?;
-        if kind == "List" || kind.ends_with("List") && value.get("items").is_some() {
-            let items = value.get("items").and_then(Value::as_sequence).cloned().unwrap_or_default();
-            for item in items {
-                self.load_value(item, path, document)?;
-            }
-            return Ok(());
-        }
+impl Header {
+    /// Reads the name (refusing an empty one, as the API server does) and the namespace,
+    /// writing `default` into the object's metadata where a namespaced kind has none.
+    fn of(value: &mut Value, kind: String, api_version: String, path: &str, document: usize) -> Result<Header> {
         // The API server refuses an empty name as it refuses none.
         let name = value.get("metadata").and_then(|m| m.get("name")).and_then(Value::as_str);
         let name = name.filter(|n| !n.is_empty()).map(str::to_string);
         let name = name.ok_or(Error::Missing { path: path.into(), document, field: "metadata.name" })?;
         let group = api_version.split_once('/').map_or("", |(g, _)| g).to_string();
-        let namespaced = !matches!(
-            (group.as_str(), kind.as_str()),
-            ("", "Node" | "Namespace" | "PersistentVolume")
-                | ("resource.k8s.io", "ResourceSlice" | "DeviceClass" | "DeviceTaintRule")
-                | ("scheduling.k8s.io", "PriorityClass")
-                | ("muster.dev" | "scheduling.run.ai", "Queue")
-                | ("kueue.x-k8s.io", "ClusterQueue" | "Cohort" | "ResourceFlavor" | "Topology")
-                | ("kai.scheduler", "Topology")
-        );
-        let mut value = value;
-        let namespace = namespaced.then(|| {
+        let namespace = is_namespaced(&group, &kind).then(|| {
             let ns = value
                 .get("metadata")
                 .and_then(|m| m.get("namespace"))
@@ -184,85 +163,92 @@ impl Loader {
             Some(ns) => format!("{kind} {ns}/{name}"),
             None => format!("{kind} {name}"),
         };
-        let identity = (group.clone(), kind.clone(), namespace.clone().unwrap_or_default(), name.clone());
-        let workload = WorkloadKind::from_name(&kind)
-            .filter(|k| k.api().0 == group && k.api().1.iter().any(|v| k.api_version(v) == api_version));
-        let known = workload.is_some()
-            || matches!(
-                (api_version.as_str(), kind.as_str()),
-                ("v1", "Node" | "Pod" | "Namespace")
-                    | (
-                        "scheduling.k8s.io/v1beta1"
-                            | "muster.dev/v1alpha1"
-                            | "scheduling.x-k8s.io/v1alpha1"
-                            | "scheduling.run.ai/v2alpha2",
-                        "PodGroup"
-                    )
-                    | ("muster.dev/v1alpha1" | "scheduling.run.ai/v2", "Queue")
-                    | (
-                        "kueue.x-k8s.io/v1beta2" | "kueue.x-k8s.io/v1beta1",
-                        "ClusterQueue" | "Cohort" | "LocalQueue" | "Topology"
-                    )
-                    | ("kai.scheduler/v1alpha1", "Topology")
-                    | ("scheduling.k8s.io/v1", "PriorityClass")
-                    | (
-                        "resource.k8s.io/v1",
-                        "ResourceSlice" | "DeviceClass" | "ResourceClaim" | "ResourceClaimTemplate" | "DeviceTaintRule"
-                    )
-            );
-        if !known {
+        Ok(Header { kind, api_version, group, name, namespace, object })
+    }
+}
+
+impl Loader {
+    fn load_text(&mut self, text: &str, path: &str) -> Result<()> {
+        for (i, document) in yaml_serde::Deserializer::from_str(text).enumerate() {
+            let value = <Value as serde::Deserialize>::deserialize(document).map_err(|source| Error::Yaml {
+                path: path.into(),
+                document: i + 1,
+                source,
+            })?;
+            self.load_value(value, path, i + 1)?;
+        }
+        Ok(())
+    }
+
+    /// Reads one document: a list's items one by one, or one object, named, checked as
+    /// known and not seen before, then stored as a workload or as the object it is.
+    fn load_value(&mut self, value: Value, path: &str, document: usize) -> Result<()> {
+        if value.is_null() {
+            return Ok(());
+        }
+        let field = |name: &'static str| value.get(name).and_then(Value::as_str).map(str::to_string);
+        let kind = field("kind").ok_or(Error::Missing { path: path.into(), document, field: "kind" })?;
+        let api_version =
+            field("apiVersion").ok_or(Error::Missing { path: path.into(), document, field: "apiVersion" })?;
+        if kind == "List" || kind.ends_with("List") && value.get("items").is_some() {
+            let items = value.get("items").and_then(Value::as_sequence).cloned().unwrap_or_default();
+            for item in items {
+                self.load_value(item, path, document)?;
+            }
+            return Ok(());
+        }
+        let mut value = value;
+        let header = Header::of(&mut value, kind, api_version, path, document)?;
+        let workload = WorkloadKind::from_name(&header.kind)
+            .filter(|k| k.api().0 == header.group && k.api().1.iter().any(|v| k.api_version(v) == header.api_version));
+        if workload.is_none() && !is_known(&header.api_version, &header.kind) {
+            let (object, api_version) = (&header.object, &header.api_version);
             self.cluster
                 .notes
                 .push(format!("{path}: skipped {object} ({api_version}): it plays no part in scheduling"));
             return Ok(());
         }
+        let namespace = header.namespace.clone().unwrap_or_default();
+        let identity = (header.group.clone(), header.kind.clone(), namespace, header.name.clone());
         if let Some(first) = self.seen.insert(identity, path.to_string()) {
-            return Err(Error::Duplicate { path: path.into(), object, first });
+            return Err(Error::Duplicate { path: path.into(), object: header.object, first });
         }
+        match workload {
+            Some(kind) => self.load_workload(kind, &value, header, path),
+            None => self.store(value, &header.api_version, &header.kind, path, header.object),
+        }
+    }
+
+    /// Stores a workload as read (with a uid and creation time, as the API server gives
+    /// them), and keeps it to be expanded at the end unless it was itself made by expanding.
+    fn load_workload(&mut self, kind: WorkloadKind, value: &Value, header: Header, path: &str) -> Result<()> {
+        let Header { name, namespace, object, .. } = header;
+        let invalid = |problem: String| Error::Invalid { path: path.into(), object: object.clone(), problem };
+        let mut json = serde_json::to_value(value).map_err(|e| invalid(e.to_string()))?;
+        // As the API server would: a uid, and the time it was applied.
+        if json["metadata"].get("uid").is_none_or(|u| !u.is_string()) {
+            json["metadata"]["uid"] =
+                format!("sim-{}-{kind:?}-{name}", namespace.as_deref().unwrap_or_default()).into();
+        }
+        let mut read = Workload::read(kind, &json).map_err(invalid)?;
+        read.metadata = stamp(read.metadata, &mut self.clock);
+        json["metadata"]["creationTimestamp"] =
+            serde_json::to_value(&read.metadata.creation_timestamp).unwrap_or_default();
+        self.cluster.objects.workloads.push(read);
+        if !self.expanding {
+            self.expandable.push((kind, json, path.to_string(), object));
+        }
+        Ok(())
+    }
+
+    /// Stores an object of a known kind that is not a workload in the cluster's lists, typed,
+    /// stamped with a creation time where its kind keeps one, and checked as the API server
+    /// would; the DRA kinds go to [`Loader::store_dra`].
+    fn store(&mut self, value: Value, api_version: &str, kind: &str, path: &str, object: String) -> Result<()> {
         let c = &mut self.cluster;
-        if let Some(kind) = workload {
-            let json = serde_json::to_value(&value).map_err(|e| Error::Invalid {
-                path: path.into(),
-                object: object.clone(),
-                problem: e.to_string(),
-            })?;
-            let mut json = json;
-            // As the API server would: a uid, and the time it was applied.
-            if json["metadata"].get("uid").is_none_or(|u| !u.is_string()) {
-                json["metadata"]["uid"] =
-                    format!("sim-{}-{kind:?}-{name}", namespace.as_deref().unwrap_or_default()).into();
-            }
-            let mut read = Workload::read(kind, &json).map_err(|problem| Error::Invalid {
-                path: path.into(),
-                object: object.clone(),
-                problem,
-            })?;
-            read.metadata = stamp(read.metadata, &mut self.clock);
-            json["metadata"]["creationTimestamp"] =
-                serde_json::to_value(&read.metadata.creation_timestamp).unwrap_or_default();
-            c.objects.workloads.push(read);
-            if !self.expanding {
-                self.expandable.push((kind, json, path.to_string(), object));
-            }
-            return Ok(());
-        }
-        match (api_version.as_str(), kind.as_str()) {
+        match (api_version, kind) {
             ("v1", "Node") => c.objects.nodes.push(self_stamp(typed(value, path, &object)?, &mut self.clock)),
-            ("v1", "Pod") => {
-                let mut pod: Pod = typed(value, path, &object)?;
-                pod.metadata = stamp(pod.metadata, &mut self.clock);
-                // As the API server would: claims made for the pod are owned by its uid.
-                if pod.metadata.uid.is_none() {
-                    let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
-                    pod.metadata.uid =
-                        Some(format!("sim-{namespace}-Pod-{}", pod.metadata.name.as_deref().unwrap_or("")));
-                }
-                if pod.spec.is_none() {
-                    return Err(Error::Invalid { path: path.into(), object, problem: "has no spec".into() });
-                }
-                c.objects.pods.push(pod);
-                self.pod_files.push(path.to_string());
-            }
+            ("v1", "Pod") => self.store_pod(typed(value, path, &object)?, path, object)?,
             ("v1", "Namespace") => c.objects.namespaces.push(typed(value, path, &object)?),
             ("muster.dev/v1alpha1", "Queue") => {
                 let mut q: MusterQueue = typed(value, path, &object)?;
@@ -315,44 +301,60 @@ impl Loader {
                 c.objects.kai_groups.push(g);
             }
             ("scheduling.k8s.io/v1", _) => c.objects.priority_classes.push(typed(value, path, &object)?),
-            (_, "ResourceSlice") => {
+            _ => self.store_dra(value, kind, path, object)?,
+        }
+        Ok(())
+    }
+
+    /// Stores a pod, stamped, with a uid made from its name where it has none (claims made
+    /// for it are owned by that uid), refusing one without a spec.
+    fn store_pod(&mut self, mut pod: Pod, path: &str, object: String) -> Result<()> {
+        pod.metadata = stamp(pod.metadata, &mut self.clock);
+        // As the API server would: claims made for the pod are owned by its uid.
+        if pod.metadata.uid.is_none() {
+            let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+            pod.metadata.uid = Some(format!("sim-{namespace}-Pod-{}", pod.metadata.name.as_deref().unwrap_or("")));
+        }
+        if pod.spec.is_none() {
+            return Err(Error::Invalid { path: path.into(), object, problem: "has no spec".into() });
+        }
+        self.cluster.objects.pods.push(pod);
+        self.pod_files.push(path.to_string());
+        Ok(())
+    }
+
+    /// Stores a DRA object (slice, class, claim, claim template or taint rule) with a
+    /// resourceVersion, after the checks the API server makes of its kind.
+    fn store_dra(&mut self, value: Value, kind: &str, path: &str, object: String) -> Result<()> {
+        let objects = &mut self.cluster.objects;
+        let invalid = |object: String| move |problem: String| Error::Invalid { path: path.into(), object, problem };
+        match kind {
+            "ResourceSlice" => {
                 let slice: ResourceSlice = typed(value, path, &object)?;
-                check_slice(&slice).map_err(|problem| Error::Invalid { path: path.into(), object, problem })?;
-                c.objects.resource_slices.push(versioned(slice));
+                check_slice(&slice).map_err(invalid(object))?;
+                objects.resource_slices.push(versioned(slice));
             }
-            (_, "DeviceClass") => {
+            "DeviceClass" => {
                 let class: DeviceClass = typed(value, path, &object)?;
                 let selectors = class.spec.as_ref().and_then(|s| s.selectors.as_ref());
-                check_selectors(selectors.into_iter().flatten()).map_err(|problem| Error::Invalid {
-                    path: path.into(),
-                    object,
-                    problem,
-                })?;
-                c.objects.device_classes.push(versioned(class));
+                check_selectors(selectors.into_iter().flatten()).map_err(invalid(object))?;
+                objects.device_classes.push(versioned(class));
             }
-            (_, "ResourceClaim") => {
+            "ResourceClaim" => {
                 let claim: ResourceClaim = typed(value, path, &object)?;
                 if let Some(spec) = &claim.spec {
-                    check_claim_spec(&object, spec).map_err(|problem| Error::Invalid {
-                        path: path.into(),
-                        object,
-                        problem,
-                    })?;
+                    check_claim_spec(&object, spec).map_err(invalid(object))?;
                 }
-                c.objects.resource_claims.push(versioned(claim));
+                objects.resource_claims.push(versioned(claim));
             }
-            (_, "ResourceClaimTemplate") => {
+            "ResourceClaimTemplate" => {
                 let template: ResourceClaimTemplate = typed(value, path, &object)?;
                 if let Some(spec) = template.spec.as_ref().and_then(|t| t.spec.as_ref()) {
-                    check_claim_spec(&object, spec).map_err(|problem| Error::Invalid {
-                        path: path.into(),
-                        object,
-                        problem,
-                    })?;
+                    check_claim_spec(&object, spec).map_err(invalid(object))?;
                 }
-                c.objects.resource_claim_templates.push(versioned(template));
+                objects.resource_claim_templates.push(versioned(template));
             }
-            _ => c.objects.device_taint_rules.push(versioned(typed(value, path, &object)?)),
+            _ => objects.device_taint_rules.push(versioned(typed(value, path, &object)?)),
         }
         Ok(())
     }
@@ -439,54 +441,6 @@ impl Loader {
 fn versioned<K: kube::Resource>(mut object: K) -> K {
     object.meta_mut().resource_version.get_or_insert_with(|| "1".into());
     object
-}
-
-/// Selectors must compile, as the API server checks them.
-fn check_selectors<'a>(
-    selectors: impl Iterator<Item = &'a k8s_openapi::api::resource::v1::DeviceSelector>,
-) -> std::result::Result<(), String> {
-    for (i, selector) in selectors.enumerate() {
-        if let Some(cel) = &selector.cel {
-            Selector::compile(&cel.expression).map_err(|e| format!("selectors[{i}].cel.expression: {e}"))?;
-        }
-    }
-    Ok(())
-}
-
-/// A claim's requests must be well formed and their selectors compile.
-fn check_claim_spec(
-    object: &str,
-    spec: &k8s_openapi::api::resource::v1::ResourceClaimSpec,
-) -> std::result::Result<(), String> {
-    // The caller names the object; the message says only what is wrong in it.
-    dra::claim_spec(object, spec).map_err(|e| match e {
-        dra::Error::Invalid { problem, .. } => problem.to_string(),
-        other => other.to_string(),
-    })?;
-    for request in spec.devices.iter().flat_map(|d| d.requests.iter().flatten()) {
-        let exact = request.exactly.iter().flat_map(|e| e.selectors.iter().flatten());
-        let subs = request.first_available.iter().flatten().flat_map(|s| s.selectors.iter().flatten());
-        check_selectors(exact.chain(subs)).map_err(|e| format!("request {}: {e}", request.name))?;
-    }
-    Ok(())
-}
-
-/// A slice must name its pool and where its devices are, as the API server checks.
-fn check_slice(slice: &ResourceSlice) -> std::result::Result<(), String> {
-    let spec = &slice.spec;
-    let ways = [
-        spec.node_name.is_some(),
-        spec.node_selector.is_some(),
-        spec.all_nodes == Some(true),
-        spec.per_device_node_selection == Some(true),
-    ];
-    if ways.iter().filter(|w| **w).count() != 1 {
-        return Err("exactly one of nodeName, nodeSelector, allNodes and perDeviceNodeSelection must be set".into());
-    }
-    if spec.pool.resource_slice_count < 1 {
-        return Err("pool.resourceSliceCount must be at least 1".into());
-    }
-    Ok(())
 }
 
 /// An object's creation time: its own, or one second after the object read before it (in

@@ -1,6 +1,7 @@
 //! The simulator: the scheduler's conversion and engine on an in-memory cluster read from
 //! YAML, built-in scenarios beside a per-pod baseline, and replay of job traces.
 
+mod api_rules;
 pub mod builtin;
 pub mod evict;
 pub mod expand;

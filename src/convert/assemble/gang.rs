@@ -103,91 +103,125 @@ pub(super) fn fold(
     let group = ctx.facts.get(key).or(from_pods.as_ref());
     let served_names = ctx.served;
     let served = &|resource: &str| served_names.contains(resource);
+    let folding = Folding { key, group, ctx, served };
     let mut part = GangPart::default();
-    let mut pending: Option<Gang> = None;
-    let mut preemptibility: Option<bool> = None;
-    let mut pod_topology: Option<(Option<String>, Option<String>)> = None;
+    let mut waiting = Waiting::default();
     for &pod in pods {
-        let spec = pod.spec.as_ref();
-        if let Some(node_name) = ctx.view.node_of(pod) {
-            // A terminating pod still uses its node, but no longer counts toward its gang:
-            // an evicted gang must not look whole while its pods go away.
-            if pod.metadata.deletion_timestamp.is_some() {
-                continue;
-            }
-            part.bound += 1;
-            // A pod bound opportunistically leaves whenever a reservation needs it: the
-            // engine counts it as ending then, not by its bound.
-            let opportunistic = view::opportunistic(&pod.metadata);
-            let bound = pod_deadline(pod).into_iter().chain(group.and_then(|g| g.max_run_seconds)).min();
-            let bound = bound.filter(|_| !opportunistic);
-            // A pod whose quota Kueue keeps is capacity in use, as another scheduler's
-            // would be.
-            let listed = (ctx.queued && ctx.rules.quota_owner(pod).is_none()) || opportunistic;
-            if !listed && bound.is_none() {
-                continue;
-            }
-            let (Ok(demand), Some(&node)) = (memo.demand(pod, served), ctx.node_index.get(node_name.as_str())) else {
-                continue;
-            };
-            let started = pod.status.as_ref().and_then(|s| s.start_time.as_ref()).map(|t| t.0.as_second());
-            let started = started.unwrap_or_else(|| created(&pod.metadata));
-            if let Some(bound) = bound {
-                part.endings.push(Ending {
-                    at: started.saturating_add(bound),
-                    node: node as u32,
-                    demand: demand.clone(),
-                });
-            }
-            if !listed {
-                continue;
-            }
-            let priority = group
-                .and_then(|g| ctx.group_priority(g))
-                .or_else(|| ctx.pod_priority(pod))
-                .unwrap_or(ctx.default_priority);
-            let entry = part.running.get_or_insert_with(|| RunningGang {
-                key: key.clone(),
-                queue: ctx.rules.queue_of(group, pod),
-                priority,
-                preemptible: queues::preemptibility(group, pod).unwrap_or(priority < queues::NON_PREEMPTIBLE_PRIORITY),
-                min_member: group.map_or(1, |g| g.min_member),
-                pods: Vec::new(),
-                created: group.map_or(i64::MAX, |g| g.created),
-                opportunistic: false,
-            });
-            entry.created = entry.created.min(created(&pod.metadata));
-            entry.opportunistic |= opportunistic;
-            let devices = ctx.held().of(pod);
-            entry.pods.push(RunningPod {
-                key: pod_key(&pod.metadata),
-                node: node as u32,
-                demand,
-                started,
-                gpu_milli: dra::running_gpu_milli(pod, ctx.dra, &devices),
-                devices,
-                grace_seconds: spec.and_then(|s| s.termination_grace_period_seconds).unwrap_or(30),
-            });
-            continue;
+        match ctx.view.node_of(pod) {
+            Some(node_name) => folding.bound_pod(pod, node_name, memo, &mut part),
+            None => folding.unbound_pod(pod, memo, &mut part, &mut waiting),
         }
+    }
+    folding.finish_pending(&mut waiting, part.bound, topology, memo.ad_hoc_levels);
+    part.pending = waiting.gang;
+    part
+}
+
+/// One gang being folded: what each of its pods is read against.
+struct Folding<'f, 'v, 'a> {
+    key: &'f GangKey,
+    /// Its PodGroup's (or workload's) facts, if it has any.
+    group: Option<&'f GroupSpec>,
+    ctx: &'f Context<'v, 'a>,
+    /// Whether a resource name is one the scheduler serves.
+    served: &'f dyn Fn(&str) -> bool,
+}
+
+/// What the gang's pending pods gathered so far.
+#[derive(Default)]
+struct Waiting {
+    /// The gang, from its first pod that can be considered on.
+    gang: Option<Gang>,
+    /// Whether it may be preempted, from the first pod that says.
+    preemptibility: Option<bool>,
+    /// The topology the first annotated pod names (required, preferred).
+    pod_topology: Option<(Option<String>, Option<String>)>,
+}
+
+impl Folding<'_, '_, '_> {
+    /// A pod bound to `node_name`: counted as bound unless terminating, its ending noted if
+    /// its runtime is bounded, and listed as running when queues count it (or it runs
+    /// opportunistically).
+    fn bound_pod(&self, pod: &Pod, node_name: &str, memo: &mut Conversions, part: &mut GangPart) {
+        let (key, group, ctx) = (self.key, self.group, self.ctx);
+        // A terminating pod still uses its node, but no longer counts toward its gang:
+        // an evicted gang must not look whole while its pods go away.
+        if pod.metadata.deletion_timestamp.is_some() {
+            return;
+        }
+        part.bound += 1;
+        // A pod bound opportunistically leaves whenever a reservation needs it: the
+        // engine counts it as ending then, not by its bound.
+        let opportunistic = view::opportunistic(&pod.metadata);
+        let bound = pod_deadline(pod).into_iter().chain(group.and_then(|g| g.max_run_seconds)).min();
+        let bound = bound.filter(|_| !opportunistic);
+        // A pod whose quota Kueue keeps is capacity in use, as another scheduler's
+        // would be.
+        let listed = (ctx.queued && ctx.rules.quota_owner(pod).is_none()) || opportunistic;
+        if !listed && bound.is_none() {
+            return;
+        }
+        let (Ok(demand), Some(&node)) = (memo.demand(pod, self.served), ctx.node_index.get(node_name)) else {
+            return;
+        };
+        let started = pod.status.as_ref().and_then(|s| s.start_time.as_ref()).map(|t| t.0.as_second());
+        let started = started.unwrap_or_else(|| created(&pod.metadata));
+        if let Some(bound) = bound {
+            part.endings.push(Ending { at: started.saturating_add(bound), node: node as u32, demand: demand.clone() });
+        }
+        if !listed {
+            return;
+        }
+        let priority =
+            group.and_then(|g| ctx.group_priority(g)).or_else(|| ctx.pod_priority(pod)).unwrap_or(ctx.default_priority);
+        let entry = part.running.get_or_insert_with(|| RunningGang {
+            key: key.clone(),
+            queue: ctx.rules.queue_of(group, pod),
+            priority,
+            preemptible: queues::preemptibility(group, pod).unwrap_or(priority < queues::NON_PREEMPTIBLE_PRIORITY),
+            min_member: group.map_or(1, |g| g.min_member),
+            pods: Vec::new(),
+            created: group.map_or(i64::MAX, |g| g.created),
+            opportunistic: false,
+        });
+        entry.created = entry.created.min(created(&pod.metadata));
+        entry.opportunistic |= opportunistic;
+        let devices = ctx.held().of(pod);
+        entry.pods.push(RunningPod {
+            key: pod_key(&pod.metadata),
+            node: node as u32,
+            demand,
+            started,
+            gpu_milli: dra::running_gpu_milli(pod, ctx.dra, &devices),
+            devices,
+            grace_seconds: pod.spec.as_ref().and_then(|s| s.termination_grace_period_seconds).unwrap_or(30),
+        });
+    }
+
+    /// A pod not bound: noted as unbound, and unless it is terminating or gated, converted
+    /// and added to the pending gang (or rejected with why), which it may block, raise in
+    /// priority, date earlier or give a topology.
+    fn unbound_pod(&self, pod: &Pod, memo: &mut Conversions, part: &mut GangPart, waiting: &mut Waiting) {
+        let (key, group, ctx) = (self.key, self.group, self.ctx);
+        let spec = pod.spec.as_ref();
         let pod_key = pod_key(&pod.metadata);
         part.unbound.push(pod_key.clone());
         if pod.metadata.deletion_timestamp.is_some()
             || spec.and_then(|s| s.scheduling_gates.as_ref()).is_some_and(|g| !g.is_empty())
         {
-            continue;
+            return;
         }
         // Its demand first: a pod asking for what nobody offers costs no more than that.
-        let (demand, constraints) = match memo.pod(pod, served) {
+        let (demand, constraints) = match memo.pod(pod, self.served) {
             Ok(converted) => converted,
             Err(e) => {
                 part.rejected.push((pod_key, e));
-                continue;
+                return;
             }
         };
         let devices = dra::pod_devices(pod, ctx.claims, ctx.dra, &mut memo.names, &mut memo.devices.specs);
         let priority = ctx.pod_priority(pod).unwrap_or(ctx.default_priority);
-        let entry = pending.get_or_insert_with(|| new_gang(key, group, pod, ctx));
+        let entry = waiting.gang.get_or_insert_with(|| new_gang(key, group, pod, ctx));
         if let Some(own) = pod_deadline(pod) {
             entry.max_run_seconds = Some(entry.max_run_seconds.map_or(own, |b| b.min(own)));
         }
@@ -200,8 +234,8 @@ pub(super) fn fold(
                 }
             }
         }
-        if preemptibility.is_none() {
-            preemptibility = queues::preemptibility(group, pod);
+        if waiting.preemptibility.is_none() {
+            waiting.preemptibility = queues::preemptibility(group, pod);
         }
         // Without a priority of its own, a gang takes its highest pod's; without a
         // PodGroup's creation time, its oldest pod's.
@@ -225,25 +259,29 @@ pub(super) fn fold(
                 None
             }
         };
-        if pod_topology.is_none() {
+        if waiting.pod_topology.is_none() {
             let named = annotated_topology(&pod.metadata);
             if named.0.is_some() || named.1.is_some() {
-                pod_topology = Some(named);
+                waiting.pod_topology = Some(named);
             }
         }
         entry.pods.push(PendingPod { key: pod_key, demand, constraints, devices });
     }
-    if let Some(gang) = pending.as_mut() {
-        gang.bound = part.bound;
-        gang.preemptible = preemptibility.unwrap_or(gang.priority < queues::NON_PREEMPTIBLE_PRIORITY);
+
+    /// The pending gang, once all its pods are read: how many of its pods are bound,
+    /// whether it may be preempted, and its topology resolved to domains (or why not).
+    fn finish_pending(&self, waiting: &mut Waiting, bound: usize, topology: &mut DomainIndex, levels: usize) {
+        let (key, ctx) = (self.key, self.ctx);
+        let Some(gang) = waiting.gang.as_mut() else { return };
+        gang.bound = bound;
+        gang.preemptible = waiting.preemptibility.unwrap_or(gang.priority < queues::NON_PREEMPTIBLE_PRIORITY);
         // Topology: the PodGroup's, else (a pod without one, say of a Kueue job) its pods'
         // annotations.
-        let named = match group.map(|f| f.topology.clone()) {
-            Some((None, None)) | None => pod_topology.unwrap_or((None, None)),
+        let named = match self.group.map(|f| f.topology.clone()) {
+            Some((None, None)) | None => waiting.pod_topology.take().unwrap_or((None, None)),
             Some(named) => named,
         };
         if named.0.is_some() || named.1.is_some() {
-            let levels = memo.ad_hoc_levels;
             let mut resolve =
                 |name: &Option<String>| name.as_deref().map(|n| topology.resolve(n, ctx.nodes, levels)).transpose();
             match (resolve(&named.0), resolve(&named.1)) {
@@ -254,8 +292,6 @@ pub(super) fn fold(
             }
         }
     }
-    part.pending = pending;
-    part
 }
 
 /// A gang as its first pod that can be considered finds it.

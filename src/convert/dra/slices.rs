@@ -4,11 +4,11 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::resource::v1::{DeviceTaintRule, ResourceSlice};
+use k8s_openapi::api::resource::v1::{Device as KubeDevice, DeviceTaintRule, ResourceSlice};
 
 use super::{Error, Problem, Result, node_selector, taint};
 use crate::engine::dra::cel::DeviceVal;
-use crate::engine::dra::model::{AttributeValue, CapacityPolicy, Device, DeviceCapacity, DeviceNodes};
+use crate::engine::dra::model::{AttributeValue, CapacityPolicy, Device, DeviceCapacity, DeviceNodes, DeviceTaint};
 use crate::engine::dra::semver::Semver;
 use crate::quantity::Quantity;
 
@@ -40,88 +40,12 @@ pub(super) fn slice_devices(
         let device_object = format!("{object}: device {}", d.name);
         let nodes = match &slice_nodes {
             Some(nodes) => nodes.clone(),
-            None => {
-                if let Some(node) = &d.node_name {
-                    DeviceNodes::Node(node.clone())
-                } else if let Some(selector) = &d.node_selector {
-                    DeviceNodes::Selector(node_selector(&device_object, selector)?)
-                } else if d.all_nodes == Some(true) {
-                    DeviceNodes::All
-                } else {
-                    return Err(Error::invalid(&device_object, Problem::NoDeviceNodes));
-                }
-            }
+            None => device_nodes(d, &device_object)?,
         };
-        let mut attributes = HashMap::new();
-        for (name, a) in d.attributes.iter().flatten() {
-            let value = if let Some(i) = a.int {
-                AttributeValue::Int(i)
-            } else if let Some(b) = a.bool {
-                AttributeValue::Bool(b)
-            } else if let Some(s) = &a.string {
-                AttributeValue::String(s.clone())
-            } else if let Some(v) = &a.version {
-                AttributeValue::Version(Semver::parse(v).map_err(|reason| {
-                    Error::invalid(&device_object, Problem::Version { name: name.clone(), reason })
-                })?)
-            } else {
-                // List-valued attributes are alpha (DRAListTypeAttributes) and not read.
-                continue;
-            };
-            attributes.insert(qualified(&driver, name), value);
-        }
-        let mut capacity = Vec::new();
-        for (name, c) in d.capacity.iter().flatten() {
-            let quantity = |text: &str| {
-                Quantity::parse(text)
-                    .map_err(|source| Error::invalid(&device_object, Problem::Capacity { name: name.clone(), source }))
-            };
-            let value = quantity(&c.value.0)?;
-            let policy = match &c.request_policy {
-                None => None,
-                Some(p) => Some(CapacityPolicy {
-                    default: p.default.as_ref().map(|q| quantity(&q.0)).transpose()?,
-                    range: match &p.valid_range {
-                        None => None,
-                        Some(r) => Some((
-                            quantity(&r.min.0)?,
-                            r.max.as_ref().map(|q| quantity(&q.0)).transpose()?,
-                            r.step.as_ref().map(|q| quantity(&q.0)).transpose()?,
-                        )),
-                    },
-                    values: p.valid_values.iter().flatten().map(|q| quantity(&q.0)).collect::<Result<_, _>>()?,
-                }),
-            };
-            capacity.push((name.clone(), DeviceCapacity { value, policy }));
-        }
-        let mut taints = d
-            .taints
-            .iter()
-            .flatten()
-            .map(taint)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|problem| Error::invalid(&device_object, problem))?;
-        for rule in rules {
-            let selector = rule.spec.device_selector.as_ref();
-            // A rule without a selector selects no device (resource.k8s.io/v1).
-            let selects = selector.is_some_and(|s| {
-                s.driver.as_deref().is_none_or(|v| v == &*driver)
-                    && s.pool.as_deref().is_none_or(|v| v == &*pool)
-                    && s.device.as_deref().is_none_or(|v| v == d.name)
-            });
-            if selects && let Ok(t) = taint(&rule.spec.taint) {
-                taints.push(t);
-            }
-        }
-        let mut consumes = Vec::new();
-        for c in d.consumes_counters.iter().flatten() {
-            for (counter, amount) in &c.counters {
-                let q = Quantity::parse(&amount.value.0).map_err(|source| {
-                    Error::invalid(&device_object, Problem::Counter { counter: counter.clone(), source })
-                })?;
-                consumes.push((c.counter_set.clone(), counter.clone(), q));
-            }
-        }
+        let attributes = attributes(d, &driver, &device_object)?;
+        let capacity = capacity(d, &device_object)?;
+        let taints = taints(d, rules, (&driver, &pool), &device_object)?;
+        let consumes = consumed_counters(d, &device_object)?;
         let allow_multiple_allocations = d.allow_multiple_allocations == Some(true);
         let cel = DeviceVal::new(
             &driver,
@@ -145,4 +69,116 @@ pub(super) fn slice_devices(
         });
     }
     Ok(devices)
+}
+
+/// The nodes that reach a device of a slice that does not say for all its devices: the
+/// device's own node, node selector or all nodes (one must be set).
+fn device_nodes(d: &KubeDevice, device_object: &str) -> Result<DeviceNodes> {
+    if let Some(node) = &d.node_name {
+        Ok(DeviceNodes::Node(node.clone()))
+    } else if let Some(selector) = &d.node_selector {
+        Ok(DeviceNodes::Selector(node_selector(device_object, selector)?))
+    } else if d.all_nodes == Some(true) {
+        Ok(DeviceNodes::All)
+    } else {
+        Err(Error::invalid(device_object, Problem::NoDeviceNodes))
+    }
+}
+
+/// A device's attributes by qualified name (`driver/name` unless the name has a domain);
+/// list-valued ones are left out.
+fn attributes(d: &KubeDevice, driver: &str, device_object: &str) -> Result<HashMap<String, AttributeValue>> {
+    let mut attributes = HashMap::new();
+    for (name, a) in d.attributes.iter().flatten() {
+        let value = if let Some(i) = a.int {
+            AttributeValue::Int(i)
+        } else if let Some(b) = a.bool {
+            AttributeValue::Bool(b)
+        } else if let Some(s) = &a.string {
+            AttributeValue::String(s.clone())
+        } else if let Some(v) = &a.version {
+            AttributeValue::Version(
+                Semver::parse(v)
+                    .map_err(|reason| Error::invalid(device_object, Problem::Version { name: name.clone(), reason }))?,
+            )
+        } else {
+            // List-valued attributes are alpha (DRAListTypeAttributes) and not read.
+            continue;
+        };
+        attributes.insert(qualified(driver, name), value);
+    }
+    Ok(attributes)
+}
+
+/// A device's capacities, each with the policy for what a request may consume of it.
+fn capacity(d: &KubeDevice, device_object: &str) -> Result<Vec<(String, DeviceCapacity)>> {
+    let mut capacity = Vec::new();
+    for (name, c) in d.capacity.iter().flatten() {
+        let quantity = |text: &str| {
+            Quantity::parse(text)
+                .map_err(|source| Error::invalid(device_object, Problem::Capacity { name: name.clone(), source }))
+        };
+        let value = quantity(&c.value.0)?;
+        let policy = match &c.request_policy {
+            None => None,
+            Some(p) => Some(CapacityPolicy {
+                default: p.default.as_ref().map(|q| quantity(&q.0)).transpose()?,
+                range: match &p.valid_range {
+                    None => None,
+                    Some(r) => Some((
+                        quantity(&r.min.0)?,
+                        r.max.as_ref().map(|q| quantity(&q.0)).transpose()?,
+                        r.step.as_ref().map(|q| quantity(&q.0)).transpose()?,
+                    )),
+                },
+                values: p.valid_values.iter().flatten().map(|q| quantity(&q.0)).collect::<Result<_, _>>()?,
+            }),
+        };
+        capacity.push((name.clone(), DeviceCapacity { value, policy }));
+    }
+    Ok(capacity)
+}
+
+/// A device's taints: its own, then those of the rules that select it by driver, pool and
+/// name (given as the device's driver and pool).
+fn taints(
+    d: &KubeDevice,
+    rules: &[&DeviceTaintRule],
+    (driver, pool): (&str, &str),
+    device_object: &str,
+) -> Result<Vec<DeviceTaint>> {
+    let mut taints = d
+        .taints
+        .iter()
+        .flatten()
+        .map(taint)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|problem| Error::invalid(device_object, problem))?;
+    for rule in rules {
+        let selector = rule.spec.device_selector.as_ref();
+        // A rule without a selector selects no device (resource.k8s.io/v1).
+        let selects = selector.is_some_and(|s| {
+            s.driver.as_deref().is_none_or(|v| v == driver)
+                && s.pool.as_deref().is_none_or(|v| v == pool)
+                && s.device.as_deref().is_none_or(|v| v == d.name)
+        });
+        if selects && let Ok(t) = taint(&rule.spec.taint) {
+            taints.push(t);
+        }
+    }
+    Ok(taints)
+}
+
+/// What a device consumes of its pool's shared counters: (counter set, counter, amount).
+fn consumed_counters(d: &KubeDevice, device_object: &str) -> Result<Vec<(String, String, Quantity)>> {
+    let mut consumes = Vec::new();
+    for c in d.consumes_counters.iter().flatten() {
+        for (counter, amount) in &c.counters {
+            let q = Quantity::parse(&amount.value.0).map_err(|source| {
+                Error::invalid(device_object, Problem::Counter { counter: counter.clone(), source })
+            })?;
+            consumes.push((c.counter_set.clone(), counter.clone(), q));
+        }
+    }
+    Ok(consumes)
 }

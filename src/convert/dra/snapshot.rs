@@ -73,30 +73,6 @@ pub fn snapshot(
 ) -> DraSnapshot {
     let mut dra = DraSnapshot::default();
     (dra.classes, dra.extended_classes) = classes(view.classes);
-    // A slice's conversion is kept until the slice or a taint rule that may select its
-    // devices changes: a rule for one driver's pool leaves every other pool's devices (and
-    // their cached selector results) alone.
-    let fingerprint = |slice: &ResourceSlice| -> String {
-        let mut versions: Vec<String> = view
-            .rules
-            .iter()
-            .filter(|r| {
-                r.spec.device_selector.as_ref().is_some_and(|s| {
-                    s.driver.as_deref().is_none_or(|d| d == slice.spec.driver)
-                        && s.pool.as_deref().is_none_or(|p| p == slice.spec.pool.name)
-                })
-            })
-            .map(|r| {
-                format!(
-                    "{}@{}",
-                    r.metadata.name.as_deref().unwrap_or(""),
-                    r.metadata.resource_version.as_deref().unwrap_or("")
-                )
-            })
-            .collect();
-        versions.sort();
-        versions.join(",")
-    };
     // Pools: slices of one driver and pool name; only the newest generation counts.
     let mut pools: BTreeMap<(String, String), Vec<&ResourceSlice>> = BTreeMap::new();
     for slice in view.slices {
@@ -104,58 +80,7 @@ pub fn snapshot(
     }
     let mut live_slices = HashSet::new();
     for ((driver, name), slices) in pools {
-        let generation = slices.iter().map(|s| s.spec.pool.generation).max().unwrap_or(0);
-        let mut current: Vec<&ResourceSlice> =
-            slices.into_iter().filter(|s| s.spec.pool.generation == generation).collect();
-        current.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-        let expected = current.iter().map(|s| s.spec.pool.resource_slice_count).max().unwrap_or(0);
-        let mut pool = Pool {
-            driver: driver.clone(),
-            name: name.clone(),
-            generation,
-            complete: current.len() as i64 == expected,
-            counter_sets: HashMap::new(),
-        };
-        let mut devices: Vec<Arc<Device>> = Vec::new();
-        let mut bad = None;
-        for slice in &current {
-            for set in slice.spec.shared_counters.iter().flatten() {
-                let mut counters = HashMap::new();
-                for (counter, amount) in &set.counters {
-                    match Quantity::parse(&amount.value.0) {
-                        Ok(q) => drop(counters.insert(counter.clone(), q)),
-                        Err(source) => {
-                            bad = Some(Error::CounterSet { set: set.name.clone(), counter: counter.clone(), source });
-                        }
-                    }
-                }
-                pool.counter_sets.insert(set.name.clone(), counters);
-            }
-            let slice_name = slice.metadata.name.clone().unwrap_or_default();
-            live_slices.insert(slice_name.clone());
-            let version = slice.metadata.resource_version.clone();
-            let fingerprint = fingerprint(slice);
-            let cached =
-                memo.slices.get(&slice_name).filter(|(v, f, _)| Some(v) == version.as_ref() && *f == fingerprint);
-            let converted = match cached {
-                Some((_, _, devices)) => Ok(devices.clone()),
-                None => slice_devices(slice, view.rules, &mut memo.next_revision).map(|d| {
-                    let d = Arc::new(d.into_iter().map(Arc::new).collect::<Vec<_>>());
-                    if let Some(v) = version {
-                        memo.slices.insert(slice_name.clone(), (v, fingerprint, d.clone()));
-                    }
-                    d
-                }),
-            };
-            match converted {
-                Ok(d) => devices.extend(d.iter().cloned()),
-                Err(e) => bad = Some(e),
-            }
-        }
-        let mut names = HashSet::new();
-        if let Some(duplicate) = devices.iter().find(|d| !names.insert(d.name.as_str())) {
-            bad = Some(Error::DuplicateDevice(duplicate.name.clone()));
-        }
+        let (pool, devices, bad) = read_pool(driver.clone(), name.clone(), slices, view.rules, memo, &mut live_slices);
         if let Some(why) = bad {
             problems.push(format!("resource pool {driver}/{name} left out: {why}"));
             continue;
@@ -168,27 +93,7 @@ pub fn snapshot(
         }
     }
     memo.slices.retain(|name, _| live_slices.contains(name));
-
-    // Which nodes reach which devices.
-    let by_name: HashMap<&str, usize> = nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect();
-    dra.node_devices = vec![Vec::new(); nodes.len()];
-    for (i, device) in dra.devices.iter().enumerate() {
-        match &device.nodes {
-            DeviceNodes::Node(name) => {
-                if let Some(&n) = by_name.get(name.as_str()) {
-                    dra.node_devices[n].push(i as DeviceIdx);
-                }
-            }
-            DeviceNodes::Selector(selector) => {
-                for (n, node) in nodes.iter().enumerate() {
-                    if selector.matches(node) {
-                        dra.node_devices[n].push(i as DeviceIdx);
-                    }
-                }
-            }
-            DeviceNodes::All => dra.node_devices.iter_mut().for_each(|list| list.push(i as DeviceIdx)),
-        }
-    }
+    dra.node_devices = node_devices(&dra, nodes);
 
     // Devices that allocated claims hold.
     let index = device_index(&dra);
@@ -198,6 +103,126 @@ pub fn snapshot(
     }
     dra.in_use = in_use;
     dra
+}
+
+/// One pool from its slices: those of the newest generation, their counter sets and
+/// devices (each slice's converted once and kept in `memo`), and the last problem found
+/// (a counter or slice that does not read, a device twice), if any, for which the pool is
+/// left out. Every slice read is noted in `live_slices`.
+fn read_pool(
+    driver: String,
+    name: String,
+    slices: Vec<&ResourceSlice>,
+    rules: &[&DeviceTaintRule],
+    memo: &mut DeviceMemo,
+    live_slices: &mut HashSet<String>,
+) -> (Pool, Vec<Arc<Device>>, Option<Error>) {
+    let generation = slices.iter().map(|s| s.spec.pool.generation).max().unwrap_or(0);
+    let mut current: Vec<&ResourceSlice> =
+        slices.into_iter().filter(|s| s.spec.pool.generation == generation).collect();
+    current.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    let expected = current.iter().map(|s| s.spec.pool.resource_slice_count).max().unwrap_or(0);
+    let mut pool =
+        Pool { driver, name, generation, complete: current.len() as i64 == expected, counter_sets: HashMap::new() };
+    let mut devices: Vec<Arc<Device>> = Vec::new();
+    let mut bad = None;
+    for slice in &current {
+        for set in slice.spec.shared_counters.iter().flatten() {
+            let mut counters = HashMap::new();
+            for (counter, amount) in &set.counters {
+                match Quantity::parse(&amount.value.0) {
+                    Ok(q) => drop(counters.insert(counter.clone(), q)),
+                    Err(source) => {
+                        bad = Some(Error::CounterSet { set: set.name.clone(), counter: counter.clone(), source });
+                    }
+                }
+            }
+            pool.counter_sets.insert(set.name.clone(), counters);
+        }
+        let slice_name = slice.metadata.name.clone().unwrap_or_default();
+        live_slices.insert(slice_name.clone());
+        match memoised_devices(slice, slice_name, rules, memo) {
+            Ok(d) => devices.extend(d.iter().cloned()),
+            Err(e) => bad = Some(e),
+        }
+    }
+    let mut names = HashSet::new();
+    if let Some(duplicate) = devices.iter().find(|d| !names.insert(d.name.as_str())) {
+        bad = Some(Error::DuplicateDevice(duplicate.name.clone()));
+    }
+    (pool, devices, bad)
+}
+
+/// A slice's devices: as converted before while neither the slice nor a taint rule that
+/// may select its devices changed (a rule for one driver's pool leaves every other pool's
+/// devices, and their cached selector results, alone), else converted now and kept.
+fn memoised_devices(
+    slice: &ResourceSlice,
+    slice_name: String,
+    rules: &[&DeviceTaintRule],
+    memo: &mut DeviceMemo,
+) -> Result<Arc<Vec<Arc<Device>>>, Error> {
+    let version = slice.metadata.resource_version.clone();
+    let fingerprint = rule_fingerprint(slice, rules);
+    let cached = memo.slices.get(&slice_name).filter(|(v, f, _)| Some(v) == version.as_ref() && *f == fingerprint);
+    match cached {
+        Some((_, _, devices)) => Ok(devices.clone()),
+        None => slice_devices(slice, rules, &mut memo.next_revision).map(|d| {
+            let d = Arc::new(d.into_iter().map(Arc::new).collect::<Vec<_>>());
+            if let Some(v) = version {
+                memo.slices.insert(slice_name, (v, fingerprint, d.clone()));
+            }
+            d
+        }),
+    }
+}
+
+/// The names and versions of the taint rules that may select a slice's devices (by its
+/// driver and pool), sorted and joined: a slice's conversion is kept while this is unchanged.
+fn rule_fingerprint(slice: &ResourceSlice, rules: &[&DeviceTaintRule]) -> String {
+    let mut versions: Vec<String> = rules
+        .iter()
+        .filter(|r| {
+            r.spec.device_selector.as_ref().is_some_and(|s| {
+                s.driver.as_deref().is_none_or(|d| d == slice.spec.driver)
+                    && s.pool.as_deref().is_none_or(|p| p == slice.spec.pool.name)
+            })
+        })
+        .map(|r| {
+            format!(
+                "{}@{}",
+                r.metadata.name.as_deref().unwrap_or(""),
+                r.metadata.resource_version.as_deref().unwrap_or("")
+            )
+        })
+        .collect();
+    versions.sort();
+    versions.join(",")
+}
+
+/// Which nodes reach which devices: per node, the devices on it, those whose node selector
+/// it matches, and those every node reaches.
+fn node_devices(dra: &DraSnapshot, nodes: &[EngineNode]) -> Vec<Vec<DeviceIdx>> {
+    let by_name: HashMap<&str, usize> = nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect();
+    let mut node_devices = vec![Vec::new(); nodes.len()];
+    for (i, device) in dra.devices.iter().enumerate() {
+        match &device.nodes {
+            DeviceNodes::Node(name) => {
+                if let Some(&n) = by_name.get(name.as_str()) {
+                    node_devices[n].push(i as DeviceIdx);
+                }
+            }
+            DeviceNodes::Selector(selector) => {
+                for (n, node) in nodes.iter().enumerate() {
+                    if selector.matches(node) {
+                        node_devices[n].push(i as DeviceIdx);
+                    }
+                }
+            }
+            DeviceNodes::All => node_devices.iter_mut().for_each(|list| list.push(i as DeviceIdx)),
+        }
+    }
+    node_devices
 }
 
 /// Devices by (driver, pool, name).

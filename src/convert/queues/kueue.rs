@@ -152,74 +152,108 @@ pub fn kueue_queue_specs(
     let mut cohort_children: HashMap<String, Vec<BTreeMap<String, Pooled>>> = HashMap::new();
     let mut cohort_parent: BTreeMap<String, Option<String>> = BTreeMap::new();
     for cq in cluster_queues {
-        let fields = &cq.spec.fields;
-        let name = cq.metadata.name.as_deref().unwrap_or_default();
-        let mut spec = QueueSpec::new(&cluster_queue_name(name));
-        spec.created = created(&cq.metadata);
-        spec.origin = Some(format!("Kueue's ClusterQueue {name}"));
-        let cohort = fields.cohort_name.clone().filter(|c| !c.is_empty());
-        spec.parent = cohort.as_deref().map(cohort_name);
-        let mut problems = Vec::new();
-        let (quotas, flavors) = pooled(&fields.resource_groups, names, &mut problems);
-        spec.notes.extend(flavor_note(&flavors));
-        let weight_milli = weight(&fields.fair_sharing, &mut problems);
-        for (key, q) in &quotas {
-            let limit = match (&cohort, q.borrowing) {
-                // Without a cohort there is nobody to borrow from.
-                (None, _) => Some(q.nominal),
-                (Some(_), Some(b)) => Some(q.nominal + b),
-                (Some(_), None) => None,
-            };
-            let rule = ResourceRule { quota: Some(q.nominal), weight_milli, limit, lending_limit: q.lending };
-            spec.resources.push((names.intern(key), rule));
-        }
-        spec.preemption = preemption(cq, &mut problems);
-        spec.queueing = match fields.queueing_strategy.as_deref() {
-            None | Some("BestEffortFIFO") => Some(QueueingStrategy::BestEffortFifo),
-            Some("StrictFIFO") => Some(QueueingStrategy::StrictFifo),
-            Some(other) => {
-                problems.push(format!("queueingStrategy: unknown strategy {other:?}"));
-                None
-            }
-        };
-        spec.stopped = matches!(fields.stop_policy.as_deref(), Some("Hold" | "HoldAndDrain"));
-        match &fields.namespace_selector {
-            None => {
-                spec.notes.push("namespaceSelector is unset: as in Kueue, no namespace may submit to it".into());
-                spec.namespaces = Some(Vec::new());
-            }
-            Some(selector) => {
-                let mut allowed = Vec::new();
-                for ns in namespaces {
-                    match selects(selector, ns.metadata.labels.as_ref().unwrap_or(&BTreeMap::new())) {
-                        Ok(true) => allowed.push(ns.metadata.name.clone().unwrap_or_default()),
-                        Ok(false) => {}
-                        Err(why) => {
-                            problems.push(why);
-                            break;
-                        }
-                    }
-                }
-                allowed.sort();
-                // An empty selector admits every namespace, even one not yet listed.
-                let everything = selector.match_labels.as_ref().is_none_or(|m| m.is_empty())
-                    && selector.match_expressions.as_ref().is_none_or(|e| e.is_empty());
-                spec.namespaces = (!everything).then_some(allowed);
-            }
-        }
-        if !fields.admission_checks.is_empty() || fields.admission_checks_strategy.is_some() {
-            spec.notes.push("admission checks are not run by Muster: gangs are admitted without them".into());
-        }
-        if !problems.is_empty() {
-            spec.problem = Some(problems.join("; "));
-        }
+        let (spec, cohort, quotas) = cluster_queue_spec(cq, namespaces, names);
         if let Some(c) = cohort {
             cohort_parent.entry(c.clone()).or_insert(None);
             cohort_children.entry(c).or_default().push(quotas);
         }
         specs.push(spec);
     }
-    // Cohort objects: their own quotas, weights and parents.
+    let own = own_cohorts(cohorts, names, &mut cohort_parent);
+    let children_of = |c: &str| -> Vec<String> {
+        cohort_parent.iter().filter(|(_, p)| p.as_deref() == Some(c)).map(|(n, _)| n.clone()).collect()
+    };
+    let tree = CohortTree { own: &own, queues: &cohort_children, children_of: &children_of };
+    for (name, parent) in &cohort_parent {
+        specs.push(cohort_spec(name, parent.as_deref(), &tree, names));
+    }
+    specs
+}
+
+/// One ClusterQueue as a leaf spec, with the cohort it names (if any) and its pooled quotas,
+/// which its cohort's quota adds up.
+fn cluster_queue_spec(
+    cq: &ClusterQueue,
+    namespaces: &[&Namespace],
+    names: &mut ResourceNames,
+) -> (QueueSpec, Option<String>, BTreeMap<String, Pooled>) {
+    let fields = &cq.spec.fields;
+    let name = cq.metadata.name.as_deref().unwrap_or_default();
+    let mut spec = QueueSpec::new(&cluster_queue_name(name));
+    spec.created = created(&cq.metadata);
+    spec.origin = Some(format!("Kueue's ClusterQueue {name}"));
+    let cohort = fields.cohort_name.clone().filter(|c| !c.is_empty());
+    spec.parent = cohort.as_deref().map(cohort_name);
+    let mut problems = Vec::new();
+    let (quotas, flavors) = pooled(&fields.resource_groups, names, &mut problems);
+    spec.notes.extend(flavor_note(&flavors));
+    let weight_milli = weight(&fields.fair_sharing, &mut problems);
+    for (key, q) in &quotas {
+        let limit = match (&cohort, q.borrowing) {
+            // Without a cohort there is nobody to borrow from.
+            (None, _) => Some(q.nominal),
+            (Some(_), Some(b)) => Some(q.nominal + b),
+            (Some(_), None) => None,
+        };
+        let rule = ResourceRule { quota: Some(q.nominal), weight_milli, limit, lending_limit: q.lending };
+        spec.resources.push((names.intern(key), rule));
+    }
+    spec.preemption = preemption(cq, &mut problems);
+    spec.queueing = match fields.queueing_strategy.as_deref() {
+        None | Some("BestEffortFIFO") => Some(QueueingStrategy::BestEffortFifo),
+        Some("StrictFIFO") => Some(QueueingStrategy::StrictFifo),
+        Some(other) => {
+            problems.push(format!("queueingStrategy: unknown strategy {other:?}"));
+            None
+        }
+    };
+    spec.stopped = matches!(fields.stop_policy.as_deref(), Some("Hold" | "HoldAndDrain"));
+    admitted_namespaces(cq, namespaces, &mut spec, &mut problems);
+    if !fields.admission_checks.is_empty() || fields.admission_checks_strategy.is_some() {
+        spec.notes.push("admission checks are not run by Muster: gangs are admitted without them".into());
+    }
+    if !problems.is_empty() {
+        spec.problem = Some(problems.join("; "));
+    }
+    (spec, cohort, quotas)
+}
+
+/// The namespaces a ClusterQueue's namespace selector admits, into `spec`: none when it
+/// is unset (as in Kueue), every one (None) when it is empty, else those listed that match.
+fn admitted_namespaces(cq: &ClusterQueue, namespaces: &[&Namespace], spec: &mut QueueSpec, problems: &mut Vec<String>) {
+    match &cq.spec.fields.namespace_selector {
+        None => {
+            spec.notes.push("namespaceSelector is unset: as in Kueue, no namespace may submit to it".into());
+            spec.namespaces = Some(Vec::new());
+        }
+        Some(selector) => {
+            let mut allowed = Vec::new();
+            for ns in namespaces {
+                match selects(selector, ns.metadata.labels.as_ref().unwrap_or(&BTreeMap::new())) {
+                    Ok(true) => allowed.push(ns.metadata.name.clone().unwrap_or_default()),
+                    Ok(false) => {}
+                    Err(why) => {
+                        problems.push(why);
+                        break;
+                    }
+                }
+            }
+            allowed.sort();
+            // An empty selector admits every namespace, even one not yet listed.
+            let everything = selector.match_labels.as_ref().is_none_or(|m| m.is_empty())
+                && selector.match_expressions.as_ref().is_none_or(|e| e.is_empty());
+            spec.namespaces = (!everything).then_some(allowed);
+        }
+    }
+}
+
+/// Cohort objects: their own quotas, weights and parents; each one's parent (and the
+/// parent's name, as a cohort) is noted in `cohort_parent`.
+fn own_cohorts<'a>(
+    cohorts: &[&'a Cohort],
+    names: &mut ResourceNames,
+    cohort_parent: &mut BTreeMap<String, Option<String>>,
+) -> Cohorts<'a> {
     let mut own: Cohorts<'_> = HashMap::new();
     for cohort in cohorts {
         let name = cohort.metadata.name.clone().unwrap_or_default();
@@ -232,69 +266,75 @@ pub fn kueue_queue_specs(
         let (quotas, _) = pooled(&cohort.spec.fields.resource_groups, names, &mut problems);
         own.insert(name, (cohort, quotas, problems));
     }
-    let children_of = |c: &str| -> Vec<String> {
-        cohort_parent.iter().filter(|(_, p)| p.as_deref() == Some(c)).map(|(n, _)| n.clone()).collect()
-    };
-    // A cohort's quota: its own plus its children's, down the tree (a cycle is the tree's
-    // problem to report; here it stops the sum).
-    fn total(
-        c: &str,
-        own: &Cohorts<'_>,
-        queues: &HashMap<String, Vec<BTreeMap<String, Pooled>>>,
-        children_of: &dyn Fn(&str) -> Vec<String>,
-        seen: &mut BTreeSet<String>,
-    ) -> BTreeMap<String, i64> {
+    own
+}
+
+/// The cohorts as a tree: their objects, their ClusterQueues' quotas, and each one's
+/// child cohorts.
+struct CohortTree<'t, 'a> {
+    own: &'t Cohorts<'a>,
+    /// Per cohort, the pooled quotas of its ClusterQueues.
+    queues: &'t HashMap<String, Vec<BTreeMap<String, Pooled>>>,
+    children_of: &'t dyn Fn(&str) -> Vec<String>,
+}
+
+impl CohortTree<'_, '_> {
+    /// A cohort's quota: its own plus its children's, down the tree (a cycle is the tree's
+    /// problem to report; here it stops the sum).
+    fn total(&self, c: &str, seen: &mut BTreeSet<String>) -> BTreeMap<String, i64> {
         let mut sum: BTreeMap<String, i64> = BTreeMap::new();
         if !seen.insert(c.to_string()) {
             return sum;
         }
-        let parts = own.get(c).map(|o| vec![o.1.clone()]).unwrap_or_default();
-        for quotas in parts.iter().chain(queues.get(c).into_iter().flatten()) {
+        let parts = self.own.get(c).map(|o| vec![o.1.clone()]).unwrap_or_default();
+        for quotas in parts.iter().chain(self.queues.get(c).into_iter().flatten()) {
             for (key, q) in quotas {
                 *sum.entry(key.clone()).or_default() += q.nominal;
             }
         }
-        for child in children_of(c) {
-            for (key, v) in total(&child, own, queues, children_of, seen) {
+        for child in (self.children_of)(c) {
+            for (key, v) in self.total(&child, seen) {
                 *sum.entry(key).or_default() += v;
             }
         }
         seen.remove(c);
         sum
     }
-    for (name, parent) in &cohort_parent {
-        let mut spec = QueueSpec::new(&cohort_name(name));
-        spec.parent = parent.as_deref().map(cohort_name);
-        let mut problems = Vec::new();
-        let mut weight_milli = 1000;
-        let mut quotas = BTreeMap::new();
-        match own.get(name) {
-            Some((cohort, q, own_problems)) => {
-                spec.created = created(&cohort.metadata);
-                spec.origin = Some(format!("Kueue's Cohort {name}"));
-                problems.extend(own_problems.iter().cloned());
-                weight_milli = weight(&cohort.spec.fields.fair_sharing, &mut problems);
-                quotas = q.clone();
-            }
-            None => spec.origin = Some(format!("Kueue's cohort {name}, named by its ClusterQueues")),
+}
+
+/// One cohort as a parent spec: its quota the sum down its tree, its limit that sum plus
+/// its own borrowing limit (when it has a parent to borrow from).
+fn cohort_spec(name: &str, parent: Option<&str>, tree: &CohortTree<'_, '_>, names: &mut ResourceNames) -> QueueSpec {
+    let mut spec = QueueSpec::new(&cohort_name(name));
+    spec.parent = parent.map(cohort_name);
+    let mut problems = Vec::new();
+    let mut weight_milli = 1000;
+    let mut quotas = BTreeMap::new();
+    match tree.own.get(name) {
+        Some((cohort, q, own_problems)) => {
+            spec.created = created(&cohort.metadata);
+            spec.origin = Some(format!("Kueue's Cohort {name}"));
+            problems.extend(own_problems.iter().cloned());
+            weight_milli = weight(&cohort.spec.fields.fair_sharing, &mut problems);
+            quotas = q.clone();
         }
-        for (key, sum) in total(name, &own, &cohort_children, &children_of, &mut BTreeSet::new()) {
-            let q = quotas.get(&key).copied().unwrap_or_default();
-            let limit = match (parent, q.borrowing) {
-                (Some(_), Some(b)) => Some(sum + b),
-                _ => None,
-            };
-            let rule = ResourceRule { quota: Some(sum), weight_milli, limit, lending_limit: q.lending };
-            spec.resources.push((names.intern(&key), rule));
-        }
-        // Reclaim between cohorts is decided by the ClusterQueue that reclaims.
-        spec.preemption.reclaim = ReclaimPolicy::Any;
-        if !problems.is_empty() {
-            spec.problem = Some(problems.join("; "));
-        }
-        specs.push(spec);
+        None => spec.origin = Some(format!("Kueue's cohort {name}, named by its ClusterQueues")),
     }
-    specs
+    for (key, sum) in tree.total(name, &mut BTreeSet::new()) {
+        let q = quotas.get(&key).copied().unwrap_or_default();
+        let limit = match (parent, q.borrowing) {
+            (Some(_), Some(b)) => Some(sum + b),
+            _ => None,
+        };
+        let rule = ResourceRule { quota: Some(sum), weight_milli, limit, lending_limit: q.lending };
+        spec.resources.push((names.intern(&key), rule));
+    }
+    // Reclaim between cohorts is decided by the ClusterQueue that reclaims.
+    spec.preemption.reclaim = ReclaimPolicy::Any;
+    if !problems.is_empty() {
+        spec.problem = Some(problems.join("; "));
+    }
+    spec
 }
 
 #[cfg(test)]

@@ -9,10 +9,10 @@
 //! found whenever one exists, within a bounded number of steps. A selector that fails at
 //! run time is an error for the pod, never a silent `false`.
 
-use std::sync::Arc;
-
-use super::model::{AllocatedDevice, AllocationMode, ClaimSpec, ConstraintKind, DeviceIdx, DraSnapshot, SubRequest};
-use super::selectors::{SelectorCache, SelectorId};
+use super::model::{AllocatedDevice, AllocationMode, ConstraintKind, DeviceIdx, DraSnapshot, SubRequest};
+pub(crate) use super::resolved::origin_text;
+pub use super::resolved::{AlternativeSelectors, ResolvedSpec, SelectorOrigin};
+use super::selectors::SelectorCache;
 use super::state::DeviceState;
 use crate::engine::node::NodeIdx;
 use crate::quantity::Quantity;
@@ -38,85 +38,11 @@ impl Default for SearchLimits {
     }
 }
 
-/// A claim spec with its selectors resolved to compiled ids: per request, per alternative,
-/// the class's selectors then the request's, or why the alternative cannot be used at all.
-#[derive(Debug)]
-pub struct ResolvedSpec {
-    pub spec: Arc<ClaimSpec>,
-    pub selectors: Vec<Vec<AlternativeSelectors>>,
-}
-
-/// One alternative's compiled selectors with where each comes from, or why the alternative
-/// cannot be used at all.
-pub type AlternativeSelectors = Result<Vec<(SelectorId, SelectorOrigin)>, String>;
-
-/// Where a selector comes from, for error messages.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SelectorOrigin {
-    Class(usize),
-    Request(usize),
-}
-
-impl ResolvedSpec {
-    /// Resolves `spec` against the snapshot's classes, compiling its selectors once.
-    pub fn resolve(spec: &Arc<ClaimSpec>, dra: &DraSnapshot, cache: &mut SelectorCache) -> ResolvedSpec {
-        let selectors = spec
-            .requests
-            .iter()
-            .map(|request| {
-                request
-                    .alternatives
-                    .iter()
-                    .map(|sub| {
-                        let class = dra
-                            .classes
-                            .get(&sub.class)
-                            .ok_or_else(|| format!("device class {} does not exist", sub.class))?;
-                        let mut ids = Vec::with_capacity(class.selectors.len() + sub.selectors.len());
-                        for (i, e) in class.selectors.iter().enumerate() {
-                            ids.push((cache.id(e), SelectorOrigin::Class(i)));
-                        }
-                        for (i, e) in sub.selectors.iter().enumerate() {
-                            ids.push((cache.id(e), SelectorOrigin::Request(i)));
-                        }
-                        for &(id, origin) in &ids {
-                            if let Some(error) = cache.compile_error(id) {
-                                return Err(format!("{}: {error}", origin_text(origin, &sub.class)));
-                            }
-                        }
-                        Ok(ids)
-                    })
-                    .collect()
-            })
-            .collect();
-        ResolvedSpec { spec: spec.clone(), selectors }
-    }
-
-    /// The first problem that makes an alternative unusable everywhere, when no
-    /// alternative of some request is usable.
-    pub fn unusable(&self) -> Option<String> {
-        for (r, alternatives) in self.selectors.iter().enumerate() {
-            if alternatives.iter().all(Result::is_err) {
-                let why = alternatives.iter().find_map(|a| a.as_ref().err()).cloned().unwrap_or_default();
-                return Some(format!("request {}: {why}", self.spec.requests[r].name));
-            }
-        }
-        None
-    }
-}
-
 /// Whether every taint that blocks allocation (NoSchedule, NoExecute) is tolerated.
 fn tolerated(device: &super::model::Device, sub: &SubRequest) -> bool {
     device.taints.iter().all(|t| {
         t.effect == super::model::DeviceTaintEffect::None || sub.tolerations.iter().any(|tol| tol.tolerates(t))
     })
-}
-
-pub(crate) fn origin_text(origin: SelectorOrigin, class: &str) -> String {
-    match origin {
-        SelectorOrigin::Class(i) => format!("class {class} selector #{i}"),
-        SelectorOrigin::Request(i) => format!("selector #{i}"),
-    }
 }
 
 /// One claim to allocate, as the pod names it.

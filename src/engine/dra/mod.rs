@@ -12,6 +12,7 @@ pub mod allocate;
 pub mod attribute;
 pub mod cel;
 pub mod model;
+mod resolved;
 pub mod selectors;
 pub mod semver;
 pub mod state;

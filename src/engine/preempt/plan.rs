@@ -330,16 +330,7 @@ impl<'a> Evictor<'a> {
         let snapshot = self.snapshot;
         let tree = &snapshot.queues;
         // What the gang asks for, against what is free, for a cheap test before a trial.
-        let mut wanted: Vec<(ResourceId, i64)> = Vec::new();
-        // (Only the pods it must have: the trial may add more where they fit.)
-        for pod in &gang.pods[..gang.pods_now()] {
-            for &(id, amount) in pod.demand.entries() {
-                match wanted.iter_mut().find(|(w, _)| *w == id) {
-                    Some(entry) => entry.1 += amount,
-                    None => wanted.push((id, amount)),
-                }
-            }
-        }
+        let wanted = gang_demand(gang);
         let mut free: Vec<i64> = wanted
             .iter()
             .map(|&(id, _)| (0..snapshot.nodes.len() as u32).map(|n| workspace.free(n).get(id).max(0)).sum())
@@ -412,17 +403,7 @@ impl<'a> Evictor<'a> {
         if cap > 0 && self.evicted_gangs + gangs > cap {
             return None;
         }
-        let mut after = state.allocated.clone();
-        for &(r, p) in &pods {
-            if let Some(victim_leaf) = tree.get(&snapshot.running[r].queue) {
-                let taken = self.amounts(r, std::iter::once(p));
-                for q in tree.path(victim_leaf) {
-                    for (k, t) in taken.iter().enumerate() {
-                        after[q][k] -= t;
-                    }
-                }
-            }
-        }
+        let after = self.allocated_without(state, &pods);
         let picked: Vec<&Bundle> = chosen.iter().map(|&i| &bundles[i]).collect();
         if kind == Kind::Reclaim && !self.post_condition(state, &after, &picked, need) {
             return None;
@@ -434,6 +415,24 @@ impl<'a> Evictor<'a> {
             Kind::Preempt | Kind::Borrow => EvictionReason::Preempted,
         };
         Some(self.commit(state, gang, leaf, reason, pods, fit))
+    }
+
+    /// What each queue holds (`state.allocated`, along every queue's path) once the victim
+    /// pods `pods`, as (running gang, pod), are gone.
+    fn allocated_without(&self, state: &QueueState, pods: &[(usize, usize)]) -> Vec<Vec<i64>> {
+        let (snapshot, tree) = (self.snapshot, &self.snapshot.queues);
+        let mut after = state.allocated.clone();
+        for &(r, p) in pods {
+            if let Some(victim_leaf) = tree.get(&snapshot.running[r].queue) {
+                let taken = self.amounts(r, std::iter::once(p));
+                for q in tree.path(victim_leaf) {
+                    for (k, t) in taken.iter().enumerate() {
+                        after[q][k] -= t;
+                    }
+                }
+            }
+        }
+        after
     }
 
     /// Records the evictions, and moves what the victims held in their queues to the gang.
@@ -483,4 +482,19 @@ impl<'a> Evictor<'a> {
         let until = snapshot.now.saturating_add(self.config.reservation_timeout.unwrap_or(grace.saturating_add(60)));
         Plan { evictions, fit, until }
     }
+}
+
+/// What a gang asks for in all, per resource, counting only the pods it must have (a trial
+/// may add more where they fit).
+fn gang_demand(gang: &Gang) -> Vec<(ResourceId, i64)> {
+    let mut wanted: Vec<(ResourceId, i64)> = Vec::new();
+    for pod in &gang.pods[..gang.pods_now()] {
+        for &(id, amount) in pod.demand.entries() {
+            match wanted.iter_mut().find(|(w, _)| *w == id) {
+                Some(entry) => entry.1 += amount,
+                None => wanted.push((id, amount)),
+            }
+        }
+    }
+    wanted
 }

@@ -104,47 +104,17 @@ impl SafetyNet {
         now: i64,
     ) -> Vec<Eviction> {
         let rules = group_rules(groups, config);
-        let mut gangs: HashMap<GangKey, GangPods> = HashMap::new();
-        let groups_pods = members.iter().filter(|(key, _)| key.kind != GangKind::Single && rules.contains_key(*key));
-        for (pod, key) in groups_pods.flat_map(|(key, pods)| pods.iter().map(move |pod| (*pod, key))) {
-            let entry = gangs.entry(key.clone()).or_default();
-            let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("Pending");
-            let bound = objects.node_of(pod).is_some();
-            match phase {
-                "Succeeded" => entry.succeeded += 1,
-                "Failed" if bound => entry.failed += 1,
-                "Failed" => {}
-                _ if !bound => entry.pending += 1,
-                _ if pod.metadata.deletion_timestamp.is_some() => {}
-                _ => {
-                    entry.live.push(PodKey {
-                        namespace: pod.metadata.namespace.clone().unwrap_or_default(),
-                        name: pod.metadata.name.clone().unwrap_or_default(),
-                    });
-                    if condition_true(pod, "Ready").is_some() {
-                        entry.ready += 1;
-                    }
-                    let scheduled = condition_true(pod, "PodScheduled").unwrap_or(now);
-                    entry.bound_at = entry.bound_at.max(scheduled);
-                    let started =
-                        pod.status.as_ref().and_then(|s| s.start_time.as_ref()).map_or(scheduled, |t| t.0.as_second());
-                    entry.started_at = Some(entry.started_at.map_or(started, |s| s.min(started)));
-                }
-            }
-        }
+        let gangs = count_pods(objects, &rules, members, now);
         self.ready.retain(|k| gangs.contains_key(k));
         self.broken_since.retain(|k, _| gangs.contains_key(k));
 
         let mut evictions = Vec::new();
         let mut due: Option<i64> = None;
-        let mut note_due = |at: i64| due = Some(due.map_or(at, |d| d.min(at)));
         let mut sorted: Vec<_> = gangs.into_iter().collect();
         sorted.sort_by(|a, b| a.0.cmp(&b.0));
         for (gang, pods) in sorted {
             let rule = &rules[&gang];
-            let min = rule.min_member;
-            let alive = pods.live.len() + pods.succeeded;
-            if pods.ready + pods.succeeded >= min {
+            if pods.ready + pods.succeeded >= rule.min_member {
                 self.ready.insert(gang.clone());
             }
             if pods.live.is_empty() {
@@ -156,66 +126,8 @@ impl SafetyNet {
             if busy.contains(&gang) {
                 continue;
             }
-            let evict =
-                |reason, message: String| Eviction { gang: gang.clone(), pods: pods.live.clone(), reason, message };
-            if let (Some(max), Some(started)) = (rule.max_run, pods.started_at) {
-                note_due(started.saturating_add(max));
-                if now - started >= max {
-                    evictions.push(evict(
-                        EvictionReason::MaxRunExceeded,
-                        format!("{gang} has run {}s, its maxRunSeconds is {max}; evicting it whole", now - started),
-                    ));
-                    continue;
-                }
-            }
-            if alive >= min {
-                self.broken_since.remove(&gang);
-                if self.ready.contains(&gang) {
-                    continue;
-                }
-                note_due(pods.bound_at + rule.pods_ready_timeout);
-                if now - pods.bound_at >= rule.pods_ready_timeout {
-                    evictions.push(evict(
-                        EvictionReason::PodsReadyTimeout,
-                        format!(
-                            "{gang}: only {} of {min} pods Ready {}s after binding (podsReadyTimeoutSeconds {}); evicting it whole",
-                            pods.ready + pods.succeeded,
-                            now - pods.bound_at,
-                            rule.pods_ready_timeout
-                        ),
-                    ));
-                }
-                continue;
-            }
-            // Below the minimum. A gang that was whole once (Ready, seen here or persisted in
-            // its PodGroup's status by an earlier leader, or as many pods bound, failed or
-            // done as it needs) lost pods while running: give it the grace period. One that
-            // never was is partly bound: evict it now.
-            let was_whole = self.ready.contains(&gang)
-                || rule.was_ready
-                || self.broken_since.contains_key(&gang)
-                || pods.live.len() + pods.succeeded + pods.failed >= min;
-            if !was_whole {
-                evictions.push(evict(
-                    EvictionReason::BindFailed,
-                    format!(
-                        "{gang} is partly bound ({} of {min} pods) and the rest cannot be placed now; evicting it whole so it is placed together",
-                        pods.live.len()
-                    ),
-                ));
-                continue;
-            }
-            let since = *self.broken_since.entry(gang.clone()).or_insert(now);
-            note_due(since + config.gang_broken_grace_seconds as i64);
-            if now - since >= config.gang_broken_grace_seconds as i64 {
-                evictions.push(evict(
-                    EvictionReason::GangBroken,
-                    format!(
-                        "{gang} fell below its minMember: {alive} of {min} pods alive for {}s; evicting it whole so it restarts together",
-                        now - since
-                    ),
-                ));
-            }
+            let grace = config.gang_broken_grace_seconds as i64;
+            evictions.extend(self.judge(&gang, &pods, rule, grace, now, &mut due));
         }
         for eviction in &evictions {
             self.ready.remove(&eviction.gang);
@@ -225,11 +137,125 @@ impl SafetyNet {
         evictions
     }
 
+    /// Whether one gang with pods running (and not busy) is to be evicted now, and why: it
+    /// ran past its maxRunSeconds, it is whole but not Ready in time, it is partly bound and
+    /// never was whole, or it fell below its minimum for longer than `grace`. When each
+    /// timeout it is under falls due is noted in `due` (the earliest kept).
+    fn judge(
+        &mut self,
+        gang: &GangKey,
+        pods: &GangPods,
+        rule: &GroupRules,
+        grace: i64,
+        now: i64,
+        due: &mut Option<i64>,
+    ) -> Option<Eviction> {
+        let mut note_due = |at: i64| *due = Some(due.map_or(at, |d| d.min(at)));
+        let min = rule.min_member;
+        let alive = pods.live.len() + pods.succeeded;
+        let evict = |reason, message: String| Eviction { gang: gang.clone(), pods: pods.live.clone(), reason, message };
+        if let (Some(max), Some(started)) = (rule.max_run, pods.started_at) {
+            note_due(started.saturating_add(max));
+            if now - started >= max {
+                return Some(evict(
+                    EvictionReason::MaxRunExceeded,
+                    format!("{gang} has run {}s, its maxRunSeconds is {max}; evicting it whole", now - started),
+                ));
+            }
+        }
+        if alive >= min {
+            self.broken_since.remove(gang);
+            if self.ready.contains(gang) {
+                return None;
+            }
+            note_due(pods.bound_at + rule.pods_ready_timeout);
+            if now - pods.bound_at >= rule.pods_ready_timeout {
+                return Some(evict(
+                    EvictionReason::PodsReadyTimeout,
+                    format!(
+                        "{gang}: only {} of {min} pods Ready {}s after binding (podsReadyTimeoutSeconds {}); evicting it whole",
+                        pods.ready + pods.succeeded,
+                        now - pods.bound_at,
+                        rule.pods_ready_timeout
+                    ),
+                ));
+            }
+            return None;
+        }
+        // Below the minimum. A gang that was whole once (Ready, seen here or persisted in
+        // its PodGroup's status by an earlier leader, or as many pods bound, failed or
+        // done as it needs) lost pods while running: give it the grace period. One that
+        // never was is partly bound: evict it now.
+        let was_whole = self.ready.contains(gang)
+            || rule.was_ready
+            || self.broken_since.contains_key(gang)
+            || pods.live.len() + pods.succeeded + pods.failed >= min;
+        if !was_whole {
+            return Some(evict(
+                EvictionReason::BindFailed,
+                format!(
+                    "{gang} is partly bound ({} of {min} pods) and the rest cannot be placed now; evicting it whole so it is placed together",
+                    pods.live.len()
+                ),
+            ));
+        }
+        let since = *self.broken_since.entry(gang.clone()).or_insert(now);
+        note_due(since + grace);
+        (now - since >= grace).then(|| {
+            evict(
+                EvictionReason::GangBroken,
+                format!(
+                    "{gang} fell below its minMember: {alive} of {min} pods alive for {}s; evicting it whole so it restarts together",
+                    now - since
+                ),
+            )
+        })
+    }
+
     /// When the next timeout seen by the last check falls due (seconds), so the loop can
     /// wake for it.
     pub fn next_due(&self) -> Option<i64> {
         self.due
     }
+}
+
+/// The pods of every gang with a PodGroup (gangs of one left out), counted by state:
+/// live (with when they were bound and started), Ready, succeeded, failed, pending.
+fn count_pods(
+    objects: &ClusterView<'_>,
+    rules: &HashMap<GangKey, GroupRules>,
+    members: &HashMap<GangKey, Vec<&Pod>>,
+    now: i64,
+) -> HashMap<GangKey, GangPods> {
+    let mut gangs: HashMap<GangKey, GangPods> = HashMap::new();
+    let groups_pods = members.iter().filter(|(key, _)| key.kind != GangKind::Single && rules.contains_key(*key));
+    for (pod, key) in groups_pods.flat_map(|(key, pods)| pods.iter().map(move |pod| (*pod, key))) {
+        let entry = gangs.entry(key.clone()).or_default();
+        let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("Pending");
+        let bound = objects.node_of(pod).is_some();
+        match phase {
+            "Succeeded" => entry.succeeded += 1,
+            "Failed" if bound => entry.failed += 1,
+            "Failed" => {}
+            _ if !bound => entry.pending += 1,
+            _ if pod.metadata.deletion_timestamp.is_some() => {}
+            _ => {
+                entry.live.push(PodKey {
+                    namespace: pod.metadata.namespace.clone().unwrap_or_default(),
+                    name: pod.metadata.name.clone().unwrap_or_default(),
+                });
+                if condition_true(pod, "Ready").is_some() {
+                    entry.ready += 1;
+                }
+                let scheduled = condition_true(pod, "PodScheduled").unwrap_or(now);
+                entry.bound_at = entry.bound_at.max(scheduled);
+                let started =
+                    pod.status.as_ref().and_then(|s| s.start_time.as_ref()).map_or(scheduled, |t| t.0.as_second());
+                entry.started_at = Some(entry.started_at.map_or(started, |s| s.min(started)));
+            }
+        }
+    }
+    gangs
 }
 
 fn group_rules(groups: &HashMap<GangKey, GroupSpec>, config: &Config) -> HashMap<GangKey, GroupRules> {

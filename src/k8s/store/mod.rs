@@ -7,5 +7,6 @@ pub mod cache;
 pub mod changes;
 pub mod discovery;
 pub mod follow;
+mod objects;
 pub mod relevance;
 pub mod watch;
