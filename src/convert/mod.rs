@@ -9,7 +9,9 @@
 //!   workloads that own its pods ([`workloads`]);
 //! - [`core`], [`dra`], [`queues`]: nodes and pods, DRA devices and claims, queues of three
 //!   kinds into the model;
-//! - [`allocation`], [`status`]: decisions back into objects.
+//! - [`allocation`], [`status`]: decisions back into objects;
+//! - [`rows`]: the snapshot builder the two replays share, which start from CSV rows: rows
+//!   written as objects and read through this same conversion.
 
 pub mod allocation;
 pub mod assemble;
@@ -23,6 +25,7 @@ pub mod membership;
 pub mod objects;
 pub mod quantity;
 pub mod queues;
+pub mod rows;
 pub mod status;
 pub mod view;
 pub mod workloads;

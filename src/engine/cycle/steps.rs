@@ -18,9 +18,6 @@ use crate::engine::preempt::Evictor;
 use crate::engine::queues::{QueueTree, QueueingStrategy, Refusal, WithinQueue};
 use crate::engine::reason::{WaitReason, Waiting};
 
-// The steps for a gang that does not fit; the file sits beside this one, as this folder
-// has no sub-folders on the code map (docs/ARCHITECTURE.md).
-#[path = "misfit.rs"]
 mod misfit;
 
 use misfit::{room_for_one, shortfall_reason};

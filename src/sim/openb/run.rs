@@ -7,22 +7,18 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::load::{OpenbNode, OpenbPod};
 use crate::config::Config;
-use crate::convert::assemble::{Memo, assemble_view};
-use crate::convert::dra::gpu_fraction;
-use crate::convert::view::ClusterObjects;
-use crate::engine::dra::model::{DeviceUse, ExtendedRequest};
+use crate::convert::rows::{self, GpuAsk, RowNode, Rows};
+use crate::engine::dra::model::DeviceUse;
 use crate::engine::drive::{Driver, Engine};
 use crate::engine::fragmentation::{NodeGpus, PodKind};
 use crate::engine::model::{
-    Gang, GangKey, GangKind, LabelRequirement, NodeConstraints, Parked, PendingPod, PodDevices, PodKey, Snapshot,
+    Gang, GangKey, GangKind, LabelRequirement, NodeConstraints, PendingPod, PodDevices, PodKey, Snapshot,
 };
 use crate::engine::node::SelectorOperator;
-use crate::engine::queues::DEFAULT_QUEUE;
 use crate::engine::resources::{Demand, ResourceId};
 use crate::engine::{CycleMemory, CycleOutcome};
 use crate::sim::replay::cluster::MODEL_LABEL;
@@ -43,7 +39,6 @@ fn model_memory_gib(model: &str) -> u64 {
 pub struct Base {
     pub snapshot: Snapshot,
     gpu: ResourceId,
-    class: String,
     /// Per device: its node and its index among the node's GPUs.
     device_gpu: Vec<(usize, usize)>,
     pub total_milli: u64,
@@ -53,41 +48,26 @@ pub struct Base {
 
 impl Base {
     pub fn new(nodes: &[OpenbNode]) -> Result<Base, String> {
-        let mut objects = ClusterObjects::default();
-        let class = json!({
-            "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu.muster.dev"},
-            "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.muster.dev'"}}],
-                     "extendedResourceName": "nvidia.com/gpu"}
-        });
-        objects.device_classes.push(serde_json::from_value(class).map_err(|e| e.to_string())?);
+        let mut rows = Rows::new().map_err(|e| e.to_string())?;
         for node in nodes {
-            let object = json!({
-                "apiVersion": "v1", "kind": "Node",
-                "metadata": {"name": node.sn, "labels": {"kubernetes.io/hostname": node.sn, MODEL_LABEL: node.model}},
-                "status": {"allocatable": {"cpu": format!("{}m", node.cpu_milli),
-                           "memory": format!("{}Mi", node.memory_mib), "pods": "1001"}}
-            });
-            objects.nodes.push(serde_json::from_value(object).map_err(|e| format!("node {}: {e}", node.sn))?);
-            let memory = format!("{}Gi", model_memory_gib(&node.model));
-            let devices: Vec<_> = (0..node.gpu)
-                .map(|i| {
-                    json!({"name": format!("gpu-{i}"), "allowMultipleAllocations": true,
-                           "attributes": {"type": {"string": "gpu"}, "model": {"string": node.model}},
-                           "capacity": {"memory": {"value": memory}}})
-                })
-                .collect();
-            let slice = json!({
-                "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": format!("{}-gpus", node.sn)},
-                "spec": {"driver": "gpu.muster.dev", "nodeName": node.sn,
-                         "pool": {"name": node.sn, "generation": 1, "resourceSliceCount": 1}, "devices": devices}
-            });
-            objects.resource_slices.push(serde_json::from_value(slice).map_err(|e| format!("node {}: {e}", node.sn))?);
+            let labels = json!({"kubernetes.io/hostname": node.sn, MODEL_LABEL: node.model});
+            let allocatable = json!({"cpu": format!("{}m", node.cpu_milli),
+                                     "memory": format!("{}Mi", node.memory_mib), "pods": "1001"});
+            let (Value::Object(labels), Value::Object(allocatable)) = (labels, allocatable) else {
+                unreachable!("JSON objects")
+            };
+            rows.node(RowNode {
+                name: &node.sn,
+                labels,
+                allocatable,
+                unschedulable: false,
+                gpus: node.gpu,
+                gpu_memory: format!("{}Gi", model_memory_gib(&node.model)),
+                model: Some(&node.model),
+            })
+            .map_err(|e| e.to_string())?;
         }
-        let mut assembled = assemble_view(&objects.view(), "muster", 0, &mut Memo::default());
-        if let Some(problem) = assembled.problems.first() {
-            return Err(problem.clone());
-        }
-        let snapshot = &mut assembled.snapshot;
+        let mut snapshot = rows.snapshot().map_err(|e| e.to_string())?;
         let gpu = snapshot.resources.intern(crate::figures::gpus::GPU_RESOURCE);
         let index: HashMap<&str, usize> =
             snapshot.nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect();
@@ -102,12 +82,11 @@ impl Base {
         let gpus: Vec<u32> = snapshot.nodes.iter().map(|n| by_name[n.name.as_str()].gpu).collect();
         Ok(Base {
             gpu,
-            class: "gpu.muster.dev".into(),
             device_gpu,
             total_milli: gpus.iter().map(|&g| u64::from(g) * 1000).sum(),
             models,
             gpus,
-            snapshot: assembled.snapshot,
+            snapshot,
         })
     }
 }
@@ -332,43 +311,14 @@ pub fn arrived_percent(asked: u64, total_milli: u64) -> u64 {
 /// What the pod asks of DRA: whole GPUs through `nvidia.com/gpu`, or a fraction by its
 /// annotation, read as the scheduler reads it.
 fn pod_devices(base: &Base, pod: &OpenbPod, snapshot: &mut Snapshot) -> PodDevices {
-    let request = if pod.gpu_milli == 1000 {
-        ExtendedRequest {
-            resource: base.gpu,
-            resource_name: crate::figures::gpus::GPU_RESOURCE.into(),
-            class: base.class.clone(),
-            count: pod.num_gpu,
-            container: "main".into(),
-            request_name: "container-0-request-0".into(),
-            share: None,
-        }
+    let ask = if pod.gpu_milli == 1000 {
+        GpuAsk::Whole(pod.num_gpu)
     } else {
-        let object: Pod = serde_json::from_value(json!({
-            "metadata": {"name": pod.name, "annotations": {"gpu-fraction": format!("{:.3}", f64::from(pod.gpu_milli) / 1000.0)}},
-            "spec": {"containers": [{"name": "main"}]}
-        }))
-        .expect("a pod");
-        gpu_fraction(&object, &snapshot.dra, &mut snapshot.resources).expect("a fraction").expect("annotated")
+        GpuAsk::Fraction(f64::from(pod.gpu_milli) / 1000.0)
     };
-    PodDevices { claims: Vec::new(), extended: vec![request] }
+    rows::gpu_devices(&pod.name, ask, &snapshot.dra, &mut snapshot.resources, base.gpu).expect("a fraction")
 }
 
 fn gang(key: PodKey, pod: PendingPod, created: i64) -> Gang {
-    Gang {
-        key: GangKey { kind: GangKind::Single, namespace: key.namespace, name: key.name },
-        min_member: 1,
-        bound: 0,
-        pods: vec![pod],
-        priority: 0,
-        created,
-        blocked: None,
-        topology: None,
-        queue: DEFAULT_QUEUE.to_string(),
-        preemption_delay: None,
-        last_evicted: None,
-        quota_owner: None,
-        preemptible: false,
-        parked: Parked::No,
-        max_run_seconds: None,
-    }
+    rows::gang(GangKey { kind: GangKind::Single, namespace: key.namespace, name: key.name }, vec![pod], 0, created)
 }

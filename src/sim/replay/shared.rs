@@ -8,15 +8,12 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::cluster::{Cluster, GPU};
 use super::trace::TraceJob;
 use crate::config::Config;
-use crate::convert::assemble::{ClusterObjects, Memo, assemble_view};
-use crate::convert::dra::gpu_fraction;
-use crate::engine::dra::model::ExtendedRequest;
+use crate::convert::rows::{self, GpuAsk, RowNode, Rows};
 use crate::engine::model::PodDevices;
 use crate::engine::resources::{ResourceId, ResourceNames};
 
@@ -24,17 +21,11 @@ use crate::engine::resources::{ResourceId, ResourceNames};
 /// label (MiB, as GPU feature discovery writes it) says otherwise.
 pub const DEFAULT_GPU_MEMORY_MIB: i64 = 81_920;
 const MEMORY_LABEL: &str = "nvidia.com/gpu.memory";
-const DRIVER: &str = "gpu.muster.dev";
 
-/// `cluster` with its GPUs as shareable DRA devices and no `nvidia.com/gpu` on its nodes.
+/// `cluster` with its GPUs as shareable DRA devices and no `nvidia.com/gpu` on its nodes,
+/// built by the replays' shared builder ([`rows`]).
 pub fn share(cluster: &Cluster, config: &Config) -> Result<Cluster, String> {
-    let mut objects = ClusterObjects::default();
-    let class = json!({
-        "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": DRIVER},
-        "spec": {"selectors": [{"cel": {"expression": format!("device.driver == '{DRIVER}'")}}],
-                 "extendedResourceName": GPU}
-    });
-    objects.device_classes.push(serde_json::from_value(class).map_err(|e| e.to_string())?);
+    let mut rows = Rows::new().map_err(|e| e.to_string())?;
     let mut gpus_of: HashMap<String, u32> = HashMap::new();
     for (n, node) in cluster.nodes.iter().enumerate() {
         let mut allocatable = serde_json::Map::new();
@@ -51,38 +42,23 @@ pub fn share(cluster: &Cluster, config: &Config) -> Result<Cluster, String> {
             };
             allocatable.insert(name.to_string(), Value::String(quantity));
         }
-        let object = json!({
-            "apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": node.name, "labels": *node.labels},
-            "spec": {"unschedulable": node.unschedulable},
-            "status": {"allocatable": allocatable}
-        });
-        objects.nodes.push(serde_json::from_value(object).map_err(|e| format!("node {}: {e}", node.name))?);
         let gpus = cluster.gpus_of[n];
         gpus_of.insert(node.name.clone(), gpus);
         let memory =
             node.labels.get(MEMORY_LABEL).and_then(|m| m.parse::<i64>().ok()).unwrap_or(DEFAULT_GPU_MEMORY_MIB);
-        let devices: Vec<Value> = (0..gpus)
-            .map(|i| {
-                json!({"name": format!("gpu-{i}"), "allowMultipleAllocations": true,
-                       "attributes": {"type": {"string": "gpu"}},
-                       "capacity": {"memory": {"value": format!("{memory}Mi")}}})
-            })
-            .collect();
-        let slice = json!({
-            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
-            "metadata": {"name": format!("{}-gpus", node.name)},
-            "spec": {"driver": DRIVER, "nodeName": node.name,
-                     "pool": {"name": node.name, "generation": 1, "resourceSliceCount": 1}, "devices": devices}
-        });
-        objects.resource_slices.push(serde_json::from_value(slice).map_err(|e| format!("node {}: {e}", node.name))?);
+        let labels = node.labels.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect();
+        rows.node(RowNode {
+            name: &node.name,
+            labels,
+            allocatable,
+            unschedulable: node.unschedulable,
+            gpus,
+            gpu_memory: format!("{memory}Mi"),
+            model: None,
+        })
+        .map_err(|e| e.to_string())?;
     }
-    let assembled = assemble_view(&objects.view(), "muster", 0, &mut Memo::default());
-    if let Some(problem) = assembled.problems.first() {
-        return Err(format!("sharing the cluster's GPUs: {problem}"));
-    }
-    let mut snapshot = assembled.snapshot;
-    snapshot.resources.intern(GPU);
+    let snapshot = rows.snapshot().map_err(|e| format!("sharing the cluster's GPUs: {e}"))?;
     let taints: HashMap<&str, _> = cluster.nodes.iter().map(|n| (n.name.as_str(), n.taints.clone())).collect();
     let mut nodes: Vec<_> = snapshot.nodes.iter().cloned().collect();
     for node in &mut nodes {
@@ -99,28 +75,8 @@ pub fn share(cluster: &Cluster, config: &Config) -> Result<Cluster, String> {
 /// `nvidia.com/gpu`, or its fraction by the annotation.
 pub fn worker_devices(job: &TraceJob, cluster: &Cluster, names: &mut ResourceNames) -> Result<PodDevices, String> {
     let dra = cluster.shared.as_ref().ok_or("the cluster's GPUs are not shared")?;
-    let request = match job.gpu_fraction {
-        None => ExtendedRequest {
-            resource: cluster.gpu,
-            resource_name: GPU.into(),
-            class: DRIVER.into(),
-            count: job.gpus,
-            container: "main".into(),
-            request_name: "container-0-request-0".into(),
-            share: None,
-        },
-        Some(fraction) => {
-            let object: Pod = serde_json::from_value(json!({
-                "metadata": {"name": job.id, "annotations": {"gpu-fraction": format!("{fraction:.3}")}},
-                "spec": {"containers": [{"name": "main"}]}
-            }))
-            .map_err(|e| e.to_string())?;
-            gpu_fraction(&object, dra, names)
-                .map_err(|e| format!("job {}: {e}", job.id))?
-                .ok_or_else(|| format!("job {}: its fraction was not read", job.id))?
-        }
-    };
-    Ok(PodDevices { claims: Vec::new(), extended: vec![request] })
+    let ask = job.gpu_fraction.map_or(GpuAsk::Whole(job.gpus), GpuAsk::Fraction);
+    rows::gpu_devices(&job.id, ask, dra, names, cluster.gpu).map_err(|e| format!("job {e}"))
 }
 
 /// A job's GPU fraction per worker in thousandths; 0 for whole GPUs.

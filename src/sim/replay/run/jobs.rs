@@ -10,8 +10,8 @@ use super::super::cluster::MODEL_LABEL;
 use super::super::shared::{fraction_milli, held_milli};
 use super::super::trace::TraceJob;
 use super::State;
-use crate::engine::model::{Gang, GangKey, GangKind, NodeConstraints, Parked, PendingPod, PodDevices, PodKey};
-use crate::engine::queues::DEFAULT_QUEUE;
+use crate::convert::rows;
+use crate::engine::model::{Gang, GangKey, GangKind, NodeConstraints, PendingPod, PodDevices, PodKey};
 use crate::engine::resources::{Demand, ResourceId};
 use crate::engine::topology::GangTopology;
 
@@ -66,21 +66,10 @@ impl State<'_> {
         let job = &self.jobs[j];
         let shape = self.shape(job);
         let gang = |kind, name: String, pods: Vec<PendingPod>| Gang {
-            key: GangKey { kind, namespace: "default".into(), name },
-            min_member: pods.len(),
-            bound: 0,
-            pods,
-            priority: job.priority,
-            created: job.submit,
-            blocked: None,
             topology: shape.topology,
-            queue: DEFAULT_QUEUE.to_string(),
-            preemption_delay: None,
-            last_evicted: None,
-            quota_owner: None,
             preemptible: job.priority < 100,
-            parked: Parked::No,
             max_run_seconds: job.limit,
+            ..rows::gang(GangKey { kind, namespace: "default".into(), name }, pods, job.priority, job.submit)
         };
         let pod = |i: usize| PendingPod {
             key: PodKey { namespace: "default".into(), name: format!("{}-{i}", job.id) },

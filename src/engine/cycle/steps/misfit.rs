@@ -1,6 +1,6 @@
 //! The steps for a gang that does not fit in free capacity: room made by evictions, an
 //! opportunistic place in capacity held for another gang, or the policy's reservation, and
-//! the reason it waits. A child of `steps`, kept beside it as a file of this folder.
+//! the reason it waits.
 
 use crate::engine::cycle::steps::Cycle;
 use crate::engine::cycle::{CycleConfig, Queueing};
