@@ -3,6 +3,7 @@
 
 mod api_rules;
 pub mod builtin;
+pub mod controllers;
 pub mod evict;
 pub mod expand;
 pub mod load;

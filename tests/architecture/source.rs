@@ -39,6 +39,8 @@ pub struct SourceFile {
     /// `["engine", "place"]`; the crate root (`src/lib.rs`) is `[]`.
     pub module: Vec<String>,
     pub lines: usize,
+    /// Its functions with a body: (name, first line, lines).
+    pub functions: Vec<(String, usize, usize)>,
     pub imports: Vec<Import>,
     /// Paths into other crates, as written (`tokio::spawn`, `std::time::Instant`): every use
     /// tree and inline path whose first segment is no module of this crate.
@@ -75,14 +77,14 @@ impl Crate {
                 module.pop();
             }
             let found = paths_in(&module, &text);
-            parsed.push((path, module, text.lines().count(), found));
+            parsed.push((path, module, text.lines().count(), functions(&text), found));
         }
         let by_module: HashMap<Vec<String>, usize> =
             parsed.iter().enumerate().map(|(i, (_, module, ..))| (module.clone(), i)).collect();
         let is_module = |m: &[String]| by_module.contains_key(m);
         let files = parsed
             .into_iter()
-            .map(|(path, module, lines, found)| SourceFile {
+            .map(|(path, module, lines, functions, found)| SourceFile {
                 external: found
                     .imports
                     .iter()
@@ -101,6 +103,7 @@ impl Crate {
                 path,
                 module,
                 lines,
+                functions,
                 imports: found
                     .imports
                     .into_iter()
@@ -393,9 +396,15 @@ enum Token {
 /// The identifiers, `::` and punctuation of Rust source, without comments, string and
 /// character literals, numbers or lifetimes.
 fn tokenize(text: &str) -> Vec<Token> {
+    tokenize_at(text).0
+}
+
+/// [`tokenize`], with the index of each token's first character.
+fn tokenize_at(text: &str) -> (Vec<Token>, Vec<usize>) {
     let chars: Vec<char> = text.chars().collect();
     let at = |i: usize| chars.get(i).copied().unwrap_or('\0');
     let mut tokens = Vec::new();
+    let mut starts = Vec::new();
     let mut i = 0;
     // Skips a quoted literal whose opening quote is at `i`; returns the index after it.
     let quoted = |mut i: usize, quote: char| -> usize {
@@ -471,15 +480,65 @@ fn tokenize(text: &str) -> Vec<Token> {
                 ("b", '\'') => i = quoted(i, '\''),
                 // A raw identifier: `r#type`.
                 ("r", '#') => i += 1,
-                _ => tokens.push(Token::Ident(word)),
+                _ => {
+                    tokens.push(Token::Ident(word));
+                    starts.push(start);
+                }
             }
         } else if c == ':' && at(i + 1) == ':' {
             tokens.push(Token::PathSep);
+            starts.push(i);
             i += 2;
         } else {
             tokens.push(Token::Punct(c));
+            starts.push(i);
             i += 1;
         }
     }
-    tokens
+    (tokens, starts)
+}
+
+/// Every function with a body in `text`, as (name, its first line, its lines from `fn` to
+/// its closing brace); closures count as part of their function, nested functions apart.
+pub fn functions(text: &str) -> Vec<(String, usize, usize)> {
+    let (tokens, starts) = tokenize_at(text);
+    // The line of each character, from 1.
+    let mut line_of = Vec::with_capacity(text.len());
+    let mut line = 1;
+    for c in text.chars() {
+        line_of.push(line);
+        if c == '\n' {
+            line += 1;
+        }
+    }
+    let mut found = Vec::new();
+    for i in 0..tokens.len() {
+        let (Token::Ident(word), Some(Token::Ident(name))) = (&tokens[i], tokens.get(i + 1)) else { continue };
+        if word != "fn" {
+            continue;
+        }
+        // The body opens at the first `{` after the signature; a `;` first is a declaration.
+        let Some(open) = (i + 2..tokens.len()).find(|&j| matches!(tokens[j], Token::Punct('{' | ';'))) else {
+            continue;
+        };
+        if tokens[open] == Token::Punct(';') {
+            continue;
+        }
+        let mut depth = 0usize;
+        for (j, token) in tokens.iter().enumerate().skip(open) {
+            match token {
+                Token::Punct('{') => depth += 1,
+                Token::Punct('}') => {
+                    depth -= 1;
+                    if depth == 0 {
+                        let first = line_of[starts[i]];
+                        found.push((name.clone(), first, line_of[starts[j]] - first + 1));
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    found
 }
