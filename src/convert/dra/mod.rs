@@ -109,7 +109,7 @@ pub enum Problem {
     #[error("perDeviceNodeSelection needs nodeName, nodeSelector or allNodes")]
     NoDeviceNodes,
     #[error("attribute {name}: {reason}")]
-    Version { name: String, reason: String },
+    Version { name: String, reason: crate::engine::dra::semver::Error },
     #[error("capacity {name}: {source}")]
     Capacity { name: String, source: quantity::Error },
     #[error("counter {counter}: {source}")]
@@ -223,8 +223,14 @@ mod tests {
                 "ResourceSlice s: device d: perDeviceNodeSelection needs nodeName, nodeSelector or allNodes",
             ),
             (
-                Error::invalid(device, Problem::Version { name: "gpu.example.com/v".into(), reason: "bad".into() }),
-                "ResourceSlice s: device d: attribute gpu.example.com/v: bad",
+                Error::invalid(
+                    device,
+                    Problem::Version {
+                        name: "gpu.example.com/v".into(),
+                        reason: crate::engine::dra::semver::Error::NotThreeParts("bad".into()),
+                    },
+                ),
+                "ResourceSlice s: device d: attribute gpu.example.com/v: \"bad\" is not a semantic version: it needs major.minor.patch",
             ),
             (
                 Error::invalid(device, Problem::Capacity { name: "memory".into(), source: bad() }),

@@ -30,14 +30,25 @@ fn gang(members: u32, min: Option<u32>, parts: String) -> Shape {
 }
 
 /// An optional non-negative integer field; an error names it.
-fn count(value: &Value, field: &str) -> Result<Option<u32>, String> {
+/// Why a workload's spec does not read as its kind's.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    #[error("{field} is {value}, not a count")]
+    NotACount { field: String, value: String },
+    #[error("{0} is not a list")]
+    NotAList(&'static str),
+    #[error("{0} is not a map")]
+    NotAMap(String),
+}
+
+fn count(value: &Value, field: &str) -> Result<Option<u32>, SpecError> {
     match value.get(field) {
         None | Some(Value::Null) => Ok(None),
         Some(v) => v
             .as_u64()
             .and_then(|n| u32::try_from(n).ok())
             .map(Some)
-            .ok_or_else(|| format!("{field} is {v}, not a count")),
+            .ok_or_else(|| SpecError::NotACount { field: field.into(), value: v.to_string() }),
     }
 }
 
@@ -75,7 +86,7 @@ pub fn read(kind: WorkloadKind, spec: &Value, meta: &ObjectMeta) -> Shape {
 
 /// Indexed, or parallel with as many completions as its parallelism: its parallelism
 /// (bounded by its completions); otherwise (a work queue) each pod alone.
-fn job(spec: &Value) -> Result<Shape, String> {
+fn job(spec: &Value) -> Result<Shape, SpecError> {
     let parallelism = count(spec, "parallelism")?.unwrap_or(1);
     let completions = count(spec, "completions")?;
     let indexed = spec.get("completionMode").and_then(Value::as_str) == Some("Indexed");
@@ -90,8 +101,8 @@ fn job(spec: &Value) -> Result<Shape, String> {
 }
 
 /// Every replicated job's replicas times its pods (its parallelism).
-fn job_set(spec: &Value) -> Result<Shape, String> {
-    let jobs = spec.get("replicatedJobs").and_then(Value::as_array).ok_or("replicatedJobs is not a list")?;
+fn job_set(spec: &Value) -> Result<Shape, SpecError> {
+    let jobs = spec.get("replicatedJobs").and_then(Value::as_array).ok_or(SpecError::NotAList("replicatedJobs"))?;
     let (mut members, mut parts) = (0u32, Vec::new());
     for job in jobs {
         let name = job.get("name").and_then(Value::as_str).unwrap_or("?");
@@ -106,8 +117,8 @@ fn job_set(spec: &Value) -> Result<Shape, String> {
 
 /// Kubeflow's training jobs: every replica of every role, or the scheduling policy's
 /// `minAvailable`.
-fn replicas(spec: &Value, field: &str) -> Result<Shape, String> {
-    let roles = spec.get(field).and_then(Value::as_object).ok_or_else(|| format!("{field} is not a map"))?;
+fn replicas(spec: &Value, field: &str) -> Result<Shape, SpecError> {
+    let roles = spec.get(field).and_then(Value::as_object).ok_or_else(|| SpecError::NotAMap(field.into()))?;
     let mut counted = Vec::with_capacity(roles.len());
     for (role, replica) in roles {
         counted.push((role.to_lowercase(), count(replica, "replicas")?.unwrap_or(1)));
@@ -123,7 +134,7 @@ fn replicas(spec: &Value, field: &str) -> Result<Shape, String> {
 }
 
 /// The head and the minimum of each worker group (times its hosts).
-fn ray_cluster(spec: &Value) -> Result<Shape, String> {
+fn ray_cluster(spec: &Value) -> Result<Shape, SpecError> {
     let mut workers = 0u32;
     for group in spec.get("workerGroupSpecs").and_then(Value::as_array).into_iter().flatten() {
         let min = count(group, "minReplicas")?.unwrap_or(0);
@@ -134,7 +145,7 @@ fn ray_cluster(spec: &Value) -> Result<Shape, String> {
     Ok(gang(workers.saturating_add(1), None, parts))
 }
 
-fn leader_worker_set(spec: &Value) -> Result<Shape, String> {
+fn leader_worker_set(spec: &Value) -> Result<Shape, SpecError> {
     let template = spec.get("leaderWorkerTemplate").unwrap_or(&Value::Null);
     let size = count(template, "size")?.unwrap_or(1).max(1);
     Ok(Shape::Groups { size, groups: count(spec, "replicas")?.unwrap_or(1) })

@@ -20,14 +20,35 @@ pub struct Semver {
     build: Vec<String>,
 }
 
-fn numeric(part: &str, strict: bool) -> Result<u64, String> {
+/// Why a text is not a semantic version.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    #[error("invalid character(s) found in {0:?}")]
+    InvalidCharacters(String),
+    #[error("version segment {0:?} starts with 0")]
+    LeadingZero(String),
+    #[error("version segment {0:?} is too large")]
+    TooLarge(String),
+    #[error("{0:?} is not a semantic version: it needs major.minor.patch")]
+    NotThreeParts(String),
+    #[error("invalid pre-release identifier {id:?} in {text:?}")]
+    PreRelease { id: String, text: String },
+    #[error("pre-release identifier {0:?} starts with 0")]
+    PreReleaseLeadingZero(String),
+    #[error("{0:?} is too large")]
+    PreReleaseTooLarge(String),
+    #[error("invalid build metadata {id:?} in {text:?}")]
+    Build { id: String, text: String },
+}
+
+fn numeric(part: &str, strict: bool) -> Result<u64, Error> {
     if part.is_empty() || !part.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(format!("invalid character(s) found in {part:?}"));
+        return Err(Error::InvalidCharacters(part.into()));
     }
     if strict && part.len() > 1 && part.starts_with('0') {
-        return Err(format!("version segment {part:?} starts with 0"));
+        return Err(Error::LeadingZero(part.into()));
     }
-    part.parse().map_err(|_| format!("version segment {part:?} is too large"))
+    part.parse().map_err(|_| Error::TooLarge(part.into()))
 }
 
 fn identifier_ok(id: &str) -> bool {
@@ -36,13 +57,13 @@ fn identifier_ok(id: &str) -> bool {
 
 impl Semver {
     /// Parses a version strictly, as `semver()` does by default.
-    pub fn parse(text: &str) -> Result<Semver, String> {
+    pub fn parse(text: &str) -> Result<Semver, Error> {
         Semver::parse_with(text, false)
     }
 
     /// With `normalize`, as `semver(text, true)`: a leading `v` is dropped, a missing minor
     /// or patch is 0, and leading zeros are allowed.
-    pub fn parse_with(text: &str, normalize: bool) -> Result<Semver, String> {
+    pub fn parse_with(text: &str, normalize: bool) -> Result<Semver, Error> {
         let mut rest = text;
         if normalize {
             rest = rest.strip_prefix('v').unwrap_or(rest);
@@ -62,7 +83,7 @@ impl Semver {
             }
         }
         if parts.len() != 3 {
-            return Err(format!("{text:?} is not a semantic version: it needs major.minor.patch"));
+            return Err(Error::NotThreeParts(text.into()));
         }
         let strict = !normalize;
         let major = numeric(parts[0], strict)?;
@@ -72,13 +93,13 @@ impl Semver {
         if let Some(pre) = pre {
             for id in pre.split('.') {
                 if !identifier_ok(id) {
-                    return Err(format!("invalid pre-release identifier {id:?} in {text:?}"));
+                    return Err(Error::PreRelease { id: id.into(), text: text.into() });
                 }
                 if id.bytes().all(|b| b.is_ascii_digit()) {
                     if id.len() > 1 && id.starts_with('0') {
-                        return Err(format!("pre-release identifier {id:?} starts with 0"));
+                        return Err(Error::PreReleaseLeadingZero(id.into()));
                     }
-                    pre_ids.push(Identifier::Numeric(id.parse().map_err(|_| format!("{id:?} is too large"))?));
+                    pre_ids.push(Identifier::Numeric(id.parse().map_err(|_| Error::PreReleaseTooLarge(id.into()))?));
                 } else {
                     pre_ids.push(Identifier::Alphanumeric(id.to_string()));
                 }
@@ -88,7 +109,7 @@ impl Semver {
         if let Some(build) = build {
             for id in build.split('.') {
                 if !identifier_ok(id) {
-                    return Err(format!("invalid build metadata {id:?} in {text:?}"));
+                    return Err(Error::Build { id: id.into(), text: text.into() });
                 }
                 build_ids.push(id.to_string());
             }

@@ -37,29 +37,35 @@ pub struct DomainIndex {
     pub hierarchies: Vec<Vec<String>>,
 }
 
+/// Why a level a PodGroup names is not one the index can give.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LevelError {
+    #[error("topology level {name:?} is not configured (configured: {configured}); name a level or a node label key")]
+    NotConfigured { name: String, configured: String },
+    #[error(
+        "topology level {name:?} is a node label key beyond the {max_ad_hoc} that PodGroups may name in one cycle \
+         (limits.adHocTopologyLevels); name a configured level"
+    )]
+    TooManyAdHoc { name: String, max_ad_hoc: usize },
+}
+
 impl DomainIndex {
     /// The level a PodGroup names: a configured level's name, or a node label key (anything
     /// with a `/` or a `.`), which is the configured level with that label or else an ad-hoc
     /// level of its own, added here while there are fewer than `max_ad_hoc`.
-    pub fn resolve(&mut self, name: &str, nodes: &[Node], max_ad_hoc: usize) -> Result<usize, String> {
+    pub fn resolve(&mut self, name: &str, nodes: &[Node], max_ad_hoc: usize) -> Result<usize, LevelError> {
         if let Some(i) = self.levels[..self.configured].iter().position(|l| l.name == name) {
             return Ok(i);
         }
         if !(name.contains('/') || name.contains('.')) {
             let known: Vec<&str> = self.levels[..self.configured].iter().map(|l| l.name.as_str()).collect();
-            return Err(format!(
-                "topology level {name:?} is not configured (configured: {}); name a level or a node label key",
-                known.join(", ")
-            ));
+            return Err(LevelError::NotConfigured { name: name.into(), configured: known.join(", ") });
         }
         if let Some(i) = self.levels.iter().position(|l| l.label == name) {
             return Ok(i);
         }
         if self.levels.len() - self.configured >= max_ad_hoc {
-            return Err(format!(
-                "topology level {name:?} is a node label key beyond the {max_ad_hoc} that PodGroups may name in one cycle \
-                 (limits.adHocTopologyLevels); name a configured level"
-            ));
+            return Err(LevelError::TooManyAdHoc { name: name.into(), max_ad_hoc });
         }
         let above = self.above(name);
         self.levels.push(ad_hoc(name, &above, nodes));
