@@ -68,7 +68,7 @@ pub struct GangResult {
 /// One queue's figures for one resource key, as Kubernetes quantities.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct QueueFigures {
+pub struct QueueQuantities {
     /// "unlimited" for an imported unlimited quota.
     pub quota: String,
     pub limit: Option<String>,
@@ -84,12 +84,12 @@ pub struct QueueResult {
     /// Why the queue takes no gangs, if it is invalid.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
-    pub resources: std::collections::BTreeMap<String, QueueFigures>,
+    pub resources: std::collections::BTreeMap<String, QueueQuantities>,
 }
 
 /// The simulator's JSON document.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct Report {
+pub struct SimReport {
     pub pods: Vec<PodResult>,
     pub gangs: Vec<GangResult>,
     /// Only when the input has Queue objects.
@@ -106,7 +106,7 @@ pub struct Report {
 
 /// How a simulation runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Options {
+pub struct SimOptions {
     /// The clock, in Unix seconds; None: the newest creationTimestamp or startTime in the
     /// input.
     pub now: Option<i64>,
@@ -114,9 +114,9 @@ pub struct Options {
     pub cycles: usize,
 }
 
-impl Default for Options {
+impl Default for SimOptions {
     fn default() -> Self {
-        Options { now: None, cycles: 100 }
+        SimOptions { now: None, cycles: 100 }
     }
 }
 
@@ -270,14 +270,14 @@ pub fn apply(objects: &mut ClusterObjects, snapshot: &Snapshot, outcome: &CycleO
 }
 
 /// Schedules with the default options.
-pub fn run(objects: &mut ClusterObjects, config: &Config) -> Report {
-    run_with(objects, config, &Options::default())
+pub fn run(objects: &mut ClusterObjects, config: &Config) -> SimReport {
+    run_with(objects, config, &SimOptions::default())
 }
 
 /// Schedules cycle after cycle until one changes nothing (no pod placed or evicted), then
 /// reports. Evicted pods are pending again in the next cycle, as their controller would
 /// recreate them, and capacity freed for a gang stays reserved for it between cycles.
-pub fn run_with(objects: &mut ClusterObjects, config: &Config, options: &Options) -> Report {
+pub fn run_with(objects: &mut ClusterObjects, config: &Config, options: &SimOptions) -> SimReport {
     if !config.queues.imports(crate::config::QueueImport::Kai) {
         objects.kai_queues.clear();
         objects.kai_groups.clear();
@@ -486,7 +486,7 @@ fn allocated(
         .flatten()
 }
 
-fn report(objects: &ClusterObjects, config: &Config, last: &CycleOutcome, now: i64, memo: &mut Memo) -> Report {
+fn report(objects: &ClusterObjects, config: &Config, last: &CycleOutcome, now: i64, memo: &mut Memo) -> SimReport {
     let assembled = assemble_view(&objects.view(), &config.scheduler_name, now, memo);
     let waiting: HashMap<_, String> = last.waiting.iter().map(|w| (w.gang.clone(), w.to_string())).collect();
     let claims: HashMap<(String, String), &ResourceClaim> =
@@ -554,7 +554,7 @@ fn report(objects: &ClusterObjects, config: &Config, last: &CycleOutcome, now: i
                 .iter()
                 .map(|&(id, f)| {
                     let amount = |v: i64| quantity(names, id, v);
-                    let figures = QueueFigures {
+                    let figures = QueueQuantities {
                         quota: f.quota.map_or_else(|| "unlimited".to_string(), amount),
                         limit: f.limit.map(amount),
                         fair_share: amount(f.fair_share),
@@ -567,5 +567,5 @@ fn report(objects: &ClusterObjects, config: &Config, last: &CycleOutcome, now: i
         })
         .collect();
     let notes = state.devices.problems.iter().map(|p| format!("quota key on devices: {p}; it counts none")).collect();
-    Report { pods, gangs, queues, evictions: Vec::new(), notes }
+    SimReport { pods, gangs, queues, evictions: Vec::new(), notes }
 }
