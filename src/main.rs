@@ -420,7 +420,7 @@ fn simulate_cluster(
         None => None,
     };
     note_skipped_queues(&loaded.objects, config);
-    let options = muster::sim::run::Options { now, cycles };
+    let options = muster::sim::run::SimOptions { now, cycles };
     let report = muster::sim::run::run_with(&mut loaded.objects, config, &options);
     match output {
         Output::Json => println!("{}", serde_json::to_string_pretty(&report).expect("serialisable")),

@@ -27,8 +27,10 @@ use serde::{Deserialize, Serialize};
     printcolumn = r#"{"name":"Requested","type":"string","jsonPath":".status.resources.nvidia\\.com/gpu.requested"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
-#[serde(rename_all = "camelCase")]
-pub struct QueueSpec {
+// The CRD's description and serde's error messages keep the name `QueueSpec`.
+#[kube(doc = " Auto-generated derived type for QueueSpec via `CustomResource`")]
+#[serde(rename = "QueueSpec", expecting = "struct QueueSpec", rename_all = "camelCase")]
+pub struct MusterQueueSpec {
     /// The parent queue; unset or empty for a top-level queue. Only leaf queues take gangs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<String>,
@@ -44,7 +46,7 @@ pub struct QueueSpec {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub resources: BTreeMap<String, QueueResource>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub preemption: Option<QueuePreemption>,
+    pub preemption: Option<MusterQueuePreemption>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub admission: Option<QueueAdmission>,
     /// Whether the queue's preemptible gangs may run in capacity held for another gang's
@@ -76,7 +78,9 @@ pub struct QueueResource {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub enum ReclaimPolicy {
+// serde keeps the old name and wording, so that its error messages read as before.
+#[serde(rename = "ReclaimPolicy", expecting = "enum ReclaimPolicy")]
+pub enum MusterReclaimPolicy {
     Never,
     LowerPriority,
     Any,
@@ -102,11 +106,12 @@ pub struct BorrowWithinParent {
 
 /// Who may take capacity back from whom.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct QueuePreemption {
+// serde keeps the old name and wording, so that its error messages read as before.
+#[serde(rename = "QueuePreemption", expecting = "struct QueuePreemption", rename_all = "camelCase")]
+pub struct MusterQueuePreemption {
     /// Whether this queue's gangs may reclaim capacity lent to other queues.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reclaim: Option<ReclaimPolicy>,
+    pub reclaim: Option<MusterReclaimPolicy>,
     /// Whether other queues may reclaim this queue's gangs running over quota. Default true.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reclaimable: Option<bool>,
@@ -130,7 +135,9 @@ pub struct QueuePreemption {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub enum QueueingStrategy {
+// serde keeps the old name and wording, so that its error messages read as before.
+#[serde(rename = "QueueingStrategy", expecting = "enum QueueingStrategy")]
+pub enum MusterQueueingStrategy {
     #[serde(rename = "StrictFIFO")]
     StrictFifo,
     #[serde(rename = "BestEffortFIFO")]
@@ -153,7 +160,7 @@ pub struct QueueAdmission {
     pub namespace_selector: Option<LabelSelector>,
     /// Unset: the scheduler's configured queueing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub queueing_strategy: Option<QueueingStrategy>,
+    pub queueing_strategy: Option<MusterQueueingStrategy>,
     /// Hold or HoldAndDrain: no new gang is admitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_policy: Option<StopPolicy>,

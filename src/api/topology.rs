@@ -11,8 +11,9 @@ use kube::CustomResource;
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct TopologyLevel {
+// serde keeps the old name and wording, so that its error messages read as before.
+#[serde(rename = "TopologyLevel", expecting = "struct TopologyLevel", rename_all = "camelCase")]
+pub struct TopologyObjectLevel {
     pub node_label: String,
 }
 
@@ -23,7 +24,7 @@ pub struct TopologyLevel {
 pub struct KueueTopologySpec {
     /// Outermost first.
     #[serde(default)]
-    pub levels: Vec<TopologyLevel>,
+    pub levels: Vec<TopologyObjectLevel>,
 }
 
 pub mod v1beta1 {
@@ -39,10 +40,12 @@ pub mod v1beta1 {
         plural = "topologies",
         schema = "disabled"
     )]
-    pub struct KueueTopologySpec {
+    // serde keeps the old name and wording, so that its error messages read as before.
+    #[serde(rename = "KueueTopologySpec", expecting = "struct KueueTopologySpec")]
+    pub struct KueueTopologyV1beta1Spec {
         /// Outermost first.
         #[serde(default)]
-        pub levels: Vec<TopologyLevel>,
+        pub levels: Vec<TopologyObjectLevel>,
     }
 
     impl From<Topology> for super::Topology {
@@ -68,14 +71,14 @@ pub mod kai {
     pub struct KaiTopologySpec {
         /// Outermost first.
         #[serde(default)]
-        pub levels: Vec<TopologyLevel>,
+        pub levels: Vec<TopologyObjectLevel>,
     }
 }
 
 /// The hierarchies the cluster's topology objects describe: node label keys, outermost
 /// first; Kueue's, then KAI Scheduler's, each in name order.
 pub fn hierarchies(kueue: &[&Topology], kai: &[&kai::Topology]) -> Vec<Vec<String>> {
-    let levels = |levels: &[TopologyLevel]| levels.iter().map(|l| l.node_label.clone()).collect::<Vec<_>>();
+    let levels = |levels: &[TopologyObjectLevel]| levels.iter().map(|l| l.node_label.clone()).collect::<Vec<_>>();
     let mut kueue: Vec<(&str, Vec<String>)> =
         kueue.iter().map(|t| (t.metadata.name.as_deref().unwrap_or_default(), levels(&t.spec.levels))).collect();
     let mut kai: Vec<(&str, Vec<String>)> =

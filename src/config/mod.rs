@@ -12,7 +12,8 @@ use crate::engine::{CycleConfig, Queueing, Scoring};
 mod sections;
 
 pub use sections::{
-    Backoff, ClientConnection, Eviction, LeaderElection, Limits, MinRuntimeResolution, Preemption, QueueImport, Queues,
+    Backoff, ClientConnection, EvictionRetry, LeaderElection, Limits, MinRuntimeResolution, Preemption, QueueImport,
+    Queues,
 };
 
 #[derive(Debug, Error)]
@@ -35,7 +36,9 @@ pub enum ScoringStrategy {
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub enum QueueingStrategy {
+// serde keeps the old name and wording, so that its error messages read as before.
+#[serde(rename = "QueueingStrategy", expecting = "enum QueueingStrategy")]
+pub enum QueueingPolicy {
     #[default]
     Backfill,
     #[serde(rename = "StrictFIFO")]
@@ -77,7 +80,7 @@ pub struct Config {
     /// Pods with this `spec.schedulerName` are Muster's.
     pub scheduler_name: String,
     pub scoring: ScoringStrategy,
-    pub queueing: QueueingStrategy,
+    pub queueing: QueueingPolicy,
     /// Backfill: how long a gang that does not fit waits before nodes are reserved for it.
     pub reserve_after_seconds: u64,
     /// TimedBackfill: how many waiting gangs hold a timed reservation at once.
@@ -118,7 +121,7 @@ pub struct Config {
     pub stall_timeout_seconds: u64,
     pub preemption: Preemption,
     pub queues: Queues,
-    pub eviction: Eviction,
+    pub eviction: EvictionRetry,
     pub limits: Limits,
     pub client_connection: ClientConnection,
 }
@@ -128,7 +131,7 @@ impl Default for Config {
         Config {
             scheduler_name: "muster".into(),
             scoring: ScoringStrategy::BinPack,
-            queueing: QueueingStrategy::Backfill,
+            queueing: QueueingPolicy::Backfill,
             reserve_after_seconds: 600,
             backfill_depth: 1,
             opportunistic_backfill: false,
@@ -149,7 +152,7 @@ impl Default for Config {
             stall_timeout_seconds: 60,
             preemption: Preemption::default(),
             queues: Queues::default(),
-            eviction: Eviction::default(),
+            eviction: EvictionRetry::default(),
             limits: Limits::default(),
             client_connection: ClientConnection::default(),
         }
@@ -263,10 +266,10 @@ impl Config {
                 ScoringStrategy::Spread => Scoring::Spread,
             },
             queueing: match self.queueing {
-                QueueingStrategy::Backfill => Queueing::Backfill,
-                QueueingStrategy::StrictFifo => Queueing::StrictFifo,
-                QueueingStrategy::BestEffortFifo => Queueing::BestEffortFifo,
-                QueueingStrategy::TimedBackfill => Queueing::TimedBackfill,
+                QueueingPolicy::Backfill => Queueing::Backfill,
+                QueueingPolicy::StrictFifo => Queueing::StrictFifo,
+                QueueingPolicy::BestEffortFifo => Queueing::BestEffortFifo,
+                QueueingPolicy::TimedBackfill => Queueing::TimedBackfill,
             },
             backfill_depth: self.backfill_depth.max(1) as usize,
             opportunistic_backfill: self.opportunistic_backfill,
@@ -308,7 +311,7 @@ impl Config {
 struct PartialConfig {
     scheduler_name: Option<String>,
     scoring: Option<ScoringStrategy>,
-    queueing: Option<QueueingStrategy>,
+    queueing: Option<QueueingPolicy>,
     reserve_after_seconds: Option<u64>,
     backfill_depth: Option<u32>,
     opportunistic_backfill: Option<bool>,
@@ -326,7 +329,7 @@ struct PartialConfig {
     stall_timeout_seconds: Option<u64>,
     preemption: Option<Preemption>,
     queues: Option<Queues>,
-    eviction: Option<Eviction>,
+    eviction: Option<EvictionRetry>,
     limits: Option<Limits>,
     client_connection: Option<ClientConnection>,
 }

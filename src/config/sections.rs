@@ -45,8 +45,9 @@ impl Default for LeaderElection {
 /// with a doubling delay, and after `maxRefusals` refusals the pod is deleted instead, since
 /// a gang left half bound holds GPUs that do no work.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-pub struct Eviction {
+// serde keeps the old name and wording, so that its error messages read as before.
+#[serde(rename = "Eviction", expecting = "struct Eviction", rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct EvictionRetry {
     /// Refusals of one pod's eviction before the pod is deleted (at least 1).
     pub max_refusals: u32,
     /// Delay before the first retry of a refused eviction, doubled after each refusal.
@@ -55,9 +56,9 @@ pub struct Eviction {
     pub retry_max_seconds: u64,
 }
 
-impl Default for Eviction {
+impl Default for EvictionRetry {
     fn default() -> Self {
-        Eviction { max_refusals: 5, retry_initial_seconds: 5, retry_max_seconds: 60 }
+        EvictionRetry { max_refusals: 5, retry_initial_seconds: 5, retry_max_seconds: 60 }
     }
 }
 

@@ -43,18 +43,18 @@ impl Clone for Journal {
 }
 
 /// Where a reader stands in a journal: its identity and the generation read up to.
-pub type Mark = (u64, u64);
+pub type JournalMark = (u64, u64);
 
 /// Where a snapshot's reader stands in the journals read by object (pods and nodes).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Seen {
-    pub pods: Mark,
-    pub nodes: Mark,
+    pub pods: JournalMark,
+    pub nodes: JournalMark,
 }
 
 impl Journal {
     /// Where a reader that has read everything stands.
-    pub fn mark(&self) -> Mark {
+    pub fn mark(&self) -> JournalMark {
         (self.id, self.base + self.keys.len() as u64)
     }
 
@@ -75,7 +75,7 @@ impl Journal {
 
     /// The keys changed since `mark`, or None when this journal cannot tell (another
     /// journal's mark, or one older than what is kept).
-    pub fn since(&self, mark: Mark) -> Option<impl Iterator<Item = &ObjectKey>> {
+    pub fn since(&self, mark: JournalMark) -> Option<impl Iterator<Item = &ObjectKey>> {
         let (id, generation) = mark;
         let end = self.base + self.keys.len() as u64;
         (id == self.id && generation >= self.base && generation <= end)
@@ -84,7 +84,7 @@ impl Journal {
 
     /// A copy that answers `since(mark)` as this one does (and nothing earlier): what a
     /// reader takes along to read after the store's lock is released.
-    pub fn tail(&self, mark: Mark) -> Journal {
+    pub fn tail(&self, mark: JournalMark) -> Journal {
         match self.since(mark) {
             Some(keys) => Journal { id: self.id, base: mark.1, keys: keys.cloned().collect() },
             None => Journal { id: self.id, base: self.mark().1, keys: VecDeque::new() },

@@ -12,7 +12,7 @@ use k8s_openapi::api::resource::v1::{
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::scheduling::v1beta1::PodGroup as KubernetesPodGroup;
 
-use super::journal::{Journal, Mark};
+use super::journal::{Journal, JournalMark};
 pub use super::membership::{
     DERIVED_GANG_ANNOTATION, KAI_GROUP_ANNOTATION, KAI_PREEMPTIBILITY_LABEL, KAI_QUEUE_LABELS, KUEUE_GANG_PREFIX,
     KUEUE_GROUP_LABEL, MUSTER_GROUP_LABEL, OPPORTUNISTIC_ANNOTATION, PLUGIN_GROUP_LABEL, QUEUE_LABEL, gang_key,
@@ -138,9 +138,9 @@ pub struct Versions<'a> {
     pub pods: &'a Journal,
     pub nodes: &'a Journal,
     /// The PodGroups of every kind.
-    pub groups: Vec<Mark>,
+    pub groups: Vec<JournalMark>,
     /// Every other store the snapshot reads (a change there rebuilds it).
-    pub others: Vec<Mark>,
+    pub others: Vec<JournalMark>,
 }
 
 impl ClusterView<'_> {

@@ -15,7 +15,7 @@ use tokio::sync::watch as signal;
 
 use super::scheduling::Scheduler;
 use crate::config::Config;
-use crate::k8s::observe::health::Health;
+use crate::k8s::observe::health::SchedulerHealth;
 use crate::k8s::store::cache::Cache;
 use crate::k8s::store::discovery;
 use crate::k8s::store::{watch, watch::Wake};
@@ -46,7 +46,7 @@ pub struct Options {
     /// Where the scheduler's metrics go (served by the caller, see `metrics::serve`).
     pub metrics: Arc<Metrics>,
     /// What `/healthz` and `/readyz` report; made from the configuration when None.
-    pub health: Option<Arc<Health>>,
+    pub health: Option<Arc<SchedulerHealth>>,
     /// The scheduler stops when this turns true, releasing its lease if it holds one.
     pub shutdown: Option<signal::Receiver<bool>>,
     /// This replica's name in the lease (default: `leader::default_identity()`).
@@ -56,8 +56,11 @@ pub struct Options {
 }
 
 /// The health a configuration asks for.
-pub fn health_for(config: &Config) -> Arc<Health> {
-    Arc::new(Health::new(std::time::Duration::from_secs(config.stall_timeout_seconds), config.leader_election.enabled))
+pub fn health_for(config: &Config) -> Arc<SchedulerHealth> {
+    Arc::new(SchedulerHealth::new(
+        std::time::Duration::from_secs(config.stall_timeout_seconds),
+        config.leader_election.enabled,
+    ))
 }
 
 /// Runs the scheduler until the process ends or `options.shutdown` turns true. With leader
@@ -163,7 +166,7 @@ async fn lead(
     options: &Options,
     cache: &Arc<Mutex<Cache>>,
     wake: &Arc<Wake>,
-    health: &Arc<Health>,
+    health: &Arc<SchedulerHealth>,
     fence: &Arc<crate::k8s::write::fence::Fence>,
 ) {
     let metrics = options.metrics.clone();

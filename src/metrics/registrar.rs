@@ -1,4 +1,4 @@
-//! Registering metrics from their [`Spec`]s: each is made, added to the registry and noted
+//! Registering metrics from their [`MetricSpec`]s: each is made, added to the registry and noted
 //! in the catalog (its name and type) in one call.
 
 use prometheus::{
@@ -8,7 +8,7 @@ use prometheus::{
 
 use super::MetricKind;
 use super::ledger;
-use super::specs::Spec;
+use super::specs::MetricSpec;
 
 /// A registry being filled, with the catalog of what went into it so far.
 #[derive(Default)]
@@ -19,58 +19,63 @@ pub struct Registrar {
 
 impl Registrar {
     /// Notes `spec` in the catalog as `kind` and registers `metric`, handing it back.
-    fn add<M: prometheus::core::Collector + Clone + 'static>(&mut self, spec: &Spec, kind: MetricKind, metric: M) -> M {
+    fn add<M: prometheus::core::Collector + Clone + 'static>(
+        &mut self,
+        spec: &MetricSpec,
+        kind: MetricKind,
+        metric: M,
+    ) -> M {
         self.catalog.push((spec.name.to_string(), kind));
         self.registry.register(Box::new(metric.clone())).expect("unique metric name");
         metric
     }
 
     /// A histogram without labels, with the given bucket bounds.
-    pub fn histogram(&mut self, spec: &Spec, buckets: Vec<f64>) -> Histogram {
+    pub fn histogram(&mut self, spec: &MetricSpec, buckets: Vec<f64>) -> Histogram {
         let h =
             Histogram::with_opts(HistogramOpts::new(spec.name, spec.help).buckets(buckets)).expect("valid histogram");
         self.add(spec, MetricKind::Histogram, h)
     }
 
     /// A histogram with the spec's labels, with the given bucket bounds.
-    pub fn histogram_vec(&mut self, spec: &Spec, buckets: Vec<f64>) -> HistogramVec {
+    pub fn histogram_vec(&mut self, spec: &MetricSpec, buckets: Vec<f64>) -> HistogramVec {
         let opts = HistogramOpts::new(spec.name, spec.help).buckets(buckets);
         let h = HistogramVec::new(opts, spec.labels).expect("valid histogram");
         self.add(spec, MetricKind::Histogram, h)
     }
 
     /// An integer counter without labels.
-    pub fn counter(&mut self, spec: &Spec) -> IntCounter {
+    pub fn counter(&mut self, spec: &MetricSpec) -> IntCounter {
         let c = IntCounter::new(spec.name, spec.help).expect("valid counter");
         self.add(spec, MetricKind::Counter, c)
     }
 
     /// An integer counter with the spec's labels.
-    pub fn counter_vec(&mut self, spec: &Spec) -> IntCounterVec {
+    pub fn counter_vec(&mut self, spec: &MetricSpec) -> IntCounterVec {
         let c = IntCounterVec::new(Opts::new(spec.name, spec.help), spec.labels).expect("valid counter");
         self.add(spec, MetricKind::Counter, c)
     }
 
     /// An integer gauge without labels.
-    pub fn gauge(&mut self, spec: &Spec) -> IntGauge {
+    pub fn gauge(&mut self, spec: &MetricSpec) -> IntGauge {
         let g = IntGauge::new(spec.name, spec.help).expect("valid gauge");
         self.add(spec, MetricKind::Gauge, g)
     }
 
     /// An integer gauge with the spec's labels.
-    pub fn gauge_vec(&mut self, spec: &Spec) -> IntGaugeVec {
+    pub fn gauge_vec(&mut self, spec: &MetricSpec) -> IntGaugeVec {
         let g = IntGaugeVec::new(Opts::new(spec.name, spec.help), spec.labels).expect("valid gauge");
         self.add(spec, MetricKind::Gauge, g)
     }
 
     /// A floating-point gauge without labels.
-    pub fn float_gauge(&mut self, spec: &Spec) -> Gauge {
+    pub fn float_gauge(&mut self, spec: &MetricSpec) -> Gauge {
         let g = Gauge::new(spec.name, spec.help).expect("valid gauge");
         self.add(spec, MetricKind::Gauge, g)
     }
 
     /// A floating-point gauge with the spec's labels.
-    pub fn float_gauge_vec(&mut self, spec: &Spec) -> GaugeVec {
+    pub fn float_gauge_vec(&mut self, spec: &MetricSpec) -> GaugeVec {
         let g = GaugeVec::new(Opts::new(spec.name, spec.help), spec.labels).expect("valid gauge");
         self.add(spec, MetricKind::Gauge, g)
     }

@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use crate::config::{Config, QueueingStrategy, ScoringStrategy};
+use crate::config::{Config, QueueingPolicy, ScoringStrategy};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum Placer {
@@ -12,17 +12,17 @@ pub enum Placer {
     /// Muster with the first domain that fits, rather than the best fit, for comparison.
     MusterFirstFit,
     /// Muster with this queueing policy, whatever the configuration says.
-    Queueing(QueueingStrategy),
+    Queueing(QueueingPolicy),
     PerPodBaseline,
 }
 
 /// The columns of a fleet or trace table: the per-pod baseline, then every queueing policy.
 pub const POLICIES: [Placer; 5] = [
     Placer::PerPodBaseline,
-    Placer::Queueing(QueueingStrategy::StrictFifo),
-    Placer::Queueing(QueueingStrategy::BestEffortFifo),
-    Placer::Queueing(QueueingStrategy::Backfill),
-    Placer::Queueing(QueueingStrategy::TimedBackfill),
+    Placer::Queueing(QueueingPolicy::StrictFifo),
+    Placer::Queueing(QueueingPolicy::BestEffortFifo),
+    Placer::Queueing(QueueingPolicy::Backfill),
+    Placer::Queueing(QueueingPolicy::TimedBackfill),
 ];
 
 impl Placer {
@@ -32,11 +32,9 @@ impl Placer {
             Placer::Muster => muster.clone(),
             Placer::MusterFirstFit => Config { topology_fit: crate::config::TopologyFit::FirstFit, ..muster.clone() },
             Placer::Queueing(queueing) => Config { queueing, ..muster.clone() },
-            Placer::PerPodBaseline => Config {
-                scoring: ScoringStrategy::Spread,
-                queueing: QueueingStrategy::BestEffortFifo,
-                ..muster.clone()
-            },
+            Placer::PerPodBaseline => {
+                Config { scoring: ScoringStrategy::Spread, queueing: QueueingPolicy::BestEffortFifo, ..muster.clone() }
+            }
         }
     }
 
@@ -56,7 +54,7 @@ impl Placer {
     }
 
     /// Its column title; `default` is the configured policy.
-    pub fn title(self, default: QueueingStrategy) -> String {
+    pub fn title(self, default: QueueingPolicy) -> String {
         match self {
             Placer::PerPodBaseline => "per-pod baseline".to_string(),
             Placer::Queueing(q) if q == default => format!("{} (default)", queueing_name(q)),
@@ -82,11 +80,11 @@ pub fn parse_policy(name: &str) -> Result<Placer, String> {
 }
 
 /// A queueing policy as the configuration spells it.
-pub fn queueing_name(queueing: QueueingStrategy) -> &'static str {
+pub fn queueing_name(queueing: QueueingPolicy) -> &'static str {
     match queueing {
-        QueueingStrategy::Backfill => "Backfill",
-        QueueingStrategy::StrictFifo => "StrictFIFO",
-        QueueingStrategy::BestEffortFifo => "BestEffortFIFO",
-        QueueingStrategy::TimedBackfill => "TimedBackfill",
+        QueueingPolicy::Backfill => "Backfill",
+        QueueingPolicy::StrictFifo => "StrictFIFO",
+        QueueingPolicy::BestEffortFifo => "BestEffortFIFO",
+        QueueingPolicy::TimedBackfill => "TimedBackfill",
     }
 }

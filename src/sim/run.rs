@@ -62,7 +62,7 @@ pub struct GangResult {
 /// One queue's figures for one resource key, as Kubernetes quantities.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct QueueFigures {
+pub struct QueueQuantities {
     /// "unlimited" for an imported unlimited quota.
     pub quota: String,
     pub limit: Option<String>,
@@ -78,12 +78,12 @@ pub struct QueueResult {
     /// Why the queue takes no gangs, if it is invalid.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
-    pub resources: std::collections::BTreeMap<String, QueueFigures>,
+    pub resources: std::collections::BTreeMap<String, QueueQuantities>,
 }
 
 /// The simulator's JSON document.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct Report {
+pub struct SimReport {
     pub pods: Vec<PodResult>,
     pub gangs: Vec<GangResult>,
     /// Only when the input has Queue objects.
@@ -100,7 +100,7 @@ pub struct Report {
 
 /// How a simulation runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Options {
+pub struct SimOptions {
     /// The clock, in Unix seconds; None: the newest creationTimestamp or startTime in the
     /// input.
     pub now: Option<i64>,
@@ -108,21 +108,21 @@ pub struct Options {
     pub cycles: usize,
 }
 
-impl Default for Options {
+impl Default for SimOptions {
     fn default() -> Self {
-        Options { now: None, cycles: 100 }
+        SimOptions { now: None, cycles: 100 }
     }
 }
 
 /// Schedules with the default options.
-pub fn run(objects: &mut ClusterObjects, config: &Config) -> Report {
-    run_with(objects, config, &Options::default())
+pub fn run(objects: &mut ClusterObjects, config: &Config) -> SimReport {
+    run_with(objects, config, &SimOptions::default())
 }
 
 /// Schedules cycle after cycle until one changes nothing (no pod placed or evicted), then
 /// reports. Evicted pods are pending again in the next cycle, as their controller would
 /// recreate them, and capacity freed for a gang stays reserved for it between cycles.
-pub fn run_with(objects: &mut ClusterObjects, config: &Config, options: &Options) -> Report {
+pub fn run_with(objects: &mut ClusterObjects, config: &Config, options: &SimOptions) -> SimReport {
     if !config.queues.imports(crate::config::QueueImport::Kai) {
         objects.kai_queues.clear();
         objects.kai_groups.clear();
@@ -331,7 +331,7 @@ fn allocated(
         .flatten()
 }
 
-fn report(objects: &ClusterObjects, config: &Config, last: &CycleOutcome, now: i64, memo: &mut Memo) -> Report {
+fn report(objects: &ClusterObjects, config: &Config, last: &CycleOutcome, now: i64, memo: &mut Memo) -> SimReport {
     let assembled = assemble_view(&objects.view(), &config.scheduler_name, now, memo);
     let waiting: HashMap<_, String> = last.waiting.iter().map(|w| (w.gang.clone(), w.to_string())).collect();
     let claims: HashMap<(String, String), &ResourceClaim> =
@@ -399,7 +399,7 @@ fn report(objects: &ClusterObjects, config: &Config, last: &CycleOutcome, now: i
                 .iter()
                 .map(|&(id, f)| {
                     let amount = |v: i64| quantity(names, id, v);
-                    let figures = QueueFigures {
+                    let figures = QueueQuantities {
                         quota: f.quota.map_or_else(|| "unlimited".to_string(), amount),
                         limit: f.limit.map(amount),
                         fair_share: amount(f.fair_share),
@@ -412,5 +412,5 @@ fn report(objects: &ClusterObjects, config: &Config, last: &CycleOutcome, now: i
         })
         .collect();
     let notes = state.devices.problems.iter().map(|p| format!("quota key on devices: {p}; it counts none")).collect();
-    Report { pods, gangs, queues, evictions: Vec::new(), notes }
+    SimReport { pods, gangs, queues, evictions: Vec::new(), notes }
 }

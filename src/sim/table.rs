@@ -3,12 +3,12 @@
 use std::fmt::Write;
 
 use super::replay::table::{FIGURES, comparison_table};
-use super::run::Report;
+use super::run::SimReport;
 use super::scenarios::{Fleet, TwoJobsOutcome};
-use crate::config::QueueingStrategy;
+use crate::config::QueueingPolicy;
 
 /// One row per pod, then one per PodGroup.
-pub fn report_table(report: &Report) -> String {
+pub fn report_table(report: &SimReport) -> String {
     let mut out = String::new();
     let width = report.pods.iter().map(|p| p.namespace.len() + p.name.len() + 1).max().unwrap_or(3).max(3);
     let _ = writeln!(out, "{:<width$}  {:<20}  REASON", "POD", "NODE");
@@ -78,7 +78,7 @@ fn job_cell(outcome: &TwoJobsOutcome, job: &str) -> String {
     }
 }
 
-pub fn builtin_table(two: &[TwoJobsOutcome; 2], fleets: &[Fleet], default: QueueingStrategy) -> String {
+pub fn builtin_table(two: &[TwoJobsOutcome; 2], fleets: &[Fleet], default: QueueingPolicy) -> String {
     let mut out = String::new();
     let row = |out: &mut String, label: &str, a: &str, b: &str| {
         let _ = writeln!(out, "  {label:<26} {a:<36} {b}");
@@ -109,7 +109,7 @@ pub fn builtin_table(two: &[TwoJobsOutcome; 2], fleets: &[Fleet], default: Queue
 }
 
 /// One fleet's table: a column per policy.
-fn fleet_table(out: &mut String, fleet: &Fleet, default: QueueingStrategy) {
+fn fleet_table(out: &mut String, fleet: &Fleet, default: QueueingPolicy) {
     let shape = &fleet.shape;
     let _ = writeln!(
         out,

@@ -174,7 +174,11 @@ mod tests {
         }
     }
 
-    fn changed(tracker: &mut Tracker, objects: &ClusterObjects, since: crate::convert::journal::Mark) -> Vec<String> {
+    fn changed(
+        tracker: &mut Tracker,
+        objects: &ClusterObjects,
+        since: crate::convert::journal::JournalMark,
+    ) -> Vec<String> {
         let view = tracker.view(objects);
         let versions = view.versions.as_ref().unwrap();
         versions.pods.since(since).unwrap().map(|k| k.1.clone()).collect()

@@ -3,7 +3,7 @@
 //! capacity, one whose deadline ends later waits and is told why.
 
 use k8s_openapi::api::core::v1::Pod;
-use muster::config::QueueingStrategy;
+use muster::config::QueueingPolicy;
 
 use crate::support::builders;
 use crate::support::cluster::TEST_LABEL;
@@ -46,7 +46,7 @@ async fn a_gang_holds_a_reservation_a_short_pod_starts_in_it_and_a_long_one_wait
         cluster.create(&api, &pod).await;
     }
     let mut config = scheduler::config(&cluster);
-    config.queueing = QueueingStrategy::TimedBackfill;
+    config.queueing = QueueingPolicy::TimedBackfill;
     config.reserve_after_seconds = 0;
     let _scheduler = scheduler::start(&cluster, config, None);
     wait_for_pods(&cluster, 30, "the gang to be told it holds a reservation", |pods| {

@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::api::{Api, PostParams};
 use muster::engine::model::{GangKey, PodKey};
-use muster::k8s::observe::health::Health;
+use muster::k8s::observe::health::SchedulerHealth;
 use muster::k8s::scheduler::{Options, health_for};
 use muster::k8s::write::bind::{BindHook, HookAction};
 use muster::metrics::Metrics;
@@ -134,7 +134,7 @@ async fn get(port: u16, path: &str) -> String {
 }
 
 /// Serves `health` as `/healthz` and `/readyz` on a free port, as the process does.
-async fn serve_probes(metrics: &Metrics, health: Arc<Health>) -> (u16, tokio::task::JoinHandle<()>) {
+async fn serve_probes(metrics: &Metrics, health: Arc<SchedulerHealth>) -> (u16, tokio::task::JoinHandle<()>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let port = listener.local_addr().expect("address").port();
     let registry = metrics.registry.clone();

@@ -174,7 +174,7 @@ async fn a_disruption_budget_refusing_every_eviction_of_a_half_bound_gang_ends_w
     wait_for_pods(&cluster, 30, "pair-0 running", |p| p.iter().any(|p| phase(p) == "Running")).await;
 
     let mut config = scheduler::config(&cluster);
-    config.eviction = muster::config::Eviction { max_refusals: 2, retry_initial_seconds: 1, retry_max_seconds: 2 };
+    config.eviction = muster::config::EvictionRetry { max_refusals: 2, retry_initial_seconds: 1, retry_max_seconds: 2 };
     let metrics = Arc::new(Metrics::new());
     let options = Options { metrics: metrics.clone(), ..Default::default() };
     let _muster = scheduler::start_with(&cluster, config, options);

@@ -124,13 +124,13 @@ async fn a_gang_that_requires_a_block_and_prefers_a_rack_spans_the_fewest_racks_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kueue_topology_object_makes_a_rack_name_repeated_in_two_blocks_two_racks() {
-    use muster::api::topology::{KueueTopologySpec, Topology, TopologyLevel};
+    use muster::api::topology::{KueueTopologySpec, Topology, TopologyObjectLevel};
     let cluster = TestCluster::new("tas-topology").await;
     scheduler::install_crds(&cluster).await;
     scheduler::install_topology_crds(&cluster).await;
     // Label keys of this test's own, so the object describes only its nodes.
     let (block, rack) = (format!("{}.e2e.muster.dev/block", cluster.id), format!("{}.e2e.muster.dev/rack", cluster.id));
-    let levels = [&block, &rack].map(|l| TopologyLevel { node_label: l.to_string() }).to_vec();
+    let levels = [&block, &rack].map(|l| TopologyObjectLevel { node_label: l.to_string() }).to_vec();
     let topology = Topology::new(&cluster.name("default"), KueueTopologySpec { levels });
     cluster.create(&cluster.cluster_api::<Topology>(), &topology).await;
     // Two blocks of racks r1 and r2; 4 GPUs free in r1 of each block, none in r2.

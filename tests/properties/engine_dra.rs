@@ -9,7 +9,7 @@ use std::collections::{HashMap, HashSet};
 
 use muster::config::Config;
 use muster::sim::load::load_str;
-use muster::sim::run::{Options, run_with};
+use muster::sim::run::{SimOptions, run_with};
 use proptest::prelude::*;
 
 const DRIVER: &str = "gpu.example.com";
@@ -148,7 +148,7 @@ proptest! {
     fn no_device_is_given_twice_and_gangs_stay_whole(cluster in cluster()) {
         let text = yaml(&cluster);
         let mut loaded = load_str(&text, "generated.yaml").map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
-        let report = run_with(&mut loaded.objects, &Config::default(), &Options { now: None, cycles: 5 });
+        let report = run_with(&mut loaded.objects, &Config::default(), &SimOptions { now: None, cycles: 5 });
         let mut given: HashSet<(String, String)> = HashSet::new();
         let mut cpus: HashMap<String, i64> = HashMap::new();
         let mut placed: HashMap<String, usize> = HashMap::new();

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use muster::config::{Config, QueueImport, Queues};
 use muster::quantity::Quantity;
 use muster::sim::load::{Error, load_str};
-use muster::sim::run::{Options, run_with};
+use muster::sim::run::{SimOptions, run_with};
 use proptest::prelude::*;
 use yaml_serde::Value;
 
@@ -246,7 +246,7 @@ fn check(text: &str, import_queues: bool) -> Result<(), TestCaseError> {
             if import_queues {
                 config.queues = Queues { import: vec![QueueImport::Kai, QueueImport::Kueue] };
             }
-            run_with(&mut cluster.objects, &config, &Options { now: None, cycles: 3 });
+            run_with(&mut cluster.objects, &config, &SimOptions { now: None, cycles: 3 });
         }
     }
     Ok(())

@@ -1,6 +1,6 @@
 //! The configuration file: defaults, the committed default file, and clear errors.
 
-use muster::config::{Config, QueueingStrategy};
+use muster::config::{Config, QueueingPolicy};
 
 #[test]
 fn the_committed_default_file_is_the_built_in_default() {
@@ -11,7 +11,7 @@ fn the_committed_default_file_is_the_built_in_default() {
 #[test]
 fn fields_left_out_take_their_defaults() {
     let config = Config::parse("queueing: StrictFIFO\n", "test.yaml").unwrap();
-    assert_eq!(config.queueing, QueueingStrategy::StrictFifo);
+    assert_eq!(config.queueing, QueueingPolicy::StrictFifo);
     assert_eq!(config.scheduler_name, "muster");
 }
 

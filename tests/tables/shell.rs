@@ -9,7 +9,7 @@ use muster::config::Config;
 use muster::convert::assemble::{ClusterObjects, Memo, assemble_view};
 use muster::convert::objects::{gpu_node, pod_group, training_pod};
 use muster::engine::model::{GangKey, GangKind, PodKey};
-use muster::k8s::scheduling::safety::{EvictionReason, SafetyNet};
+use muster::k8s::scheduling::safety::{SafetyEvictionReason, SafetyNet};
 use muster::k8s::store::cache::Cache;
 use muster::k8s::store::watch::apply_event;
 use serde_json::json;
@@ -109,7 +109,7 @@ fn check(
     config: &Config,
     busy: &HashSet<GangKey>,
     now: i64,
-) -> Vec<(EvictionReason, Vec<String>)> {
+) -> Vec<(SafetyEvictionReason, Vec<String>)> {
     let objects = ClusterObjects { pods, muster_groups: vec![pod_group("train", 2, 0)], ..Default::default() };
     let view = objects.view();
     let members = muster::convert::groups::members(&view, &config.scheduler_name);
@@ -128,7 +128,7 @@ fn a_partly_bound_gang_is_evicted_unless_it_is_being_bound() {
     assert!(check(&mut net, pods(), &config, &busy, 10).is_empty(), "a gang being bound is left alone");
     assert_eq!(
         check(&mut net, pods(), &config, &HashSet::new(), 10),
-        [(EvictionReason::BindFailed, vec!["t-0".to_string()])]
+        [(SafetyEvictionReason::BindFailed, vec!["t-0".to_string()])]
     );
 }
 
@@ -145,7 +145,7 @@ fn a_bound_gang_not_ready_in_time_is_evicted_at_its_timeout() {
     assert!(check(&mut net, pods(), &config, &HashSet::new(), 1099).is_empty());
     assert_eq!(net.next_due(), Some(1100), "the loop must wake when the timeout falls due");
     let evicted = check(&mut net, pods(), &config, &HashSet::new(), 1100);
-    assert_eq!(evicted, [(EvictionReason::PodsReadyTimeout, vec!["t-0".to_string(), "t-1".to_string()])]);
+    assert_eq!(evicted, [(SafetyEvictionReason::PodsReadyTimeout, vec!["t-0".to_string(), "t-1".to_string()])]);
 }
 
 #[test]
@@ -166,7 +166,7 @@ fn a_ready_gang_below_its_minimum_is_evicted_after_the_grace_period_but_a_finish
     assert!(check(&mut net, broken(), &config, &HashSet::new(), 20).is_empty(), "within the grace period");
     assert_eq!(
         check(&mut net, broken(), &config, &HashSet::new(), 80),
-        [(EvictionReason::GangBroken, vec!["t-0".to_string()])]
+        [(SafetyEvictionReason::GangBroken, vec!["t-0".to_string()])]
     );
 
     let mut net = SafetyNet::default();
@@ -193,7 +193,7 @@ fn a_gang_that_was_whole_gets_the_grace_period_even_when_its_readiness_was_never
     assert!(check(&mut net, pods(), &config, &HashSet::new(), 10).is_empty());
     assert_eq!(
         check(&mut net, pods(), &config, &HashSet::new(), 70),
-        [(EvictionReason::GangBroken, vec!["t-0".to_string()])]
+        [(SafetyEvictionReason::GangBroken, vec!["t-0".to_string()])]
     );
 }
 
@@ -219,9 +219,9 @@ fn a_new_scheduler_grants_the_grace_period_to_a_gang_whose_podgroup_says_it_was_
     let ready = vec![condition("PodsReady", "1970-01-01T00:00:05Z")];
     assert_eq!(run(ready.clone(), 10), None, "within the grace period");
     // Without it, or with a Ready older than its last eviction: partly bound, evicted now.
-    assert_eq!(run(vec![], 10), Some(EvictionReason::BindFailed));
+    assert_eq!(run(vec![], 10), Some(SafetyEvictionReason::BindFailed));
     let stale = vec![condition("PodsReady", "1970-01-01T00:00:05Z"), condition("Evicted", "1970-01-01T00:00:07Z")];
-    assert_eq!(run(stale, 10), Some(EvictionReason::BindFailed));
+    assert_eq!(run(stale, 10), Some(SafetyEvictionReason::BindFailed));
 }
 
 #[test]
@@ -252,7 +252,7 @@ fn a_ready_gang_that_lost_a_pod_says_so_in_its_status_and_a_later_scheduler_stil
     let mut net = SafetyNet::default();
     assert!(net.check(&view, &specs, &members, &config, &HashSet::new(), 30).is_empty(), "within the grace period");
     let evicted = net.check(&view, &specs, &members, &config, &HashSet::new(), 95);
-    assert_eq!(evicted.iter().map(|e| e.reason).collect::<Vec<_>>(), [EvictionReason::GangBroken]);
+    assert_eq!(evicted.iter().map(|e| e.reason).collect::<Vec<_>>(), [SafetyEvictionReason::GangBroken]);
 }
 
 #[test]
@@ -498,7 +498,7 @@ fn a_gang_past_its_max_run_seconds_is_evicted_whole_and_the_loop_wakes_for_it() 
     assert_eq!(net.next_due(), Some(4600));
     let evicted = at(&mut net, 4600);
     assert_eq!(evicted.len(), 1);
-    assert_eq!((evicted[0].0, evicted[0].1), (EvictionReason::MaxRunExceeded, 2));
+    assert_eq!((evicted[0].0, evicted[0].1), (SafetyEvictionReason::MaxRunExceeded, 2));
     assert_eq!(evicted[0].2, "gang default/train has run 3600s, its maxRunSeconds is 3600; evicting it whole");
 }
 

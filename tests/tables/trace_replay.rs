@@ -298,7 +298,7 @@ fn the_replay_keeps_a_reservation_and_never_splits_a_gang() {
     let best_effort = replay(
         &cluster,
         &jobs,
-        Placer::Queueing(muster::config::QueueingStrategy::BestEffortFifo),
+        Placer::Queueing(muster::config::QueueingPolicy::BestEffortFifo),
         &config,
         8 * 3600,
         None,

@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::Pod;
 
 use super::gang::{Context, GangPart, fold};
 use super::memo::Conversions;
-use crate::convert::journal::{Mark, ObjectKey, Seen};
+use crate::convert::journal::{JournalMark, ObjectKey, Seen};
 use crate::convert::view::{ClusterView, gang_key};
 use crate::convert::{dra, dra::ClaimIndex};
 use crate::convert::{groups, groups::GroupSpec};
@@ -93,8 +93,8 @@ struct PodState {
 /// A snapshot's making, kept for the next.
 pub(super) struct Kept {
     seen: Seen,
-    groups: Vec<Mark>,
-    others: Vec<Mark>,
+    groups: Vec<JournalMark>,
+    others: Vec<JournalMark>,
     pub base: Base,
     pods: HashMap<ObjectKey, PodState>,
     members: HashMap<GangKey, BTreeSet<ObjectKey>>,

@@ -144,8 +144,8 @@ pub fn queue_spec(queue: &Queue, namespaces: &[&Namespace], names: &mut Resource
     if let Some(admission) = &queue.spec.admission {
         spec.stopped = matches!(admission.stop_policy, Some(StopPolicy::Hold | StopPolicy::HoldAndDrain));
         spec.queueing = admission.queueing_strategy.map(|s| match s {
-            queue::QueueingStrategy::StrictFifo => QueueingStrategy::StrictFifo,
-            queue::QueueingStrategy::BestEffortFifo => QueueingStrategy::BestEffortFifo,
+            queue::MusterQueueingStrategy::StrictFifo => QueueingStrategy::StrictFifo,
+            queue::MusterQueueingStrategy::BestEffortFifo => QueueingStrategy::BestEffortFifo,
         });
         if let Some(selector) = &admission.namespace_selector {
             let mut allowed = Vec::new();
@@ -173,7 +173,7 @@ pub fn queue_spec(queue: &Queue, namespaces: &[&Namespace], names: &mut Resource
 }
 
 /// A queue's `preemption` rules; a duration that does not parse is a problem.
-fn preemption(p: &queue::QueuePreemption, problems: &mut Vec<String>) -> QueuePreemption {
+fn preemption(p: &queue::MusterQueuePreemption, problems: &mut Vec<String>) -> QueuePreemption {
     let mut duration = |field: &str, text: &Option<String>| {
         text.as_deref().and_then(|t| match parse_duration(t) {
             Ok(seconds) => Some(seconds),
@@ -185,9 +185,9 @@ fn preemption(p: &queue::QueuePreemption, problems: &mut Vec<String>) -> QueuePr
     };
     let rules = QueuePreemption {
         reclaim: match p.reclaim {
-            Some(queue::ReclaimPolicy::Never) => ReclaimPolicy::Never,
-            Some(queue::ReclaimPolicy::LowerPriority) => ReclaimPolicy::LowerPriority,
-            Some(queue::ReclaimPolicy::Any) | None => ReclaimPolicy::Any,
+            Some(queue::MusterReclaimPolicy::Never) => ReclaimPolicy::Never,
+            Some(queue::MusterReclaimPolicy::LowerPriority) => ReclaimPolicy::LowerPriority,
+            Some(queue::MusterReclaimPolicy::Any) | None => ReclaimPolicy::Any,
         },
         not_reclaimable: p.reclaimable == Some(false),
         within: match p.within_queue {

@@ -26,23 +26,23 @@ struct State {
     last_contact: Option<Instant>,
 }
 
-pub struct Health {
+pub struct SchedulerHealth {
     started: Instant,
     stall: Duration,
     election: bool,
     state: Mutex<State>,
 }
 
-impl Default for Health {
-    fn default() -> Health {
-        Health::new(Duration::from_secs(60), false)
+impl Default for SchedulerHealth {
+    fn default() -> SchedulerHealth {
+        SchedulerHealth::new(Duration::from_secs(60), false)
     }
 }
 
-impl Health {
+impl SchedulerHealth {
     /// Unhealthy after `stall` of owed work (or of no contact, with `election` on).
-    pub fn new(stall: Duration, election: bool) -> Health {
-        Health { started: Instant::now(), stall, election, state: Mutex::new(State::default()) }
+    pub fn new(stall: Duration, election: bool) -> SchedulerHealth {
+        SchedulerHealth { started: Instant::now(), stall, election, state: Mutex::new(State::default()) }
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -134,7 +134,7 @@ impl Health {
     }
 }
 
-impl crate::metrics::Probes for Health {
+impl crate::metrics::Probes for SchedulerHealth {
     fn healthy(&self) -> Result<(), String> {
         self.check_healthy()
     }
@@ -150,7 +150,7 @@ mod tests {
 
     #[test]
     fn owed_work_past_the_stall_time_is_unhealthy_and_a_cycle_clears_it() {
-        let health = Health::new(Duration::from_millis(20), false);
+        let health = SchedulerHealth::new(Duration::from_millis(20), false);
         health.work();
         std::thread::sleep(Duration::from_millis(30));
         assert!(health.check_healthy().is_ok(), "a replica that does not lead owes no cycle");
@@ -166,7 +166,7 @@ mod tests {
 
     #[test]
     fn readiness_needs_filled_caches_and_says_what_keeps_them_empty() {
-        let health = Health::new(Duration::from_secs(10), true);
+        let health = SchedulerHealth::new(Duration::from_secs(10), true);
         health.sync_problem("listing ResourceSlices is forbidden".into());
         assert_eq!(health.check_ready().unwrap_err(), "caches not filled: listing ResourceSlices is forbidden");
         health.synced();
@@ -177,7 +177,7 @@ mod tests {
 
     #[test]
     fn a_replica_cut_off_from_the_api_server_is_unhealthy() {
-        let health = Health::new(Duration::from_millis(20), true);
+        let health = SchedulerHealth::new(Duration::from_millis(20), true);
         health.contact();
         assert!(health.check_healthy().is_ok());
         std::thread::sleep(Duration::from_millis(30));

@@ -14,15 +14,15 @@ struct Entry {
     failures: u32,
 }
 
-pub struct Backoff {
+pub struct GangBackoff {
     initial: Duration,
     max: Duration,
     gangs: HashMap<GangKey, Entry>,
 }
 
-impl Backoff {
-    pub fn new(config: &crate::config::Backoff) -> Backoff {
-        Backoff {
+impl GangBackoff {
+    pub fn new(config: &crate::config::Backoff) -> GangBackoff {
+        GangBackoff {
             initial: Duration::from_secs(config.initial_seconds),
             max: Duration::from_secs(config.max_seconds),
             gangs: HashMap::new(),
@@ -75,7 +75,7 @@ mod tests {
 
     #[test]
     fn the_wait_doubles_per_failure_up_to_the_maximum_and_resets_on_success() {
-        let mut backoff = Backoff::new(&crate::config::Backoff { initial_seconds: 1, max_seconds: 10 });
+        let mut backoff = GangBackoff::new(&crate::config::Backoff { initial_seconds: 1, max_seconds: 10 });
         let now = Instant::now();
         let waits: Vec<u64> = (0..6).map(|_| backoff.fail(&gang(), now).as_secs()).collect();
         assert_eq!(waits, [1, 2, 4, 8, 10, 10]);
@@ -89,7 +89,7 @@ mod tests {
 
     #[test]
     fn a_gone_gang_is_forgotten_once_its_wait_is_over() {
-        let mut backoff = Backoff::new(&crate::config::Backoff { initial_seconds: 1, max_seconds: 10 });
+        let mut backoff = GangBackoff::new(&crate::config::Backoff { initial_seconds: 1, max_seconds: 10 });
         let now = Instant::now();
         backoff.fail(&gang(), now);
         backoff.retain(now, |_| false);

@@ -11,7 +11,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use super::{CycleReport, DEBOUNCE, HOUSEKEEPING_EVERY, Scheduler, decide, housekeeping, unix_now};
-use crate::config::QueueingStrategy;
+use crate::config::QueueingPolicy;
 use crate::convert::assemble::{Assembled, assemble_view};
 use crate::engine::drive::Driver;
 use crate::engine::model::{Gang, GangKey, PodKey, Snapshot};
@@ -252,7 +252,7 @@ impl Scheduler {
                     writes.push(Write::Unschedulable { pod: Self::pod_ref(cache, &pod.key), message: message.clone() });
                 }
                 let reserve_after =
-                    matches!(self.config.queueing, QueueingStrategy::Backfill | QueueingStrategy::TimedBackfill)
+                    matches!(self.config.queueing, QueueingPolicy::Backfill | QueueingPolicy::TimedBackfill)
                         .then_some(self.cycle_config.reserve_after_seconds);
                 let due = match &parked {
                     Some((_, due)) => *due,

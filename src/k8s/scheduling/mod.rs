@@ -32,8 +32,8 @@ use crate::convert::assemble::Memo;
 use crate::engine::CycleConfig;
 use crate::engine::drive::Engine;
 use crate::engine::model::{GangKey, PodKey};
-use crate::k8s::observe::health::Health;
-use crate::k8s::scheduling::backoff::Backoff;
+use crate::k8s::observe::health::SchedulerHealth;
+use crate::k8s::scheduling::backoff::GangBackoff;
 use crate::k8s::scheduling::claim_release::ReleaseTracker;
 use crate::k8s::scheduling::safety::SafetyNet;
 use crate::k8s::store::cache::Cache;
@@ -71,7 +71,7 @@ pub struct Scheduler {
     cycle_config: CycleConfig,
     cache: Arc<Mutex<Cache>>,
     metrics: Arc<Metrics>,
-    health: Arc<Health>,
+    health: Arc<SchedulerHealth>,
     writer: Writer,
     binder: Arc<dyn Bind>,
     /// Binding tasks, and the binding each runs, so a task that dies still reports.
@@ -82,9 +82,9 @@ pub struct Scheduler {
     /// suspended requests, and a slot passes to the next gang the moment one ends.
     bind_slots: Arc<tokio::sync::Semaphore>,
     in_flight: HashSet<GangKey>,
-    backoff: Backoff,
+    backoff: GangBackoff,
     /// Gangs that did not fit, not searched for again until a change could help them.
-    pool: pool::Pool,
+    pool: pool::UnschedulablePool,
     safety: SafetyNet,
     releases: ReleaseTracker,
     /// Gangs whose eviction was sent, and when: left alone until the watch shows it.
@@ -133,7 +133,7 @@ impl Scheduler {
         config: Config,
         cache: Arc<Mutex<Cache>>,
         metrics: Arc<Metrics>,
-        health: Arc<Health>,
+        health: Arc<SchedulerHealth>,
         writer: Writer,
         binder: Arc<dyn Bind>,
     ) -> Scheduler {
@@ -141,8 +141,8 @@ impl Scheduler {
         Scheduler {
             cycle_config,
             bind_slots: Arc::new(tokio::sync::Semaphore::new(config.client_connection.bind_in_flight())),
-            backoff: Backoff::new(&config.backoff),
-            pool: pool::Pool::new(Duration::from_secs(config.retry_unschedulable_seconds)),
+            backoff: GangBackoff::new(&config.backoff),
+            pool: pool::UnschedulablePool::new(Duration::from_secs(config.retry_unschedulable_seconds)),
             memo: Memo::new(&config),
             config,
             cache,

@@ -22,14 +22,14 @@ struct Entry {
     due: Option<i64>,
 }
 
-pub struct Pool {
+pub struct UnschedulablePool {
     flush: Duration,
     entries: HashMap<GangKey, Entry>,
 }
 
-impl Pool {
-    pub fn new(flush: Duration) -> Pool {
-        Pool { flush, entries: HashMap::new() }
+impl UnschedulablePool {
+    pub fn new(flush: Duration) -> UnschedulablePool {
+        UnschedulablePool { flush, entries: HashMap::new() }
     }
 
     /// Before a cycle: lets go of every gang a change since it was parked could help
@@ -115,7 +115,7 @@ mod tests {
 
     #[test]
     fn a_gang_that_did_not_fit_is_parked_until_a_change_could_help_it() {
-        let mut pool = Pool::new(Duration::from_secs(60));
+        let mut pool = UnschedulablePool::new(Duration::from_secs(60));
         let now = Instant::now();
         let mut gangs = gangs();
         let a = gangs[0].key.clone();

@@ -24,30 +24,30 @@ use crate::convert::groups::GroupSpec;
 use crate::engine::model::{GangKey, GangKind, PodKey};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum EvictionReason {
+pub enum SafetyEvictionReason {
     BindFailed,
     PodsReadyTimeout,
     GangBroken,
     MaxRunExceeded,
 }
 
-impl EvictionReason {
+impl SafetyEvictionReason {
     pub fn as_str(self) -> &'static str {
         match self {
-            EvictionReason::BindFailed => "BindFailed",
-            EvictionReason::PodsReadyTimeout => "PodsReadyTimeout",
-            EvictionReason::GangBroken => "GangBroken",
-            EvictionReason::MaxRunExceeded => "MaxRunExceeded",
+            SafetyEvictionReason::BindFailed => "BindFailed",
+            SafetyEvictionReason::PodsReadyTimeout => "PodsReadyTimeout",
+            SafetyEvictionReason::GangBroken => "GangBroken",
+            SafetyEvictionReason::MaxRunExceeded => "MaxRunExceeded",
         }
     }
 }
 
 /// A gang to evict whole.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Eviction {
+pub struct SafetyEviction {
     pub gang: GangKey,
     pub pods: Vec<PodKey>,
-    pub reason: EvictionReason,
+    pub reason: SafetyEvictionReason,
     pub message: String,
 }
 
@@ -102,7 +102,7 @@ impl SafetyNet {
         config: &Config,
         busy: &HashSet<GangKey>,
         now: i64,
-    ) -> Vec<Eviction> {
+    ) -> Vec<SafetyEviction> {
         let rules = group_rules(groups, config);
         let gangs = count_pods(objects, &rules, members, now);
         self.ready.retain(|k| gangs.contains_key(k));
@@ -149,16 +149,17 @@ impl SafetyNet {
         grace: i64,
         now: i64,
         due: &mut Option<i64>,
-    ) -> Option<Eviction> {
+    ) -> Option<SafetyEviction> {
         let mut note_due = |at: i64| *due = Some(due.map_or(at, |d| d.min(at)));
         let min = rule.min_member;
         let alive = pods.live.len() + pods.succeeded;
-        let evict = |reason, message: String| Eviction { gang: gang.clone(), pods: pods.live.clone(), reason, message };
+        let evict =
+            |reason, message: String| SafetyEviction { gang: gang.clone(), pods: pods.live.clone(), reason, message };
         if let (Some(max), Some(started)) = (rule.max_run, pods.started_at) {
             note_due(started.saturating_add(max));
             if now - started >= max {
                 return Some(evict(
-                    EvictionReason::MaxRunExceeded,
+                    SafetyEvictionReason::MaxRunExceeded,
                     format!("{gang} has run {}s, its maxRunSeconds is {max}; evicting it whole", now - started),
                 ));
             }
@@ -171,7 +172,7 @@ impl SafetyNet {
             note_due(pods.bound_at + rule.pods_ready_timeout);
             if now - pods.bound_at >= rule.pods_ready_timeout {
                 return Some(evict(
-                    EvictionReason::PodsReadyTimeout,
+                    SafetyEvictionReason::PodsReadyTimeout,
                     format!(
                         "{gang}: only {} of {min} pods Ready {}s after binding (podsReadyTimeoutSeconds {}); evicting it whole",
                         pods.ready + pods.succeeded,
@@ -192,7 +193,7 @@ impl SafetyNet {
             || pods.live.len() + pods.succeeded + pods.failed >= min;
         if !was_whole {
             return Some(evict(
-                EvictionReason::BindFailed,
+                SafetyEvictionReason::BindFailed,
                 format!(
                     "{gang} is partly bound ({} of {min} pods) and the rest cannot be placed now; evicting it whole so it is placed together",
                     pods.live.len()
@@ -203,7 +204,7 @@ impl SafetyNet {
         note_due(since + grace);
         (now - since >= grace).then(|| {
             evict(
-                EvictionReason::GangBroken,
+                SafetyEvictionReason::GangBroken,
                 format!(
                     "{gang} fell below its minMember: {alive} of {min} pods alive for {}s; evicting it whole so it restarts together",
                     now - since

@@ -84,8 +84,14 @@ fn harness(answers: Vec<Answer>) -> Harness {
     writer.set_leading(true);
     let config = Config { backoff: crate::config::Backoff { initial_seconds: 1, max_seconds: 4 }, ..Config::default() };
     let binder = Arc::new(FakeBinder { answers, calls: AtomicUsize::new(0) });
-    let scheduler =
-        Scheduler::new(config, cache.clone(), metrics.clone(), Arc::new(Health::default()), writer.clone(), binder);
+    let scheduler = Scheduler::new(
+        config,
+        cache.clone(),
+        metrics.clone(),
+        Arc::new(SchedulerHealth::default()),
+        writer.clone(),
+        binder,
+    );
     Harness { scheduler, cache, record, writer, metrics }
 }
 

@@ -29,7 +29,7 @@ use crate::api::queue::Queue as MusterQueue;
 use crate::api::topology::{Topology as KueueTopology, kai::Topology as KaiTopology};
 use crate::convert::assemble::ClusterView;
 use crate::convert::dra::EXTENDED_CLAIM_ANNOTATION;
-use crate::convert::journal::{Journal, Mark, ObjectKey, Seen};
+use crate::convert::journal::{Journal, JournalMark, ObjectKey, Seen};
 use crate::convert::view::Versions;
 use crate::convert::workloads::owners::PodOwners;
 use crate::convert::workloads::{Workload, WorkloadKind};
@@ -282,7 +282,7 @@ impl Cache {
     }
 
     /// PodGroups of every kind, and the workloads gangs are made from.
-    fn group_marks(&self) -> Vec<Mark> {
+    fn group_marks(&self) -> Vec<JournalMark> {
         [&self.kubernetes_groups.journal, &self.muster_groups.journal, &self.plugin_groups.journal]
             .into_iter()
             .chain([&self.kai_groups.journal, &self.workloads.journal])
@@ -292,7 +292,7 @@ impl Cache {
 
     /// Every store but pods, nodes and PodGroups, with the claims' assumptions and whether
     /// Kueue is imported.
-    fn other_marks(&self) -> Vec<Mark> {
+    fn other_marks(&self) -> Vec<JournalMark> {
         let stores = [
             self.priority_classes.journal.mark(),
             self.resource_slices.journal.mark(),
@@ -342,8 +342,8 @@ pub struct Shared {
     /// What changed in pods and nodes since the reader's mark, and the other stores' marks.
     pods_journal: Journal,
     nodes_journal: Journal,
-    groups: Vec<Mark>,
-    others: Vec<Mark>,
+    groups: Vec<JournalMark>,
+    others: Vec<JournalMark>,
 }
 
 impl Cache {

@@ -30,7 +30,7 @@ use crate::api::topology::{
 };
 use crate::convert::workloads::{Workload, WorkloadKind};
 use crate::engine::model::GangKind;
-use crate::k8s::observe::health::Health;
+use crate::k8s::observe::health::SchedulerHealth;
 
 /// How a kind of object is kept in the cache.
 pub trait Cached: Resource + Clone + Debug + PartialEq + DeserializeOwned + Send + Sync + 'static {
@@ -284,11 +284,11 @@ pub fn apply_event<K: Cached>(cache: &mut Cache, event: Event<K>) -> bool {
 /// stops answering is noticed by whoever wakes it.
 pub struct Wake {
     notify: Notify,
-    health: Arc<Health>,
+    health: Arc<SchedulerHealth>,
 }
 
 impl Wake {
-    pub fn new(health: Arc<Health>) -> Wake {
+    pub fn new(health: Arc<SchedulerHealth>) -> Wake {
         Wake { notify: Notify::new(), health }
     }
 

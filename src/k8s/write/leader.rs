@@ -173,7 +173,7 @@ impl Elector {
 /// server, and until when its writes are safe.
 pub struct Election {
     pub leading: watch::Sender<bool>,
-    pub health: std::sync::Arc<crate::k8s::observe::health::Health>,
+    pub health: std::sync::Arc<crate::k8s::observe::health::SchedulerHealth>,
     pub fence: std::sync::Arc<super::fence::Fence>,
 }
 

@@ -18,7 +18,7 @@ pub struct RefusalPolicy {
 }
 
 impl RefusalPolicy {
-    pub fn from_config(config: &crate::config::Eviction) -> RefusalPolicy {
+    pub fn from_config(config: &crate::config::EvictionRetry) -> RefusalPolicy {
         RefusalPolicy {
             max_refusals: config.max_refusals.max(1),
             first_delay: Duration::from_secs(config.retry_initial_seconds),
@@ -35,7 +35,7 @@ impl RefusalPolicy {
 
 impl Default for RefusalPolicy {
     fn default() -> Self {
-        RefusalPolicy::from_config(&crate::config::Eviction::default())
+        RefusalPolicy::from_config(&crate::config::EvictionRetry::default())
     }
 }
 

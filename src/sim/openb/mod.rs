@@ -27,7 +27,7 @@ pub struct OpenbOptions {
 /// 100% and 130% of capacity, and the fragmentation ratio at 90%, seed means.
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Figures {
+pub struct PolicyFigures {
     pub policy: String,
     pub allocated_at_100: f64,
     pub allocated_at_130: f64,
@@ -53,10 +53,10 @@ pub struct OpenbReport {
     pub workload: String,
     pub nodes: usize,
     pub gpus: u64,
-    pub muster: Figures,
+    pub muster: PolicyFigures,
     pub per_seed: Vec<SeedFigures>,
     /// The paper's simulator's results for the same workload, when they are beside the trace.
-    pub published: Vec<Figures>,
+    pub published: Vec<PolicyFigures>,
 }
 
 /// The mean allocation (percent of GPUs) over arrival events whose arrived request rounds to
@@ -116,7 +116,7 @@ pub fn replay(options: &OpenbOptions, config: &Config) -> Result<OpenbReport, St
             skipped: r.skipped,
         })
         .collect();
-    let muster = Figures {
+    let muster = PolicyFigures {
         policy: "Muster".into(),
         allocated_at_100: mean(per_seed.iter().map(|s| s.allocated_at_100)).unwrap_or(0.0),
         allocated_at_130: mean(per_seed.iter().map(|s| s.allocated_at_130)).unwrap_or(0.0),
@@ -139,7 +139,7 @@ pub fn replay(options: &OpenbOptions, config: &Config) -> Result<OpenbReport, St
 
 /// Seed means per policy from the published analysis files (`analysis_allo_discrete.csv`,
 /// `analysis_frag_ratio_discrete.csv`), for `workload` at the 130% tuning.
-fn published(folder: &Path, workload: &str) -> Result<Vec<Figures>, String> {
+fn published(folder: &Path, workload: &str) -> Result<Vec<PolicyFigures>, String> {
     let name = format!("openb_pod_list_{workload}");
     let read = |file: &str, columns: &[&str]| -> Result<Vec<(String, Vec<f64>)>, String> {
         let path = folder.join(file);
@@ -173,7 +173,7 @@ fn published(folder: &Path, workload: &str) -> Result<Vec<Figures>, String> {
         .map(|policy| {
             let rows: Vec<&Vec<f64>> = allocated.iter().filter(|(p, _)| *p == policy).map(|(_, v)| v).collect();
             let column = |i: usize| mean(rows.iter().filter_map(|v| v.get(i).copied())).unwrap_or(f64::NAN);
-            Figures {
+            PolicyFigures {
                 allocated_at_100: column(0),
                 allocated_at_130: column(1),
                 fragmentation_at_90: mean(
@@ -204,14 +204,14 @@ pub fn table(report: &OpenbReport) -> String {
         "{:<28} {:>16} {:>16} {:>22}",
         "policy", "allocated @100%", "allocated @130%", "fragmentation @90%"
     );
-    let row = |out: &mut String, f: &Figures| {
+    let row = |out: &mut String, f: &PolicyFigures| {
         let frag = f.fragmentation_at_90.map_or("-".to_string(), |v| format!("{v:.2}%"));
         let _ =
             writeln!(out, "{:<28} {:>15.2}% {:>15.2}% {:>22}", f.policy, f.allocated_at_100, f.allocated_at_130, frag);
     };
     row(&mut out, &report.muster);
     for f in &report.published {
-        row(&mut out, &Figures { policy: format!("published: {}", f.policy), ..f.clone() });
+        row(&mut out, &PolicyFigures { policy: format!("published: {}", f.policy), ..f.clone() });
     }
     let _ = writeln!(out);
     for s in &report.per_seed {

@@ -7,10 +7,10 @@ use std::fmt::Write;
 use super::Comparison;
 use super::report::size_class;
 use super::trace::TraceJob;
-use crate::config::QueueingStrategy;
+use crate::config::QueueingPolicy;
 use crate::html::{PAGE_STYLE, axes, colour, escape, legend, polyline, x_at, y_at};
 
-pub fn page(comparison: &Comparison, jobs: &[TraceJob], source: &str, default: QueueingStrategy) -> String {
+pub fn page(comparison: &Comparison, jobs: &[TraceJob], source: &str, default: QueueingPolicy) -> String {
     let mut out = String::new();
     let titles: Vec<String> = comparison.outcomes.iter().map(|o| o.placer.title(default)).collect();
     let _ = write!(
@@ -49,7 +49,7 @@ pub fn page(comparison: &Comparison, jobs: &[TraceJob], source: &str, default: Q
 }
 
 /// The figures as an HTML table, then the notes.
-fn figures_table(comparison: &Comparison, default: QueueingStrategy) -> String {
+fn figures_table(comparison: &Comparison, default: QueueingPolicy) -> String {
     let mut out = String::from("<table>\n");
     for (i, (label, cells)) in super::table::comparison_rows(comparison, default).iter().enumerate() {
         let tag = if i == 0 { "th" } else { "td" };

@@ -53,7 +53,7 @@ pub struct Comparison {
     pub notes: Vec<String>,
 }
 
-const TIMED: Placer = Placer::Queueing(crate::config::QueueingStrategy::TimedBackfill);
+const TIMED: Placer = Placer::Queueing(crate::config::QueueingPolicy::TimedBackfill);
 
 /// The default horizon: the last submission plus the longest runtime.
 pub fn default_horizon(jobs: &[TraceJob]) -> i64 {

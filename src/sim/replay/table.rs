@@ -5,11 +5,11 @@ use std::fmt::Write;
 
 use super::Comparison;
 use super::report::Outcome;
-use crate::config::QueueingStrategy;
+use crate::config::QueueingPolicy;
 
 /// A replay's figures: a row per figure (its label, then a cell per policy), the titles
 /// first with an empty label.
-pub fn comparison_rows(comparison: &Comparison, default: QueueingStrategy) -> Vec<(String, Vec<String>)> {
+pub fn comparison_rows(comparison: &Comparison, default: QueueingPolicy) -> Vec<(String, Vec<String>)> {
     let results = &comparison.outcomes;
     let mut rows: Vec<(String, Vec<String>)> = Vec::new();
     let mut row =
@@ -50,7 +50,7 @@ pub fn comparison_rows(comparison: &Comparison, default: QueueingStrategy) -> Ve
 }
 
 /// A replay's table: a row per figure, a column per policy, then the notes.
-pub fn comparison_table(out: &mut String, comparison: &Comparison, default: QueueingStrategy) {
+pub fn comparison_table(out: &mut String, comparison: &Comparison, default: QueueingPolicy) {
     let rows = comparison_rows(comparison, default);
     let width = rows.iter().flat_map(|(_, cells)| cells.iter().map(String::len)).max().unwrap_or(0).max(16) + 2;
     for (label, cells) in &rows {
@@ -66,7 +66,7 @@ pub fn comparison_table(out: &mut String, comparison: &Comparison, default: Queu
 }
 
 /// A trace's replay as a table, with what it was replayed on.
-pub fn trace_table(comparison: &Comparison, source: &str, default: QueueingStrategy) -> String {
+pub fn trace_table(comparison: &Comparison, source: &str, default: QueueingPolicy) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
