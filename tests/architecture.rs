@@ -319,6 +319,26 @@ fn no_function_over_120_lines() {
     );
 }
 
+/// One name per concept: no two public types in `src/` share a name, except each module's
+/// own `Error` and `Result` (STYLE.md).
+#[test]
+fn no_two_public_types_share_a_name() {
+    let crate_ = Crate::read();
+    let mut by_name: std::collections::BTreeMap<&str, Vec<&str>> = std::collections::BTreeMap::new();
+    for file in &crate_.files {
+        for name in &file.types {
+            by_name.entry(name.as_str()).or_default().push(file.path.as_str());
+        }
+    }
+    assert!(by_name.len() > 300, "public types went unseen");
+    let shared: Vec<String> = by_name
+        .iter()
+        .filter(|(name, files)| files.len() > 1 && !matches!(**name, "Error" | "Result"))
+        .map(|(name, files)| format!("`{name}` in {}", files.join(", ")))
+        .collect();
+    assert!(shared.is_empty(), "public types that share a name; name each for what it is:\n{}", shared.join("\n"));
+}
+
 /// Files over [`MAX_LINES`], as (file, offence in words).
 fn long_files(crate_: &Crate) -> Vec<(String, String)> {
     crate_

@@ -41,6 +41,8 @@ pub struct SourceFile {
     pub lines: usize,
     /// Its functions with a body: (name, first line, lines).
     pub functions: Vec<(String, usize, usize)>,
+    /// The public types it declares.
+    pub types: Vec<String>,
     pub imports: Vec<Import>,
     /// Paths into other crates, as written (`tokio::spawn`, `std::time::Instant`): every use
     /// tree and inline path whose first segment is no module of this crate.
@@ -77,14 +79,14 @@ impl Crate {
                 module.pop();
             }
             let found = paths_in(&module, &text);
-            parsed.push((path, module, text.lines().count(), functions(&text), found));
+            parsed.push((path, module, text.lines().count(), functions(&text), public_types(&text), found));
         }
         let by_module: HashMap<Vec<String>, usize> =
             parsed.iter().enumerate().map(|(i, (_, module, ..))| (module.clone(), i)).collect();
         let is_module = |m: &[String]| by_module.contains_key(m);
         let files = parsed
             .into_iter()
-            .map(|(path, module, lines, functions, found)| SourceFile {
+            .map(|(path, module, lines, functions, types, found)| SourceFile {
                 external: found
                     .imports
                     .iter()
@@ -104,6 +106,7 @@ impl Crate {
                 module,
                 lines,
                 functions,
+                types,
                 imports: found
                     .imports
                     .into_iter()
@@ -496,6 +499,22 @@ fn tokenize_at(text: &str) -> (Vec<Token>, Vec<usize>) {
         }
     }
     (tokens, starts)
+}
+
+/// The public types `text` declares (`pub struct`, `pub enum`, `pub type`, `pub trait`),
+/// by name.
+pub fn public_types(text: &str) -> Vec<String> {
+    let tokens = tokenize(text);
+    let mut found = Vec::new();
+    for window in tokens.windows(3) {
+        if let [Token::Ident(public), Token::Ident(keyword), Token::Ident(name)] = window
+            && public == "pub"
+            && matches!(keyword.as_str(), "struct" | "enum" | "type" | "trait")
+        {
+            found.push(name.clone());
+        }
+    }
+    found
 }
 
 /// Every function with a body in `text`, as (name, its first line, its lines from `fn` to
