@@ -21,7 +21,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use crate::api::kueue::{ClusterQueue, Cohort, FairSharing, ResourceGroup, cluster_queue_name, cohort_name};
 use crate::convert::groups::created;
 use crate::convert::quantity;
-use crate::convert::queues::{amount, selects};
+use crate::convert::queues::{amount, selected_namespaces};
 use crate::engine::queues::{QueuePreemption, QueueSpec, QueueingStrategy, ReclaimPolicy, ResourceRule, WithinQueue};
 use crate::engine::resources::ResourceNames;
 
@@ -227,18 +227,7 @@ fn admitted_namespaces(cq: &ClusterQueue, namespaces: &[&Namespace], spec: &mut 
             spec.namespaces = Some(Vec::new());
         }
         Some(selector) => {
-            let mut allowed = Vec::new();
-            for ns in namespaces {
-                match selects(selector, ns.metadata.labels.as_ref().unwrap_or(&BTreeMap::new())) {
-                    Ok(true) => allowed.push(ns.metadata.name.clone().unwrap_or_default()),
-                    Ok(false) => {}
-                    Err(why) => {
-                        problems.push(why);
-                        break;
-                    }
-                }
-            }
-            allowed.sort();
+            let allowed = selected_namespaces(selector, namespaces, problems);
             // An empty selector admits every namespace, even one not yet listed.
             let everything = selector.match_labels.as_ref().is_none_or(|m| m.is_empty())
                 && selector.match_expressions.as_ref().is_none_or(|e| e.is_empty());

@@ -103,6 +103,28 @@ fn rule(names: &mut ResourceNames, key: &str, r: &queue::QueueResource) -> Resul
     Ok((id, out))
 }
 
+/// The names of the namespaces `selector` admits, sorted; a selector that cannot be read
+/// adds its problem to `problems` and admits the namespaces matched until then.
+pub(super) fn selected_namespaces(
+    selector: &LabelSelector,
+    namespaces: &[&Namespace],
+    problems: &mut Vec<String>,
+) -> Vec<String> {
+    let mut allowed = Vec::new();
+    for ns in namespaces {
+        match selects(selector, ns.metadata.labels.as_ref().unwrap_or(&BTreeMap::new())) {
+            Ok(true) => allowed.push(ns.metadata.name.clone().unwrap_or_default()),
+            Ok(false) => {}
+            Err(why) => {
+                problems.push(why);
+                break;
+            }
+        }
+    }
+    allowed.sort();
+    allowed
+}
+
 /// Whether a namespace's labels match a label selector.
 pub(super) fn selects(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> Result<bool, String> {
     for (k, v) in selector.match_labels.iter().flatten() {
@@ -148,19 +170,7 @@ pub fn queue_spec(queue: &Queue, namespaces: &[&Namespace], names: &mut Resource
             queue::MusterQueueingStrategy::BestEffortFifo => QueueingStrategy::BestEffortFifo,
         });
         if let Some(selector) = &admission.namespace_selector {
-            let mut allowed = Vec::new();
-            for ns in namespaces {
-                match selects(selector, ns.metadata.labels.as_ref().unwrap_or(&BTreeMap::new())) {
-                    Ok(true) => allowed.push(ns.metadata.name.clone().unwrap_or_default()),
-                    Ok(false) => {}
-                    Err(why) => {
-                        problems.push(why);
-                        break;
-                    }
-                }
-            }
-            allowed.sort();
-            spec.namespaces = Some(allowed);
+            spec.namespaces = Some(selected_namespaces(selector, namespaces, &mut problems));
         }
     }
     if let Some(p) = &queue.spec.preemption {
