@@ -339,6 +339,47 @@ fn no_two_public_types_share_a_name() {
     assert!(shared.is_empty(), "public types that share a name; name each for what it is:\n{}", shared.join("\n"));
 }
 
+/// The kinds of object scheduling reads are listed once (`object_kinds!` in
+/// src/convert/kinds.rs), and whatever must name every kind is made from that list: no other
+/// file writes half of the kinds' fields itself, as a struct of every kind would.
+#[test]
+fn object_kinds_are_listed_once() {
+    let list = std::fs::read_to_string("src/convert/kinds.rs").expect("src/convert/kinds.rs");
+    let kinds: Vec<&str> = list
+        .lines()
+        .filter_map(|line| line.trim().split_once(": "))
+        .filter(|(field, rest)| {
+            let change = rest.rsplit_once(" => ").map(|(_, change)| change);
+            field.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+                && matches!(change, Some("pods," | "nodes," | "groups," | "others,"))
+        })
+        .map(|(field, _)| field)
+        .collect();
+    assert!(kinds.len() >= 20 && kinds.contains(&"nodes"), "the list of kinds went unseen: {kinds:?}");
+    assert!(!kinds.contains(&"field"), "a comment was read as a kind: {kinds:?}");
+    let crate_ = Crate::read();
+    let mut offences = Vec::new();
+    for file in crate_.files.iter().filter(|f| f.path != "src/convert/kinds.rs") {
+        let text = std::fs::read_to_string(&file.path).expect("source file");
+        let fields = source::fields_named(&text);
+        let named: Vec<&str> = kinds.iter().copied().filter(|kind| fields.contains(*kind)).collect();
+        if named.len() * 2 >= kinds.len() {
+            offences.push(format!(
+                "{} writes {} of the {} kinds' fields: {}",
+                file.path,
+                named.len(),
+                kinds.len(),
+                named.join(", ")
+            ));
+        }
+    }
+    assert!(
+        offences.is_empty(),
+        "a list of every kind beside src/convert/kinds.rs; make it from object_kinds! instead:\n{}",
+        offences.join("\n")
+    );
+}
+
 /// Files over [`MAX_LINES`], as (file, offence in words).
 fn long_files(crate_: &Crate) -> Vec<(String, String)> {
     crate_

@@ -6,28 +6,16 @@
 
 use std::fmt::Write as _;
 
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
-use k8s_openapi::api::resource::v1::{DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice};
-use k8s_openapi::api::scheduling::v1::PriorityClass;
-use k8s_openapi::api::scheduling::v1beta1::PodGroup as KubernetesPodGroup;
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 use thiserror::Error;
 
-use crate::api::foreign::PodGroup as PluginPodGroup;
-use crate::api::kai::{PodGroup as KaiPodGroup, Queue as KaiQueue};
-use crate::api::kueue::{ClusterQueue, ClusterQueueV1beta1, Cohort, CohortV1beta1, LocalQueue, LocalQueueV1beta1};
-use crate::api::pod_group::PodGroup as MusterPodGroup;
-use crate::api::queue::Queue as MusterQueue;
-use crate::api::topology::{
-    Topology as KueueTopology, kai::Topology as KaiTopology, v1beta1::Topology as KueueTopologyV1beta1,
-};
 use crate::config::Config;
 use crate::convert::assemble::{ClusterObjects, assemble, gang_key};
 use crate::convert::workloads::resolve::pod_spec;
 use crate::convert::workloads::{Workload, WorkloadKind};
 use crate::engine::model::{GangKey, GangKind, NodeIdx, Snapshot};
 use crate::engine::schedule;
-use crate::k8s::store::discovery::KueueVersion;
 
 #[derive(Debug, Error)]
 pub enum Error {
@@ -108,73 +96,9 @@ pub async fn read_cluster(client: &kube::Client, config: &Config) -> Result<Clus
         crate::k8s::store::discovery::discover(client, retry).await?,
         &config.queues,
     );
-    let c = || client.clone();
-    let mut objects = ClusterObjects {
-        nodes: list(Api::<Node>::all(c()), "nodes").await?,
-        pods: list(Api::<Pod>::all(c()), "pods").await?,
-        priority_classes: list(Api::<PriorityClass>::all(c()), "priorityclasses").await?,
-        ..Default::default()
-    };
-    if sources.kubernetes {
-        objects.kubernetes_groups = list(Api::<KubernetesPodGroup>::all(c()), "podgroups.scheduling.k8s.io").await?;
-    }
-    if sources.muster {
-        objects.muster_groups = list(Api::<MusterPodGroup>::all(c()), "podgroups.muster.dev").await?;
-    }
-    if sources.scheduler_plugins {
-        objects.plugin_groups = list(Api::<PluginPodGroup>::all(c()), "podgroups.scheduling.x-k8s.io").await?;
-    }
-    if sources.dra {
-        objects.resource_slices = list(Api::<ResourceSlice>::all(c()), "resourceslices").await?;
-        objects.device_classes = list(Api::<DeviceClass>::all(c()), "deviceclasses").await?;
-        objects.resource_claims = list(Api::<ResourceClaim>::all(c()), "resourceclaims").await?;
-    }
-    if sources.device_taint_rules {
-        objects.device_taint_rules = list(Api::<DeviceTaintRule>::all(c()), "devicetaintrules").await?;
-    }
-    objects.namespaces = list(Api::<Namespace>::all(c()), "namespaces").await?;
-    if sources.muster_queues {
-        objects.queues = list(Api::<MusterQueue>::all(c()), "queues.muster.dev").await?;
-    }
-    if sources.kai_queues {
-        objects.kai_queues = list(Api::<KaiQueue>::all(c()), "queues.scheduling.run.ai").await?;
-    }
-    if sources.kai_groups {
-        objects.kai_groups = list(Api::<KaiPodGroup>::all(c()), "podgroups.scheduling.run.ai").await?;
-    }
-    match sources.kueue_topologies {
-        Some(KueueVersion::V1beta2) => {
-            objects.kueue_topologies = list(Api::<KueueTopology>::all(c()), "topologies.kueue.x-k8s.io").await?;
-        }
-        Some(KueueVersion::V1beta1) => {
-            let old = list(Api::<KueueTopologyV1beta1>::all(c()), "topologies.kueue.x-k8s.io").await?;
-            objects.kueue_topologies = old.into_iter().map(Into::into).collect();
-        }
-        None => {}
-    }
-    if sources.kai_topologies {
-        objects.kai_topologies = list(Api::<KaiTopology>::all(c()), "topologies.kai.scheduler").await?;
-    }
-    objects.kueue_imported = sources.kueue_imported;
-    match sources.kueue {
-        Some(KueueVersion::V1beta2) => {
-            objects.cluster_queues = list(Api::<ClusterQueue>::all(c()), "clusterqueues.kueue.x-k8s.io").await?;
-            objects.local_queues = list(Api::<LocalQueue>::all(c()), "localqueues.kueue.x-k8s.io").await?;
-            if sources.kueue_cohorts {
-                objects.cohorts = list(Api::<Cohort>::all(c()), "cohorts.kueue.x-k8s.io").await?;
-            }
-        }
-        Some(KueueVersion::V1beta1) => {
-            let old = list(Api::<ClusterQueueV1beta1>::all(c()), "clusterqueues.kueue.x-k8s.io").await?;
-            objects.cluster_queues = old.into_iter().map(Into::into).collect();
-            let old = list(Api::<LocalQueueV1beta1>::all(c()), "localqueues.kueue.x-k8s.io").await?;
-            objects.local_queues = old.into_iter().map(Into::into).collect();
-            if sources.kueue_cohorts {
-                let old = list(Api::<CohortV1beta1>::all(c()), "cohorts.kueue.x-k8s.io").await?;
-                objects.cohorts = old.into_iter().map(Into::into).collect();
-            }
-        }
-        None => {}
+    let mut objects = ClusterObjects { kueue_imported: sources.kueue_imported, ..Default::default() };
+    for read in crate::k8s::store::reads::reads(&sources) {
+        read.list(client, &mut objects).await.map_err(|source| Error::Read { what: read.name(), source })?;
     }
     for (kind, version) in sources.workloads() {
         objects.workloads.extend(list_workloads(client, kind, version).await?);

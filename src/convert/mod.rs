@@ -21,6 +21,7 @@ pub mod gang_spec;
 pub mod groups;
 pub mod interner;
 pub mod journal;
+pub mod kinds;
 pub mod membership;
 pub mod objects;
 pub mod quantity;

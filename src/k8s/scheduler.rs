@@ -18,7 +18,7 @@ use crate::config::Config;
 use crate::k8s::observe::health::SchedulerHealth;
 use crate::k8s::store::cache::Cache;
 use crate::k8s::store::discovery;
-use crate::k8s::store::{watch, watch::Wake};
+use crate::k8s::store::{reads, watch::Wake};
 use crate::k8s::write::bind::{BindHook, Binder};
 use crate::k8s::write::sink::ApiSink;
 use crate::k8s::write::writer::Writer;
@@ -90,7 +90,7 @@ pub async fn run(client: kube::Client, config: Config, options: Options) -> Resu
     fresh.workload_kinds = sources.workloads().map(|(kind, _)| kind).collect();
     let cache = Arc::new(Mutex::new(fresh));
     let wake = Arc::new(Wake::new(health.clone()));
-    let (_watches, synced) = watch::start(&client, &sources, &cache, &wake);
+    let (_watches, synced) = reads::start(&client, &sources, &cache, &wake);
     let filled = async {
         for rx in synced {
             rx.await.map_err(|_| Error::WatchEnded)?;

@@ -6,6 +6,7 @@
 use k8s_openapi::api::resource::v1::ResourceSlice;
 
 use crate::convert::dra;
+use crate::convert::kinds::object_kinds;
 use crate::engine::dra::cel::Selector;
 
 /// Whether objects of `kind` in API `group` live in a namespace.
@@ -22,30 +23,34 @@ pub fn is_namespaced(group: &str, kind: &str) -> bool {
 }
 
 /// Whether a kind that is not a workload plays a part in scheduling (else it is skipped
-/// with a note).
+/// with a note): a kind of the list scheduling reads, or Kueue's kinds at their older
+/// version, or a claim template (the simulator makes claims from them).
 pub fn is_known(api_version: &str, kind: &str) -> bool {
-    matches!(
-        (api_version, kind),
-        ("v1", "Node" | "Pod" | "Namespace")
-            | (
-                "scheduling.k8s.io/v1beta1"
-                    | "muster.dev/v1alpha1"
-                    | "scheduling.x-k8s.io/v1alpha1"
-                    | "scheduling.run.ai/v2alpha2",
-                "PodGroup"
-            )
-            | ("muster.dev/v1alpha1" | "scheduling.run.ai/v2", "Queue")
-            | (
-                "kueue.x-k8s.io/v1beta2" | "kueue.x-k8s.io/v1beta1",
-                "ClusterQueue" | "Cohort" | "LocalQueue" | "Topology"
-            )
-            | ("kai.scheduler/v1alpha1", "Topology")
-            | ("scheduling.k8s.io/v1", "PriorityClass")
-            | (
-                "resource.k8s.io/v1",
-                "ResourceSlice" | "DeviceClass" | "ResourceClaim" | "ResourceClaimTemplate" | "DeviceTaintRule"
-            )
-    )
+    listed(api_version, kind)
+        || api_version == "kueue.x-k8s.io/v1beta1" && listed("kueue.x-k8s.io/v1beta2", kind)
+        || (api_version, kind) == ("resource.k8s.io/v1", "ResourceClaimTemplate")
+}
+
+/// Whether `(api_version, kind)` is `K`'s.
+pub fn is_kind<K: kube::Resource<DynamicType = ()>>(api_version: &str, kind: &str) -> bool {
+    api_version == K::api_version(&()) && kind == K::kind(&())
+}
+
+/// Whether `(api_version, kind)` names a kind of the list scheduling reads (the workloads
+/// aside: their kinds are [`WorkloadKind`](crate::convert::workloads::WorkloadKind)s).
+fn listed(api_version: &str, kind: &str) -> bool {
+    macro_rules! listed {
+        ([] $($(#[$doc:meta])* $field:ident: $kind:ty => $change:ident,)*) => {
+            false $(|| listed!(@one $field, $kind))*
+        };
+        (@one workloads, $kind:ty) => {
+            false
+        };
+        (@one $field:ident, $kind:ty) => {
+            is_kind::<$kind>(api_version, kind)
+        };
+    }
+    object_kinds!(listed)
 }
 
 /// Selectors must compile, as the API server checks them.

@@ -17,8 +17,9 @@ use crate::api::kueue::{ClusterQueue, Cohort};
 use crate::api::pod_group::PodGroup as MusterPodGroup;
 use crate::api::queue::Queue as MusterQueue;
 use crate::convert::assemble::ClusterObjects;
+use crate::convert::kinds::object_kinds;
 use crate::convert::workloads::{Workload, WorkloadKind};
-use crate::sim::api_rules::{check_claim_spec, check_selectors, check_slice, is_known, is_namespaced};
+use crate::sim::api_rules::{check_claim_spec, check_selectors, check_slice, is_kind, is_known, is_namespaced};
 use crate::sim::expand;
 
 #[derive(Debug, Error)]
@@ -249,7 +250,6 @@ impl Loader {
         match (api_version, kind) {
             ("v1", "Node") => c.objects.nodes.push(self_stamp(typed(value, path, &object)?, &mut self.clock)),
             ("v1", "Pod") => self.store_pod(typed(value, path, &object)?, path, object)?,
-            ("v1", "Namespace") => c.objects.namespaces.push(typed(value, path, &object)?),
             ("muster.dev/v1alpha1", "Queue") => {
                 let mut q: MusterQueue = typed(value, path, &object)?;
                 q.metadata = stamp(q.metadata, &mut self.clock);
@@ -270,15 +270,13 @@ impl Loader {
                 q.metadata = stamp(q.metadata, &mut self.clock);
                 c.objects.cohorts.push(q);
             }
-            (_, "LocalQueue") => c.objects.local_queues.push(typed(value, path, &object)?),
-            ("kai.scheduler/v1alpha1", "Topology") => c.objects.kai_topologies.push(typed(value, path, &object)?),
-            (_, "Topology") => c.objects.kueue_topologies.push(typed(value, path, &object)?),
-            ("scheduling.k8s.io/v1beta1", _) => {
+            ("kueue.x-k8s.io/v1beta1", _) => return self.store(value, "kueue.x-k8s.io/v1beta2", kind, path, object),
+            ("scheduling.k8s.io/v1beta1", "PodGroup") => {
                 let mut g: KubernetesPodGroup = typed(value, path, &object)?;
                 g.metadata = stamp(g.metadata, &mut self.clock);
                 c.objects.kubernetes_groups.push(g);
             }
-            ("muster.dev/v1alpha1", _) => {
+            ("muster.dev/v1alpha1", "PodGroup") => {
                 let mut g: MusterPodGroup = typed(value, path, &object)?;
                 if g.spec.min_member < 1 {
                     return Err(Error::Invalid {
@@ -290,18 +288,20 @@ impl Loader {
                 g.metadata = stamp(g.metadata, &mut self.clock);
                 c.objects.muster_groups.push(g);
             }
-            ("scheduling.x-k8s.io/v1alpha1", _) => {
+            ("scheduling.x-k8s.io/v1alpha1", "PodGroup") => {
                 let mut g: PluginPodGroup = typed(value, path, &object)?;
                 g.metadata = stamp(g.metadata, &mut self.clock);
                 c.objects.plugin_groups.push(g);
             }
-            ("scheduling.run.ai/v2alpha2", _) => {
+            ("scheduling.run.ai/v2alpha2", "PodGroup") => {
                 let mut g: KaiPodGroup = typed(value, path, &object)?;
                 g.metadata = stamp(g.metadata, &mut self.clock);
                 c.objects.kai_groups.push(g);
             }
-            ("scheduling.k8s.io/v1", _) => c.objects.priority_classes.push(typed(value, path, &object)?),
-            _ => self.store_dra(value, kind, path, object)?,
+            ("resource.k8s.io/v1", "ResourceSlice" | "DeviceClass" | "ResourceClaim" | "ResourceClaimTemplate") => {
+                self.store_dra(value, kind, path, object)?
+            }
+            _ => store_listed(&mut c.objects, value, api_version, kind, path, object)?,
         }
         Ok(())
     }
@@ -323,8 +323,8 @@ impl Loader {
         Ok(())
     }
 
-    /// Stores a DRA object (slice, class, claim, claim template or taint rule) with a
-    /// resourceVersion, after the checks the API server makes of its kind.
+    /// Stores a DRA object the API server checks (a slice, class, claim or, for any other
+    /// kind, claim template) with a resourceVersion, after the checks it makes.
     fn store_dra(&mut self, value: Value, kind: &str, path: &str, object: String) -> Result<()> {
         let objects = &mut self.cluster.objects;
         let invalid = |object: String| move |problem: String| Error::Invalid { path: path.into(), object, problem };
@@ -347,14 +347,13 @@ impl Loader {
                 }
                 objects.resource_claims.push(versioned(claim));
             }
-            "ResourceClaimTemplate" => {
+            _ => {
                 let template: ResourceClaimTemplate = typed(value, path, &object)?;
                 if let Some(spec) = template.spec.as_ref().and_then(|t| t.spec.as_ref()) {
                     check_claim_spec(&object, spec).map_err(invalid(object))?;
                 }
                 objects.resource_claim_templates.push(versioned(template));
             }
-            _ => objects.device_taint_rules.push(versioned(typed(value, path, &object)?)),
         }
         Ok(())
     }
@@ -434,6 +433,36 @@ impl Loader {
         }
         Ok(())
     }
+}
+
+/// Stores an object of a kind of the list scheduling reads that the simulator takes as
+/// written (it makes no check of its own and keeps no creation time for it).
+fn store_listed(
+    objects: &mut ClusterObjects,
+    value: Value,
+    api_version: &str,
+    kind: &str,
+    path: &str,
+    object: String,
+) -> Result<()> {
+    macro_rules! store {
+        ([] $($(#[$doc:meta])* $field:ident: $kind:ty => $change:ident,)*) => {
+            $(store!(@one $field, $kind);)*
+        };
+        (@one workloads, $kind:ty) => {};
+        (@one $field:ident, $kind:ty) => {
+            if is_kind::<$kind>(api_version, kind) {
+                objects.$field.push(versioned(typed(value, path, &object)?));
+                return Ok(());
+            }
+        };
+    }
+    object_kinds!(store);
+    Err(Error::Invalid {
+        path: path.into(),
+        object,
+        problem: format!("{kind} ({api_version}) is not a kind scheduling reads"),
+    })
 }
 
 /// Objects the simulator never changes carry a resourceVersion, as they would on a real

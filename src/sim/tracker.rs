@@ -10,6 +10,7 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use kube::Resource;
 
 use crate::convert::journal::{Journal, ObjectKey};
+use crate::convert::kinds::{Change, change, object_kinds};
 use crate::convert::view::{ClusterObjects, ClusterView, Versions};
 
 /// Where an object sorts in a view with versions: namespace (empty for cluster objects),
@@ -121,27 +122,19 @@ impl Tracker {
         }
         self.pods.follow(&view.pods);
         self.nodes.follow(&view.nodes);
-        let mut groups = DefaultHasher::new();
-        fingerprint(&mut groups, &objects.kubernetes_groups);
-        fingerprint(&mut groups, &objects.muster_groups);
-        fingerprint(&mut groups, &objects.plugin_groups);
-        fingerprint(&mut groups, &objects.kai_groups);
-        fingerprint(&mut groups, &objects.workloads);
+        let (mut groups, mut others) = (DefaultHasher::new(), DefaultHasher::new());
+        // Fingerprints each kind whose changes are the gangs' or everything's.
+        macro_rules! fingerprints {
+            ([] $($(#[$doc:meta])* $field:ident: $kind:ty => $change:ident,)*) => {
+                $(match change!($change) {
+                    Change::Groups => fingerprint(&mut groups, &objects.$field),
+                    Change::Others => fingerprint(&mut others, &objects.$field),
+                    Change::Pods | Change::Nodes => {}
+                })*
+            };
+        }
+        object_kinds!(fingerprints);
         self.groups.follow(groups.finish());
-        let mut others = DefaultHasher::new();
-        fingerprint(&mut others, &objects.priority_classes);
-        fingerprint(&mut others, &objects.resource_slices);
-        fingerprint(&mut others, &objects.device_classes);
-        fingerprint(&mut others, &objects.resource_claims);
-        fingerprint(&mut others, &objects.device_taint_rules);
-        fingerprint(&mut others, &objects.queues);
-        fingerprint(&mut others, &objects.kai_queues);
-        fingerprint(&mut others, &objects.kueue_topologies);
-        fingerprint(&mut others, &objects.kai_topologies);
-        fingerprint(&mut others, &objects.cluster_queues);
-        fingerprint(&mut others, &objects.cohorts);
-        fingerprint(&mut others, &objects.local_queues);
-        fingerprint(&mut others, &objects.namespaces);
         objects.kueue_imported.hash(&mut others);
         self.others.follow(others.finish());
         let this: &'a Tracker = self;

@@ -561,3 +561,16 @@ pub fn functions(text: &str) -> Vec<(String, usize, usize)> {
     }
     found
 }
+
+/// The identifiers `text` writes as a field (declared or filled in): each followed by a
+/// single `:`, outside comments and strings.
+pub fn fields_named(text: &str) -> std::collections::BTreeSet<String> {
+    let tokens = tokenize(text);
+    let mut found = std::collections::BTreeSet::new();
+    for window in tokens.windows(2) {
+        if let [Token::Ident(name), Token::Punct(':')] = window {
+            found.insert(name.clone());
+        }
+    }
+    found
+}

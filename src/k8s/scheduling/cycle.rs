@@ -41,12 +41,12 @@ impl Scheduler {
     /// One cycle at `now` (`unix`: the same in Unix seconds): place what fits, start its
     /// binding, tell waiting pods why, and run the safety net and claim releases.
     pub fn cycle(&mut self, now: Instant, unix: i64) -> CycleReport {
-        self.now = now;
+        self.owes.now = now;
         // The engine drives this scheduler: out of it while it does.
-        let mut engine = std::mem::take(&mut self.engine);
+        let mut engine = std::mem::take(&mut self.caches.engine);
         engine.cycle(self, unix);
-        self.engine = engine;
-        std::mem::take(&mut self.report)
+        self.caches.engine = engine;
+        std::mem::take(&mut self.measures.report)
     }
 }
 
@@ -56,18 +56,18 @@ impl Driver for Scheduler {
     async fn next(&mut self) -> Option<i64> {
         let wake = self.wake.clone()?;
         let timer = tokio::time::sleep_until(
-            self.next_wake.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600)).into(),
+            self.owes.next_wake.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600)).into(),
         );
         tokio::select! {
             _ = wake.woken() => {}
             _ = timer => {}
-            Some(joined) = self.binds.join_next_with_id(), if !self.binds.is_empty() => self.on_joined(joined),
+            Some(joined) = self.owes.binds.join_next_with_id(), if !self.owes.binds.is_empty() => self.on_joined(joined),
         }
         tokio::time::sleep(DEBOUNCE).await;
-        while let Some(joined) = self.binds.try_join_next_with_id() {
+        while let Some(joined) = self.owes.binds.try_join_next_with_id() {
             self.on_joined(joined);
         }
-        self.now = Instant::now();
+        self.owes.now = Instant::now();
         Some(unix_now())
     }
 
@@ -75,11 +75,11 @@ impl Driver for Scheduler {
     /// housekeeping is not due: nothing to do but look again when it is (the timers it
     /// sets are set again then).
     fn snapshot(&mut self, unix: i64, memory: &mut CycleMemory) -> Option<&mut Snapshot> {
-        let (started, now) = (Instant::now(), self.now);
-        self.report = CycleReport::default();
+        let (started, now) = (Instant::now(), self.owes.now);
+        self.measures.report = CycleReport::default();
         let housekeeping_at = self.housekeeping_at();
         if now < housekeeping_at && !self.cache.lock().unwrap_or_else(|e| e.into_inner()).has_unplaced() {
-            self.next_wake = Some(housekeeping_at);
+            self.owes.next_wake = Some(housekeeping_at);
             return None;
         }
         let (mut assembled, helped, touched) = self.assemble(unix);
@@ -88,18 +88,18 @@ impl Driver for Scheduler {
         self.warm_selectors(&assembled, memory);
         let evaluations = memory.selectors.evaluations;
         let pending = Pending { assembled, helped, started, engine_started: Instant::now(), evaluations };
-        Some(&mut self.pending.insert(pending).assembled.snapshot)
+        Some(&mut self.owes.pending.insert(pending).assembled.snapshot)
     }
 
     /// The engine's decisions applied: placed gangs assumed and bound, the rest written in
     /// the background.
     fn decided(&mut self, outcome: CycleOutcome, memory: &mut CycleMemory) {
         let Pending { assembled, helped, started, engine_started, evaluations } =
-            self.pending.take().expect("a cycle decides on the snapshot its source gave");
-        self.metrics.cel_evaluations.inc_by(memory.selectors.evaluations - evaluations);
+            self.owes.pending.take().expect("a cycle decides on the snapshot its source gave");
+        self.measures.metrics.cel_evaluations.inc_by(memory.selectors.evaluations - evaluations);
         self.phase("engine", engine_started);
         tracing::debug!(placed = outcome.placements.len(), waiting = outcome.waiting.len(), elapsed = ?started.elapsed(), "cycle");
-        let (now, unix) = (self.now, assembled.snapshot.now);
+        let (now, unix) = (self.owes.now, assembled.snapshot.now);
         let mut report = CycleReport::default();
         let plan_started = Instant::now();
         let housekeeping_at = self.housekeeping_at();
@@ -110,7 +110,7 @@ impl Driver for Scheduler {
         // Gangs by key, so placements and waits find theirs without scanning every gang.
         let gang_index: HashMap<&GangKey, &Gang> = assembled.snapshot.gangs.iter().map(|g| (&g.key, g)).collect();
         let bindings = bindings(&cache, &assembled, &outcome, &gang_index);
-        self.next_wake = self.backoff.next_due(now);
+        self.owes.next_wake = self.caches.backoff.next_due(now);
         let mut writes = self.tell_waiting(&cache, &gang_index, &outcome, helped, now, unix, &mut report);
         for (pod, why) in &assembled.rejected_pods {
             writes.push(Write::Unschedulable { pod: Self::pod_ref(&cache, pod), message: why.clone() });
@@ -120,12 +120,12 @@ impl Driver for Scheduler {
         if let Some(until) = outcome.reservations.iter().map(|r| r.until).min() {
             self.wake_at(now + Duration::from_secs((until - unix).max(0) as u64 + 1));
         }
-        decide::log_device_key_problems(&outcome.queues, &mut self.queue_notes);
+        decide::log_device_key_problems(&outcome.queues, &mut self.caches.queue_notes);
         for placement in &outcome.placements {
-            self.unreported_waits.remove(&placement.gang);
+            self.owes.unreported_waits.remove(&placement.gang);
         }
         if now >= housekeeping_at {
-            self.housekeeping_due = now + HOUSEKEEPING_EVERY;
+            self.owes.housekeeping_due = now + HOUSEKEEPING_EVERY;
             let seen = housekeeping::Seen { view: &view, assembled: &assembled, outcome: &outcome, memory };
             writes.extend(self.housekeep(&cache, seen, now, unix, &mut report));
         } else {
@@ -152,16 +152,16 @@ impl Driver for Scheduler {
             self.writer.submit(write);
         }
         self.phase("plan", plan_started);
-        self.metrics.cycle_duration.observe(started.elapsed().as_secs_f64());
-        self.metrics.last_cycle.set(unix_now() as f64);
-        self.health.cycled(started);
-        self.report = report;
+        self.measures.metrics.cycle_duration.observe(started.elapsed().as_secs_f64());
+        self.measures.metrics.last_cycle.set(unix_now() as f64);
+        self.measures.health.cycled(started);
+        self.measures.report = report;
     }
 }
 
 impl Scheduler {
     fn phase(&self, name: &str, since: Instant) {
-        self.metrics.cycle_phase_duration.with_label_values(&[name]).observe(since.elapsed().as_secs_f64());
+        self.measures.metrics.cycle_phase_duration.with_label_values(&[name]).observe(since.elapsed().as_secs_f64());
     }
 
     /// What the cycle reads, taken under the cache's lock by reference counts, and the
@@ -172,9 +172,9 @@ impl Scheduler {
         let (shared, helped, touched) = {
             let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
             let touched = cache.changes.take_touched();
-            (cache.shared(self.memo.seen()), cache.changes.helped(), touched)
+            (cache.shared(self.caches.memo.seen()), cache.changes.helped(), touched)
         };
-        let assembled = assemble_view(&shared.view(), &self.config.scheduler_name, unix, &mut self.memo);
+        let assembled = assemble_view(&shared.view(), &self.config.scheduler_name, unix, &mut self.caches.memo);
         (assembled, helped, touched)
     }
 
@@ -189,20 +189,20 @@ impl Scheduler {
         now: Instant,
         unix: i64,
     ) {
-        decide::log_queue_notes(&assembled.snapshot.queues, &mut self.queue_notes);
-        self.metrics.pending_gangs.set(assembled.snapshot.gangs.len() as i64);
-        self.metrics.pending_pods.set(
+        decide::log_queue_notes(&assembled.snapshot.queues, &mut self.caches.queue_notes);
+        self.measures.metrics.pending_gangs.set(assembled.snapshot.gangs.len() as i64);
+        self.measures.metrics.pending_pods.set(
             (assembled.snapshot.gangs.iter().map(|g| g.pods.len()).sum::<usize>() + assembled.rejected_pods.len())
                 as i64,
         );
         let pending: HashSet<&GangKey> = assembled.snapshot.gangs.iter().map(|g| &g.key).collect();
-        self.backoff.retain(now, |g| pending.contains(g));
+        self.caches.backoff.retain(now, |g| pending.contains(g));
         drop(pending);
-        let (backoff, in_flight) = (&self.backoff, &self.in_flight);
+        let (backoff, in_flight) = (&self.caches.backoff, &self.owes.in_flight);
         assembled.snapshot.gangs.retain(|g| !backoff.waiting(&g.key, now) && !in_flight.contains(&g.key));
-        let parked = self.pool.mark(&mut assembled.snapshot.gangs, helped, touched, now, unix);
-        self.metrics.parked_gangs.set(parked as i64);
-        let evicting = &self.evicting;
+        let parked = self.caches.pool.mark(&mut assembled.snapshot.gangs, helped, touched, now, unix);
+        self.measures.metrics.parked_gangs.set(parked as i64);
+        let evicting = &self.owes.evicting;
         assembled.snapshot.running.retain(|r| !in_flight.contains(&r.key) && !evicting.contains_key(&r.key));
     }
 
@@ -213,8 +213,8 @@ impl Scheduler {
         let evaluations_before = memory.selectors.evaluations;
         decide::warm_selectors(&assembled.snapshot, &mut memory.selectors);
         if memory.selectors.evaluations > evaluations_before {
-            self.metrics.cel_evaluation_duration.observe(cel_started.elapsed().as_secs_f64());
-            self.metrics.cel_evaluations.inc_by(memory.selectors.evaluations - evaluations_before);
+            self.measures.metrics.cel_evaluation_duration.observe(cel_started.elapsed().as_secs_f64());
+            self.measures.metrics.cel_evaluations.inc_by(memory.selectors.evaluations - evaluations_before);
         }
         self.phase("cel", cel_started);
     }
@@ -235,7 +235,7 @@ impl Scheduler {
         let mut writes = Vec::new();
         for waiting in &outcome.waiting {
             let parked = match waiting.reason {
-                WaitReason::Unchanged => self.pool.parked(&waiting.gang).map(|(m, due)| (m.to_string(), due)),
+                WaitReason::Unchanged => self.caches.pool.parked(&waiting.gang).map(|(m, due)| (m.to_string(), due)),
                 _ => None,
             };
             let message = parked.as_ref().map_or_else(|| waiting.to_string(), |(m, _)| m.clone());
@@ -244,7 +244,7 @@ impl Scheduler {
                 _ => "unschedulable",
             };
             if parked.is_none() {
-                self.metrics.gang_attempts.with_label_values(&[result]).inc();
+                self.measures.metrics.gang_attempts.with_label_values(&[result]).inc();
             }
             tracing::debug!(gang = %waiting.gang, reason = %message, "waiting");
             if let Some(&gang) = gang_index.get(&waiting.gang) {
@@ -262,13 +262,13 @@ impl Scheduler {
                     self.wake_at(now + Duration::from_secs((due - unix).max(0) as u64));
                 }
                 if parked.is_none() {
-                    self.pool.park(&waiting.gang, &waiting.reason, &message, due, helped, now);
+                    self.caches.pool.park(&waiting.gang, &waiting.reason, &message, due, helped, now);
                 }
             }
             report.waiting.push((waiting.gang.clone(), message.clone()));
-            self.unreported_waits.insert(waiting.gang.clone(), message);
+            self.owes.unreported_waits.insert(waiting.gang.clone(), message);
         }
-        if let Some(at) = self.pool.next_flush() {
+        if let Some(at) = self.caches.pool.next_flush() {
             self.wake_at(at);
         }
         writes

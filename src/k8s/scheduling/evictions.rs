@@ -69,17 +69,17 @@ impl Scheduler {
                 ),
             };
             tracing::info!(gang = %eviction.gang, preemptor = %eviction.preemptor, reason, pods = eviction.pods.len(), "{message}");
-            self.metrics.evicted(
+            self.measures.metrics.evicted(
                 reason,
                 snapshot.queue_of(&eviction.gang).unwrap_or(DEFAULT_QUEUE),
                 &eviction.gang.namespace,
             );
-            self.last_eviction.insert(eviction.gang.clone(), (reason, message.clone(), snapshot.now));
+            self.caches.last_eviction.insert(eviction.gang.clone(), (reason, message.clone(), snapshot.now));
             writes.extend(Self::eviction_writes(cache, &eviction.gang, &eviction.pods, reason, &message));
             if eviction.whole {
-                self.awaiting_running.remove(&eviction.gang);
-                self.evicting.insert(eviction.gang.clone(), (now, eviction.pods.clone()));
-                self.backoff.fail(&eviction.gang, now);
+                self.measures.awaiting_running.remove(&eviction.gang);
+                self.owes.evicting.insert(eviction.gang.clone(), (now, eviction.pods.clone()));
+                self.caches.backoff.fail(&eviction.gang, now);
                 report.evicted.push(eviction.gang.clone());
             }
             if let Some(preemptor) = snapshot.gangs.iter().find(|g| g.key == eviction.preemptor) {

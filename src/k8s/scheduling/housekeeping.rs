@@ -43,7 +43,7 @@ impl Scheduler {
         let Seen { view, assembled, outcome, memory } = seen;
         let mut writes = Vec::new();
         let members = crate::convert::groups::members(view, &self.config.scheduler_name);
-        self.evicting.retain(|gang, (since, pods)| {
+        self.owes.evicting.retain(|gang, (since, pods)| {
             since.elapsed() < EVICTING_FOR
                 && pods.iter().any(|p| {
                     cache.pods.get(&p.namespace, &p.name).is_some_and(|pod| pod.metadata.deletion_timestamp.is_none())
@@ -51,50 +51,59 @@ impl Scheduler {
                 && members.contains_key(gang)
         });
         let busy: HashSet<GangKey> = self
+            .owes
             .in_flight
             .iter()
             .chain(outcome.placements.iter().map(|p| &p.gang))
-            .chain(self.evicting.keys())
+            .chain(self.owes.evicting.keys())
             .cloned()
             .collect();
-        let evictions = self.safety.check(view, &assembled.specs, &members, &self.config, &busy, unix);
+        let evictions = self.owes.safety.check(view, &assembled.specs, &members, &self.config, &busy, unix);
         for eviction in &evictions {
-            self.last_eviction
+            self.caches
+                .last_eviction
                 .insert(eviction.gang.clone(), (eviction.reason.as_str(), eviction.message.clone(), unix));
             let queue = assembled.snapshot.queue_of(&eviction.gang).unwrap_or(DEFAULT_QUEUE);
-            self.metrics.evicted(eviction.reason.as_str(), queue, &eviction.gang.namespace);
-            self.awaiting_running.remove(&eviction.gang);
+            self.measures.metrics.evicted(eviction.reason.as_str(), queue, &eviction.gang.namespace);
+            self.measures.awaiting_running.remove(&eviction.gang);
             tracing::warn!(gang = %eviction.gang, reason = eviction.reason.as_str(), pods = eviction.pods.len(), "{}", eviction.message);
             let reason = eviction.reason.as_str();
             writes.extend(Self::eviction_writes(cache, &eviction.gang, &eviction.pods, reason, &eviction.message));
-            self.evicting.insert(eviction.gang.clone(), (now, eviction.pods.clone()));
-            self.backoff.fail(&eviction.gang, now);
+            self.owes.evicting.insert(eviction.gang.clone(), (now, eviction.pods.clone()));
+            self.caches.backoff.fail(&eviction.gang, now);
             report.evicted.push(eviction.gang.clone());
         }
-        for release in self.releases.check(view, unix) {
+        for release in self.owes.releases.check(view, unix) {
             writes.push(Write::ReleaseClaim(release));
         }
         // Devices held for pods that are not bound and whose gang is not being placed.
         let given_back = crate::k8s::scheduling::claim_giveback::give_back(view, &self.config.scheduler_name, &busy);
-        self.metrics.claims_given_back.inc_by(given_back.len() as u64);
+        self.measures.metrics.claims_given_back.inc_by(given_back.len() as u64);
         writes.extend(given_back.into_iter().map(Write::ReleaseClaim));
         let (queue_reports, queue_writes) =
             decide::queue_statuses(&assembled.snapshot, &outcome.queues, &cache.queues, unix);
-        crate::figures::queue_status::export(&queue_reports, &assembled.snapshot.resources, &self.metrics);
+        crate::figures::queue_status::export(&queue_reports, &assembled.snapshot.resources, &self.measures.metrics);
         writes.extend(queue_writes);
-        let waits = std::mem::take(&mut self.unreported_waits);
-        writes.extend(decide::group_statuses(view, &assembled.specs, &members, &waits, &self.last_eviction, unix));
+        let waits = std::mem::take(&mut self.owes.unreported_waits);
+        writes.extend(decide::group_statuses(
+            view,
+            &assembled.specs,
+            &members,
+            &waits,
+            &self.caches.last_eviction,
+            unix,
+        ));
         let gpus = crate::figures::gpus::gpu_usage(view, &assembled.groups, &self.config.topology);
-        gpus.export(&self.metrics);
+        gpus.export(&self.measures.metrics);
         let holdings = crate::figures::usage::holdings(view, &assembled.specs, &self.config.scheduler_name);
-        self.metrics.ledger.update(holdings, crate::metrics::ledger::unix_now());
+        self.measures.metrics.ledger.update(holdings, crate::metrics::ledger::unix_now());
         if self.ui.is_some() {
             self.publish_view(assembled, outcome, &queue_reports, waits, &gpus, memory);
         }
-        for created in decide::now_running(&members, &mut self.awaiting_running) {
-            self.metrics.gang_waiting.with_label_values(&["running"]).observe(seconds_since(created));
+        for created in decide::now_running(&members, &mut self.measures.awaiting_running) {
+            self.measures.metrics.gang_waiting.with_label_values(&["running"]).observe(seconds_since(created));
         }
-        for due in [self.releases.next_due(), self.safety.next_due()].into_iter().flatten() {
+        for due in [self.owes.releases.next_due(), self.owes.safety.next_due()].into_iter().flatten() {
             self.wake_at(now + Duration::from_secs((due - unix).max(0) as u64 + 1));
         }
         // What was written for pods that are gone is forgotten.
@@ -119,17 +128,17 @@ impl Scheduler {
     ) {
         // A gang keeps its last reason while it waits (a gang in backoff or parked is not
         // told again each cycle); placed, being bound or gone, it leaves the list.
-        self.waits.extend(waits);
+        self.caches.waits.extend(waits);
         let pending: HashSet<&GangKey> = assembled.gang_of.values().collect();
         let placed: HashSet<&GangKey> = outcome.placements.iter().map(|p| &p.gang).collect();
-        let in_flight = &self.in_flight;
-        self.waits.retain(|g, _| pending.contains(g) && !placed.contains(g) && !in_flight.contains(g));
+        let in_flight = &self.owes.in_flight;
+        self.caches.waits.retain(|g, _| pending.contains(g) && !placed.contains(g) && !in_flight.contains(g));
         let kinds = memory.capacity.mix.top();
         let inputs = crate::ui::build::Inputs {
             scheduler_name: &self.config.scheduler_name,
             assembled,
             queues,
-            waits: &self.waits,
+            waits: &self.caches.waits,
             gpus,
             kinds: Some(&kinds),
             now: assembled.snapshot.now,

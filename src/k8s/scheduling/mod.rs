@@ -1,5 +1,7 @@
-//! The scheduling loop of the replica that leads, as one [`Scheduler`] holding its state:
-//! the backoff, the gangs being bound, the safety net, claim releases and the next wake-up.
+//! The scheduling loop of the replica that leads, as one [`Scheduler`] holding its state in
+//! three parts: what it caches from one cycle to the next (the memo, the engine, the
+//! backoff, the unschedulable pool), what it owes (the gangs being bound and evicted, the
+//! safety net, claim releases, the next wake-up and housekeeping) and what it measures.
 //!
 //! A cycle reads the cache, asks the engine, and returns its decisions as data: gangs to
 //! bind (assumed in the cache at once), and writes for the background writer (conditions,
@@ -69,11 +71,39 @@ pub struct CycleReport {
 pub struct Scheduler {
     config: Config,
     cycle_config: CycleConfig,
+    /// What it reads the cluster from, writes through, is woken by and shows on the page
+    /// (no wake outside [`Scheduler::run`]).
     cache: Arc<Mutex<Cache>>,
-    metrics: Arc<Metrics>,
-    health: Arc<SchedulerHealth>,
     writer: Writer,
     binder: Arc<dyn Bind>,
+    wake: Option<Arc<Wake>>,
+    ui: Option<Arc<crate::ui::Board>>,
+    caches: Caches,
+    owes: Owes,
+    measures: Measures,
+}
+
+/// What the scheduler keeps from one cycle to the next, learnt from the cluster.
+struct Caches {
+    memo: Memo,
+    /// The engine over time (what it keeps between cycles: compiled selectors, free
+    /// capacity, capacity held for gangs that evictions were made for, which a new leader
+    /// does not inherit: it sees the victims terminating and their queues' figures without
+    /// them, so it evicts nothing more for the same gang).
+    engine: Engine,
+    backoff: GangBackoff,
+    /// Gangs that did not fit, not searched for again until a change could help them.
+    pool: pool::UnschedulablePool,
+    /// The last eviction made of each gang: (why, by whom, when).
+    last_eviction: HashMap<GangKey, (&'static str, String, i64)>,
+    /// Queue notes and problems already logged, logged once each.
+    queue_notes: HashSet<String>,
+    /// Why each gang that waits was last told it waits (kept until it is placed or gone).
+    waits: HashMap<GangKey, String>,
+}
+
+/// What the scheduler has started and must finish, or must do when it falls due.
+struct Owes {
     /// Binding tasks, and the binding each runs, so a task that dies still reports.
     binds: JoinSet<(GangBinding, BindOutcome)>,
     bind_tasks: HashMap<Id, GangBinding>,
@@ -82,40 +112,29 @@ pub struct Scheduler {
     /// suspended requests, and a slot passes to the next gang the moment one ends.
     bind_slots: Arc<tokio::sync::Semaphore>,
     in_flight: HashSet<GangKey>,
-    backoff: GangBackoff,
-    /// Gangs that did not fit, not searched for again until a change could help them.
-    pool: pool::UnschedulablePool,
-    safety: SafetyNet,
-    releases: ReleaseTracker,
     /// Gangs whose eviction was sent, and when: left alone until the watch shows it.
     evicting: HashMap<GangKey, (Instant, Vec<PodKey>)>,
-    last_eviction: HashMap<GangKey, (&'static str, String, i64)>,
-    memo: Memo,
-    /// The engine over time (what it keeps between cycles: compiled selectors, free
-    /// capacity, capacity held for gangs that evictions were made for, which a new leader
-    /// does not inherit: it sees the victims terminating and their queues' figures without
-    /// them, so it evicts nothing more for the same gang).
-    engine: Engine,
-    /// The cycle in progress: its moment, its snapshot until its decisions come back, and
-    /// what it did; and what wakes the loop (none outside [`Scheduler::run`]).
-    now: Instant,
-    pending: Option<cycle::Pending>,
-    report: CycleReport,
-    wake: Option<Arc<Wake>>,
-    /// Gangs bound whose pods are not all Running yet: (created, minMember).
-    awaiting_running: HashMap<GangKey, (i64, usize)>,
-    next_wake: Option<Instant>,
-    /// Queue notes and problems already logged, logged once each.
-    queue_notes: HashSet<String>,
     /// Why each gang waits, as cycles since the last housekeeping found it, for its
     /// PodGroup's status.
     unreported_waits: HashMap<GangKey, String>,
+    safety: SafetyNet,
+    releases: ReleaseTracker,
+    /// The cycle in progress: its moment, and its snapshot until its decisions come back.
+    now: Instant,
+    pending: Option<cycle::Pending>,
+    next_wake: Option<Instant>,
     /// When the next cycle does the housekeeping.
     housekeeping_due: Instant,
-    /// Where the page's view goes after each housekeeping pass, and why each gang that
-    /// waits was last told it waits (kept until it is placed or gone).
-    ui: Option<Arc<crate::ui::Board>>,
-    waits: HashMap<GangKey, String>,
+}
+
+/// What the scheduler measures and reports on itself.
+struct Measures {
+    metrics: Arc<Metrics>,
+    health: Arc<SchedulerHealth>,
+    /// What the cycle in progress did.
+    report: CycleReport,
+    /// Gangs bound whose pods are not all Running yet: (created, minMember).
+    awaiting_running: HashMap<GangKey, (i64, usize)>,
 }
 
 fn unix_now() -> i64 {
@@ -138,38 +157,31 @@ impl Scheduler {
         binder: Arc<dyn Bind>,
     ) -> Scheduler {
         let cycle_config = config.cycle();
-        Scheduler {
-            cycle_config,
-            bind_slots: Arc::new(tokio::sync::Semaphore::new(config.client_connection.bind_in_flight())),
+        let caches = Caches {
+            memo: Memo::new(&config),
+            engine: Engine::new(cycle_config),
             backoff: GangBackoff::new(&config.backoff),
             pool: pool::UnschedulablePool::new(Duration::from_secs(config.retry_unschedulable_seconds)),
-            memo: Memo::new(&config),
-            config,
-            cache,
-            metrics,
-            health,
-            writer,
-            binder,
+            last_eviction: HashMap::new(),
+            queue_notes: HashSet::new(),
+            waits: HashMap::new(),
+        };
+        let owes = Owes {
             binds: JoinSet::new(),
             bind_tasks: HashMap::new(),
+            bind_slots: Arc::new(tokio::sync::Semaphore::new(config.client_connection.bind_in_flight())),
             in_flight: HashSet::new(),
+            evicting: HashMap::new(),
+            unreported_waits: HashMap::new(),
             safety: SafetyNet::default(),
             releases: ReleaseTracker::default(),
-            evicting: HashMap::new(),
-            last_eviction: HashMap::new(),
-            engine: Engine::new(cycle_config),
             now: Instant::now(),
             pending: None,
-            report: CycleReport::default(),
-            wake: None,
-            awaiting_running: HashMap::new(),
             next_wake: None,
-            queue_notes: HashSet::new(),
-            unreported_waits: HashMap::new(),
             housekeeping_due: Instant::now(),
-            ui: None,
-            waits: HashMap::new(),
-        }
+        };
+        let measures = Measures { metrics, health, report: CycleReport::default(), awaiting_running: HashMap::new() };
+        Scheduler { config, cycle_config, cache, writer, binder, wake: None, ui: None, caches, owes, measures }
     }
 
     /// Publishes the page's view to `board` after every housekeeping pass.
@@ -181,21 +193,21 @@ impl Scheduler {
     /// When the loop must run a cycle even if nothing changes: the earliest backoff,
     /// timeout, release or reservation that falls due.
     pub fn next_wake(&self) -> Option<Instant> {
-        self.next_wake
+        self.owes.next_wake
     }
 
     fn wake_at(&mut self, at: Instant) {
-        self.next_wake = Some(self.next_wake.map_or(at, |w| w.min(at)));
+        self.owes.next_wake = Some(self.owes.next_wake.map_or(at, |w| w.min(at)));
     }
 
     /// Gangs being bound now.
     pub fn in_flight(&self) -> &HashSet<GangKey> {
-        &self.in_flight
+        &self.owes.in_flight
     }
 
     /// Whether `gang` waits out a backoff at `now`.
     pub fn backing_off(&self, gang: &GangKey, now: Instant) -> bool {
-        self.backoff.waiting(gang, now)
+        self.caches.backoff.waiting(gang, now)
     }
 
     /// The loop: the engine's, with this scheduler as its driver (a cycle after every
@@ -204,13 +216,13 @@ impl Scheduler {
     pub async fn run(mut self, wake: Arc<Wake>) {
         wake.wake();
         self.wake = Some(wake);
-        let mut engine = std::mem::take(&mut self.engine);
+        let mut engine = std::mem::take(&mut self.caches.engine);
         engine.run(&mut self).await;
     }
 
     /// Waits for the next binding to end and takes its outcome; false when none is running.
     pub async fn next_outcome(&mut self) -> bool {
-        match self.binds.join_next_with_id().await {
+        match self.owes.binds.join_next_with_id().await {
             Some(joined) => {
                 self.on_joined(joined);
                 true
@@ -222,11 +234,11 @@ impl Scheduler {
     fn on_joined(&mut self, joined: Result<(Id, (GangBinding, BindOutcome)), JoinError>) {
         match joined {
             Ok((id, (binding, outcome))) => {
-                self.bind_tasks.remove(&id);
+                self.owes.bind_tasks.remove(&id);
                 self.on_bind_outcome(binding, outcome);
             }
             Err(e) => {
-                let Some(binding) = self.bind_tasks.remove(&e.id()) else { return };
+                let Some(binding) = self.owes.bind_tasks.remove(&e.id()) else { return };
                 let reason =
                     if e.is_panic() { "its task panicked".to_string() } else { "its task was cancelled".into() };
                 tracing::error!(gang = %binding.gang, %reason, "a binding ended without an outcome; rolled back");
@@ -250,7 +262,7 @@ impl Scheduler {
     /// A gang's binding ended: count it, tell its pods, and undo the assumptions of what
     /// did not bind; a rolled-back gang waits out its backoff.
     pub fn on_bind_outcome(&mut self, binding: GangBinding, outcome: BindOutcome) {
-        self.in_flight.remove(&binding.gang);
+        self.owes.in_flight.remove(&binding.gang);
         let span = tracing::info_span!("gang", gang = %binding.gang);
         let _entered = span.enter();
         let node_of: HashMap<&PodKey, &String> = binding.pods.iter().map(|(p, n)| (p, n)).collect();
@@ -258,21 +270,21 @@ impl Scheduler {
         match outcome {
             BindOutcome::Bound { bound, failed } => {
                 tracing::info!(pods = bound.len(), "bound");
-                self.metrics.gang_attempts.with_label_values(&["scheduled"]).inc();
+                self.measures.metrics.gang_attempts.with_label_values(&["scheduled"]).inc();
                 if binding.needed > 0 {
                     let waited = seconds_since(binding.created);
-                    self.metrics.gang_waiting.with_label_values(&["bound"]).observe(waited);
+                    self.measures.metrics.gang_waiting.with_label_values(&["bound"]).observe(waited);
                     let labels = [binding.queue.as_str(), binding.gang.namespace.as_str()];
-                    self.metrics.queue_gang_waiting.with_label_values(&labels).observe(waited);
-                    self.metrics.gangs_started.with_label_values(&labels).inc();
-                    self.awaiting_running.insert(binding.gang.clone(), (binding.created, binding.min_member));
+                    self.measures.metrics.queue_gang_waiting.with_label_values(&labels).observe(waited);
+                    self.measures.metrics.gangs_started.with_label_values(&labels).inc();
+                    self.measures.awaiting_running.insert(binding.gang.clone(), (binding.created, binding.min_member));
                 }
                 if failed.is_empty() {
-                    self.backoff.succeed(&binding.gang);
+                    self.caches.backoff.succeed(&binding.gang);
                 } else {
                     // The gang stands; its extra pods that failed wait out a backoff before
                     // they are tried again, so a permanent error does not spin.
-                    let delay = self.backoff.fail(&binding.gang, now);
+                    let delay = self.caches.backoff.fail(&binding.gang, now);
                     self.wake_at(now + delay);
                 }
                 let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
@@ -297,12 +309,12 @@ impl Scheduler {
                 }
             }
             BindOutcome::RolledBack { evicted, errors } => {
-                self.metrics.gang_attempts.with_label_values(&["bind_failed"]).inc();
-                self.metrics.bind_rollbacks.inc();
+                self.measures.metrics.gang_attempts.with_label_values(&["bind_failed"]).inc();
+                self.measures.metrics.bind_rollbacks.inc();
                 if !evicted.is_empty() {
-                    self.metrics.evicted("BindFailed", &binding.queue, &binding.gang.namespace);
+                    self.measures.metrics.evicted("BindFailed", &binding.queue, &binding.gang.namespace);
                 }
-                let delay = self.backoff.fail(&binding.gang, now);
+                let delay = self.caches.backoff.fail(&binding.gang, now);
                 self.wake_at(now + delay);
                 let delay = delay.as_secs();
                 let first_error = errors.first().map(|(_, e)| e.to_string()).unwrap_or_default();
@@ -338,7 +350,7 @@ impl Scheduler {
                 // Its bound pods are being evicted already: the safety net leaves it alone
                 // until the watch shows them going.
                 if !evicted.is_empty() {
-                    self.evicting.insert(binding.gang.clone(), (now, evicted));
+                    self.owes.evicting.insert(binding.gang.clone(), (now, evicted));
                 }
             }
         }
@@ -347,22 +359,23 @@ impl Scheduler {
     /// When the next housekeeping pass is due: `HOUSEKEEPING_EVERY` after the last, or
     /// `HOUSEKEEPING_HOLD` after it while bindings are in flight.
     fn housekeeping_at(&self) -> Instant {
-        if self.binds.is_empty() {
-            self.housekeeping_due
+        if self.owes.binds.is_empty() {
+            self.owes.housekeeping_due
         } else {
-            self.housekeeping_due + HOUSEKEEPING_HOLD.saturating_sub(HOUSEKEEPING_EVERY)
+            self.owes.housekeeping_due + HOUSEKEEPING_HOLD.saturating_sub(HOUSEKEEPING_EVERY)
         }
     }
 
     fn start_binding(&mut self, binding: GangBinding) {
-        self.in_flight.insert(binding.gang.clone());
-        let (binder, metrics, slots) = (self.binder.clone(), self.metrics.clone(), self.bind_slots.clone());
+        self.owes.in_flight.insert(binding.gang.clone());
+        let (binder, metrics, slots) =
+            (self.binder.clone(), self.measures.metrics.clone(), self.owes.bind_slots.clone());
         // Statuses and events wait while bindings are in flight (up to the writer's hold).
         let in_flight = self.writer.binding();
         let span =
             tracing::info_span!("gang", gang = %binding.gang, pods = binding.pods.len(), needed = binding.needed);
         let kept = binding.clone();
-        let task = self.binds.spawn(
+        let task = self.owes.binds.spawn(
             async move {
                 // The semaphore is never closed; without a slot the binding still runs.
                 let _in_flight = in_flight;
@@ -374,6 +387,6 @@ impl Scheduler {
             }
             .instrument(span),
         );
-        self.bind_tasks.insert(task.id(), kept);
+        self.owes.bind_tasks.insert(task.id(), kept);
     }
 }

@@ -13,72 +13,144 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
-use k8s_openapi::api::resource::v1::{DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice};
-use k8s_openapi::api::scheduling::v1::PriorityClass;
-use k8s_openapi::api::scheduling::v1beta1::PodGroup as KubernetesPodGroup;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::resource::v1::ResourceClaim;
 use kube::ResourceExt;
 
 use super::changes::{Changes, Help};
 pub use super::objects::Store;
-use crate::api::foreign::PodGroup as PluginPodGroup;
-use crate::api::kai::{PodGroup as KaiPodGroup, Queue as KaiQueue};
-use crate::api::kueue::{ClusterQueue, Cohort, LocalQueue};
-use crate::api::pod_group::PodGroup as MusterPodGroup;
-use crate::api::queue::Queue as MusterQueue;
-use crate::api::topology::{Topology as KueueTopology, kai::Topology as KaiTopology};
 use crate::convert::assemble::ClusterView;
 use crate::convert::dra::EXTENDED_CLAIM_ANNOTATION;
 use crate::convert::journal::{Journal, JournalMark, ObjectKey, Seen};
+use crate::convert::kinds::{Change, change, object_kinds};
 use crate::convert::view::Versions;
+use crate::convert::workloads::WorkloadKind;
 use crate::convert::workloads::owners::PodOwners;
-use crate::convert::workloads::{Workload, WorkloadKind};
 use crate::engine::dra::model::ClaimKey;
 use crate::engine::model::PodKey;
 
-#[derive(Clone, Debug, Default)]
-pub struct Cache {
-    pub pods: Store<Pod>,
-    pub nodes: Store<Node>,
-    pub kubernetes_groups: Store<KubernetesPodGroup>,
-    pub muster_groups: Store<MusterPodGroup>,
-    pub plugin_groups: Store<PluginPodGroup>,
-    pub priority_classes: Store<PriorityClass>,
-    pub resource_slices: Store<ResourceSlice>,
-    pub device_classes: Store<DeviceClass>,
-    pub resource_claims: Store<ResourceClaim>,
-    pub device_taint_rules: Store<DeviceTaintRule>,
-    pub queues: Store<MusterQueue>,
-    pub kai_queues: Store<KaiQueue>,
-    pub kueue_topologies: Store<KueueTopology>,
-    pub kai_topologies: Store<KaiTopology>,
-    pub kai_groups: Store<KaiPodGroup>,
-    pub cluster_queues: Store<ClusterQueue>,
-    pub cohorts: Store<Cohort>,
-    pub local_queues: Store<LocalQueue>,
-    /// Whether Kueue's queues are imported (see [`ClusterView::kueue_imported`]).
-    pub kueue_imported: bool,
-    pub namespaces: Store<Namespace>,
-    /// The workloads pods are grouped by, of the kinds in `workload_kinds` (see
-    /// `workloads::follow`).
-    pub workloads: Store<Workload>,
-    pub workload_kinds: BTreeSet<WorkloadKind>,
-    /// Pods by the first owner their gang is looked up by.
-    pub(crate) pod_owners: PodOwners,
-    assumed: HashMap<PodKey, String>,
-    /// Claims whose allocation is being written: they hold their devices at once, until
-    /// the watch shows the allocation, or `forget_claim`.
-    assumed_claims: HashMap<ClaimKey, Arc<ResourceClaim>>,
-    /// Claims for pods' extended resources, being created and allocated, by pod.
-    assumed_extended: HashMap<PodKey, Arc<ResourceClaim>>,
-    /// Only nodes with all these labels are scheduled onto (empty: every node).
-    node_labels: Vec<(String, String)>,
-    /// What changed since the scheduling loop last looked, for its unschedulable pool.
-    pub changes: Changes,
-    /// Changes to `assumed_claims` and `assumed_extended` (the pods' assumptions are
-    /// recorded in the pods' journal, as they change where a pod counts).
-    assumed_claims_journal: Journal,
+/// The objects of the store `$field` a cycle reads, as kept: all of them, but for the
+/// nodes (only the managed ones) and the claims (as assumed, and the extended resources'
+/// claims besides).
+macro_rules! shown {
+    ($cache:ident, nodes) => {
+        $cache.nodes.objects.values().filter(|n| $cache.managed(n))
+    };
+    ($cache:ident, resource_claims) => {
+        $cache
+            .resource_claims
+            .objects
+            .values()
+            .map(|c| $cache.assumed_claims.get(&claim_key(c)).unwrap_or(c))
+            .chain($cache.assumed_extended.values())
+    };
+    ($cache:ident, $other:ident) => {
+        $cache.$other.objects.values()
+    };
 }
+
+/// Makes the cache (a store per kind, and what the cache keeps besides), the copy a cycle
+/// takes of it, and their views, from the list of kinds ([`object_kinds!`]).
+macro_rules! cache_and_shared {
+    ([] $($(#[$doc:meta])* $field:ident: $kind:ty => $change:ident,)*) => {
+        #[derive(Clone, Debug, Default)]
+        pub struct Cache {
+            $(pub $field: Store<$kind>,)*
+            /// Whether Kueue's queues are imported (see [`ClusterView::kueue_imported`]).
+            pub kueue_imported: bool,
+            /// The workloads kinds read (see `workloads::follow`).
+            pub workload_kinds: BTreeSet<WorkloadKind>,
+        /// Pods by the first owner their gang is looked up by.
+        pub(crate) pod_owners: PodOwners,
+        assumed: HashMap<PodKey, String>,
+        /// Claims whose allocation is being written: they hold their devices at once, until
+        /// the watch shows the allocation, or `forget_claim`.
+        assumed_claims: HashMap<ClaimKey, Arc<ResourceClaim>>,
+        /// Claims for pods' extended resources, being created and allocated, by pod.
+        assumed_extended: HashMap<PodKey, Arc<ResourceClaim>>,
+        /// Only nodes with all these labels are scheduled onto (empty: every node).
+        node_labels: Vec<(String, String)>,
+        /// What changed since the scheduling loop last looked, for its unschedulable pool.
+        pub changes: Changes,
+        /// Changes to `assumed_claims` and `assumed_extended` (the pods' assumptions are
+        /// recorded in the pods' journal, as they change where a pod counts).
+        assumed_claims_journal: Journal,
+        }
+
+        /// What scheduling reads, shared: taken under the cache's lock by reference counts
+        /// alone, read after the lock is released, so watch events are applied while a cycle
+        /// assembles its snapshot.
+        pub struct Shared {
+            $($field: Vec<Arc<$kind>>,)*
+            kueue_imported: bool,
+            assumed: HashMap<PodKey, String>,
+            /// What changed in pods and nodes since the reader's mark, and the other stores'
+            /// marks.
+            pods_journal: Journal,
+            nodes_journal: Journal,
+            groups: Vec<JournalMark>,
+            others: Vec<JournalMark>,
+        }
+
+        impl Cache {
+            /// What scheduling reads, borrowed: only managed nodes, and assumed pods on their
+            /// nodes.
+            pub fn view(&self) -> ClusterView<'_> {
+                ClusterView {
+                    $($field: shown!(self, $field).map(|o| &**o).collect(),)*
+                    kueue_imported: self.kueue_imported,
+                    assumed: Some(&self.assumed),
+                    versions: Some(Versions {
+                        pods: self.pods.journal(),
+                        nodes: self.nodes.journal(),
+                        groups: self.marks(Change::Groups),
+                        others: self.other_marks(),
+                    }),
+                }
+            }
+
+            /// What [`Cache::view`] shows, shared rather than borrowed, with what changed since
+            /// `seen` (the reader's marks: see [`Memo::seen`](super::assemble::Memo::seen)).
+            pub fn shared(&self, seen: Seen) -> Shared {
+                Shared {
+                    $($field: shown!(self, $field).cloned().collect(),)*
+                    kueue_imported: self.kueue_imported,
+                    assumed: self.assumed.clone(),
+                    pods_journal: self.pods.journal.tail(seen.pods),
+                    nodes_journal: self.nodes.journal.tail(seen.nodes),
+                    groups: self.marks(Change::Groups),
+                    others: self.other_marks(),
+                }
+            }
+
+            /// Where the journals of the stores whose changes are of `change` stand.
+            fn marks(&self, change: Change) -> Vec<JournalMark> {
+                let mut marks = Vec::new();
+                $(if change!($change) == change {
+                    marks.push(self.$field.journal.mark());
+                })*
+                marks
+            }
+        }
+
+        impl Shared {
+            pub fn view(&self) -> ClusterView<'_> {
+                ClusterView {
+                    $($field: borrowed(&self.$field),)*
+                    kueue_imported: self.kueue_imported,
+                    assumed: Some(&self.assumed),
+                    versions: Some(Versions {
+                        pods: &self.pods_journal,
+                        nodes: &self.nodes_journal,
+                        groups: self.groups.clone(),
+                        others: self.others.clone(),
+                    }),
+                }
+            }
+        }
+    };
+}
+object_kinds!(cache_and_shared);
 
 fn claim_key(claim: &ResourceClaim) -> ClaimKey {
     ClaimKey { namespace: claim.namespace().unwrap_or_default(), name: claim.name_any() }
@@ -241,188 +313,18 @@ impl Cache {
         let labels = node.labels();
         self.node_labels.iter().all(|(k, v)| labels.get(k) == Some(v))
     }
-
-    /// What scheduling reads, borrowed: only managed nodes, and assumed pods on their nodes.
-    pub fn view(&self) -> ClusterView<'_> {
-        ClusterView {
-            nodes: self.nodes.values().filter(|n| self.managed(n)).collect(),
-            pods: self.pods.values().collect(),
-            kubernetes_groups: self.kubernetes_groups.values().collect(),
-            muster_groups: self.muster_groups.values().collect(),
-            plugin_groups: self.plugin_groups.values().collect(),
-            priority_classes: self.priority_classes.values().collect(),
-            resource_slices: self.resource_slices.values().collect(),
-            device_classes: self.device_classes.values().collect(),
-            resource_claims: self
-                .resource_claims
-                .values()
-                .map(|c| self.assumed_claims.get(&claim_key(c)).map_or(c, |a| &**a))
-                .chain(self.assumed_extended.values().map(|a| &**a))
-                .collect(),
-            device_taint_rules: self.device_taint_rules.values().collect(),
-            queues: self.queues.values().collect(),
-            kai_queues: self.kai_queues.values().collect(),
-            kueue_topologies: self.kueue_topologies.values().collect(),
-            kai_topologies: self.kai_topologies.values().collect(),
-            kai_groups: self.kai_groups.values().collect(),
-            cluster_queues: self.cluster_queues.values().collect(),
-            cohorts: self.cohorts.values().collect(),
-            local_queues: self.local_queues.values().collect(),
-            kueue_imported: self.kueue_imported,
-            namespaces: self.namespaces.values().collect(),
-            workloads: self.workloads.values().collect(),
-            assumed: Some(&self.assumed),
-            versions: Some(Versions {
-                pods: self.pods.journal(),
-                nodes: self.nodes.journal(),
-                groups: self.group_marks(),
-                others: self.other_marks(),
-            }),
-        }
-    }
-
-    /// PodGroups of every kind, and the workloads gangs are made from.
-    fn group_marks(&self) -> Vec<JournalMark> {
-        [&self.kubernetes_groups.journal, &self.muster_groups.journal, &self.plugin_groups.journal]
-            .into_iter()
-            .chain([&self.kai_groups.journal, &self.workloads.journal])
-            .map(Journal::mark)
-            .collect()
-    }
-
-    /// Every store but pods, nodes and PodGroups, with the claims' assumptions and whether
-    /// Kueue is imported.
-    fn other_marks(&self) -> Vec<JournalMark> {
-        let stores = [
-            self.priority_classes.journal.mark(),
-            self.resource_slices.journal.mark(),
-            self.device_classes.journal.mark(),
-            self.resource_claims.journal.mark(),
-            self.device_taint_rules.journal.mark(),
-            self.queues.journal.mark(),
-            self.kai_queues.journal.mark(),
-            self.kueue_topologies.journal.mark(),
-            self.kai_topologies.journal.mark(),
-            self.cluster_queues.journal.mark(),
-            self.cohorts.journal.mark(),
-            self.local_queues.journal.mark(),
-            self.namespaces.journal.mark(),
-            self.assumed_claims_journal.mark(),
-        ];
-        stores.into_iter().chain([(0, self.kueue_imported as u64)]).collect()
-    }
-}
-
-/// What scheduling reads, shared: taken under the cache's lock by reference counts alone,
-/// read after the lock is released, so watch events are applied while a cycle assembles
-/// its snapshot.
-pub struct Shared {
-    nodes: Vec<Arc<Node>>,
-    pods: Vec<Arc<Pod>>,
-    kubernetes_groups: Vec<Arc<KubernetesPodGroup>>,
-    muster_groups: Vec<Arc<MusterPodGroup>>,
-    plugin_groups: Vec<Arc<PluginPodGroup>>,
-    priority_classes: Vec<Arc<PriorityClass>>,
-    resource_slices: Vec<Arc<ResourceSlice>>,
-    device_classes: Vec<Arc<DeviceClass>>,
-    resource_claims: Vec<Arc<ResourceClaim>>,
-    device_taint_rules: Vec<Arc<DeviceTaintRule>>,
-    queues: Vec<Arc<MusterQueue>>,
-    kai_queues: Vec<Arc<KaiQueue>>,
-    kueue_topologies: Vec<Arc<KueueTopology>>,
-    kai_topologies: Vec<Arc<KaiTopology>>,
-    kai_groups: Vec<Arc<KaiPodGroup>>,
-    cluster_queues: Vec<Arc<ClusterQueue>>,
-    cohorts: Vec<Arc<Cohort>>,
-    local_queues: Vec<Arc<LocalQueue>>,
-    namespaces: Vec<Arc<Namespace>>,
-    workloads: Vec<Arc<Workload>>,
-    kueue_imported: bool,
-    assumed: HashMap<PodKey, String>,
-    /// What changed in pods and nodes since the reader's mark, and the other stores' marks.
-    pods_journal: Journal,
-    nodes_journal: Journal,
-    groups: Vec<JournalMark>,
-    others: Vec<JournalMark>,
 }
 
 impl Cache {
-    /// What [`Cache::view`] shows, shared rather than borrowed, with what changed since
-    /// `seen` (the reader's marks: see [`Memo::seen`](super::assemble::Memo::seen)).
-    pub fn shared(&self, seen: Seen) -> Shared {
-        let claims = self
-            .resource_claims
-            .objects
-            .values()
-            .map(|c| self.assumed_claims.get(&claim_key(c)).unwrap_or(c).clone())
-            .chain(self.assumed_extended.values().cloned())
-            .collect();
-        Shared {
-            nodes: self.nodes.objects.values().filter(|n| self.managed(n)).cloned().collect(),
-            pods: self.pods.shared(),
-            kubernetes_groups: self.kubernetes_groups.shared(),
-            muster_groups: self.muster_groups.shared(),
-            plugin_groups: self.plugin_groups.shared(),
-            priority_classes: self.priority_classes.shared(),
-            resource_slices: self.resource_slices.shared(),
-            device_classes: self.device_classes.shared(),
-            resource_claims: claims,
-            device_taint_rules: self.device_taint_rules.shared(),
-            queues: self.queues.shared(),
-            kai_queues: self.kai_queues.shared(),
-            kueue_topologies: self.kueue_topologies.shared(),
-            kai_topologies: self.kai_topologies.shared(),
-            kai_groups: self.kai_groups.shared(),
-            cluster_queues: self.cluster_queues.shared(),
-            cohorts: self.cohorts.shared(),
-            local_queues: self.local_queues.shared(),
-            namespaces: self.namespaces.shared(),
-            workloads: self.workloads.shared(),
-            kueue_imported: self.kueue_imported,
-            assumed: self.assumed.clone(),
-            pods_journal: self.pods.journal.tail(seen.pods),
-            nodes_journal: self.nodes.journal.tail(seen.nodes),
-            groups: self.group_marks(),
-            others: self.other_marks(),
-        }
+    /// The stores whose every change rebuilds the snapshot, with the claims' assumptions and
+    /// whether Kueue is imported.
+    fn other_marks(&self) -> Vec<JournalMark> {
+        let mut marks = self.marks(Change::Others);
+        marks.extend([self.assumed_claims_journal.mark(), (0, self.kueue_imported as u64)]);
+        marks
     }
 }
 
 fn borrowed<K>(objects: &[Arc<K>]) -> Vec<&K> {
     objects.iter().map(|o| &**o).collect()
-}
-
-impl Shared {
-    pub fn view(&self) -> ClusterView<'_> {
-        ClusterView {
-            nodes: borrowed(&self.nodes),
-            pods: borrowed(&self.pods),
-            kubernetes_groups: borrowed(&self.kubernetes_groups),
-            muster_groups: borrowed(&self.muster_groups),
-            plugin_groups: borrowed(&self.plugin_groups),
-            priority_classes: borrowed(&self.priority_classes),
-            resource_slices: borrowed(&self.resource_slices),
-            device_classes: borrowed(&self.device_classes),
-            resource_claims: borrowed(&self.resource_claims),
-            device_taint_rules: borrowed(&self.device_taint_rules),
-            queues: borrowed(&self.queues),
-            kai_queues: borrowed(&self.kai_queues),
-            kueue_topologies: borrowed(&self.kueue_topologies),
-            kai_topologies: borrowed(&self.kai_topologies),
-            kai_groups: borrowed(&self.kai_groups),
-            cluster_queues: borrowed(&self.cluster_queues),
-            cohorts: borrowed(&self.cohorts),
-            local_queues: borrowed(&self.local_queues),
-            kueue_imported: self.kueue_imported,
-            namespaces: borrowed(&self.namespaces),
-            workloads: borrowed(&self.workloads),
-            assumed: Some(&self.assumed),
-            versions: Some(Versions {
-                pods: &self.pods_journal,
-                nodes: &self.nodes_journal,
-                groups: self.groups.clone(),
-                others: self.others.clone(),
-            }),
-        }
-    }
 }

@@ -5,10 +5,8 @@ use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
-use k8s_openapi::api::resource::v1::{DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice};
-use k8s_openapi::api::scheduling::v1::PriorityClass;
-use k8s_openapi::api::scheduling::v1beta1::PodGroup as KubernetesPodGroup;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::resource::v1::ResourceClaim;
 use kube::api::DynamicObject;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
@@ -18,16 +16,7 @@ use tokio::sync::{Notify, oneshot};
 
 use super::cache::{Cache, Store};
 use super::changes::{self, Help};
-use super::discovery::KueueVersion;
-use super::discovery::Sources;
-use crate::api::foreign::PodGroup as PluginPodGroup;
-use crate::api::kai::{PodGroup as KaiPodGroup, Queue as KaiQueue};
-use crate::api::kueue::{ClusterQueue, ClusterQueueV1beta1, Cohort, CohortV1beta1, LocalQueue, LocalQueueV1beta1};
-use crate::api::pod_group::PodGroup as MusterPodGroup;
-use crate::api::queue::Queue as MusterQueue;
-use crate::api::topology::{
-    Topology as KueueTopology, kai::Topology as KaiTopology, v1beta1::Topology as KueueTopologyV1beta1,
-};
+use crate::convert::kinds::object_kinds;
 use crate::convert::workloads::{Workload, WorkloadKind};
 use crate::engine::model::GangKind;
 use crate::k8s::observe::health::SchedulerHealth;
@@ -147,15 +136,6 @@ impl Cached for Workload {
     }
 }
 
-macro_rules! cached {
-    ($kind:ty, $field:ident) => {
-        impl Cached for $kind {
-            fn store(cache: &mut Cache) -> &mut Store<Self> {
-                &mut cache.$field
-            }
-        }
-    };
-}
 impl Cached for ResourceClaim {
     fn store(cache: &mut Cache) -> &mut Store<Self> {
         &mut cache.resource_claims
@@ -186,10 +166,6 @@ impl Cached for Node {
     }
 }
 
-cached!(ResourceSlice, resource_slices);
-cached!(DeviceClass, device_classes);
-cached!(DeviceTaintRule, device_taint_rules);
-cached!(PriorityClass, priority_classes);
 /// PodGroups: a change is their own gang's.
 macro_rules! cached_group {
     ($kind:ty, $field:ident, $gang:expr) => {
@@ -203,18 +179,37 @@ macro_rules! cached_group {
         }
     };
 }
-cached_group!(KubernetesPodGroup, kubernetes_groups, GangKind::Kubernetes);
-cached_group!(MusterPodGroup, muster_groups, GangKind::Muster);
-cached_group!(PluginPodGroup, plugin_groups, GangKind::SchedulerPlugins);
-cached_group!(KaiPodGroup, kai_groups, GangKind::Kai);
-cached!(MusterQueue, queues);
-cached!(KaiQueue, kai_queues);
-cached!(KueueTopology, kueue_topologies);
-cached!(KaiTopology, kai_topologies);
-cached!(ClusterQueue, cluster_queues);
-cached!(Cohort, cohorts);
-cached!(LocalQueue, local_queues);
-cached!(Namespace, namespaces);
+
+/// Every other kind is kept as it comes: its `Cached` impl is made from the list of kinds.
+macro_rules! cached {
+    ([] $($(#[$doc:meta])* $field:ident: $kind:ty => $change:ident,)*) => {
+        $(cached!(@one $field, $kind);)*
+    };
+    (@one pods, $kind:ty) => {};
+    (@one nodes, $kind:ty) => {};
+    (@one workloads, $kind:ty) => {};
+    (@one resource_claims, $kind:ty) => {};
+    (@one kubernetes_groups, $kind:ty) => {
+        cached_group!($kind, kubernetes_groups, GangKind::Kubernetes);
+    };
+    (@one muster_groups, $kind:ty) => {
+        cached_group!($kind, muster_groups, GangKind::Muster);
+    };
+    (@one plugin_groups, $kind:ty) => {
+        cached_group!($kind, plugin_groups, GangKind::SchedulerPlugins);
+    };
+    (@one kai_groups, $kind:ty) => {
+        cached_group!($kind, kai_groups, GangKind::Kai);
+    };
+    (@one $field:ident, $kind:ty) => {
+        impl Cached for $kind {
+            fn store(cache: &mut Cache) -> &mut Store<Self> {
+                &mut cache.$field
+            }
+        }
+    };
+}
+object_kinds!(cached);
 
 /// An event of an object as the cache keeps it (an older version as the one kept, a
 /// workload as little as its gang needs); None when the object is left out.
@@ -324,7 +319,7 @@ where
 /// little as its gang needs; one that cannot be read at all is left out with a warning.
 /// Several kinds share one store, so a relist replaces only its own kind's objects, at its
 /// end (`Cache::workloads_relisted`).
-async fn watch_workloads(
+pub(super) async fn watch_workloads(
     client: kube::Client,
     kind: WorkloadKind,
     version: &'static str,
@@ -391,92 +386,6 @@ async fn follow<A>(
             }
         }
     }
-}
-
-/// Starts one watch per kind the cluster serves, into `cache`. Returns the tasks and, per
-/// kind, a receiver that fires when its first list is in.
-pub fn start(
-    client: &kube::Client,
-    sources: &Sources,
-    cache: &Arc<Mutex<Cache>>,
-    wake: &Arc<Wake>,
-) -> (tokio::task::JoinSet<()>, Vec<oneshot::Receiver<()>>) {
-    let mut tasks = tokio::task::JoinSet::new();
-    let mut synced = Vec::new();
-    let mut add = |spawn: &dyn Fn(oneshot::Sender<()>) -> futures::future::BoxFuture<'static, ()>| {
-        let (tx, rx) = oneshot::channel();
-        tasks.spawn(spawn(tx));
-        synced.push(rx);
-    };
-    macro_rules! watch_all {
-        ($kind:ty) => {
-            watch_all!($kind, $kind)
-        };
-        ($read:ty, $kind:ty) => {
-            add(&|tx| {
-                Box::pin(watch::<$read, $kind>(Api::<$read>::all(client.clone()), cache.clone(), wake.clone(), tx))
-            })
-        };
-    }
-    watch_all!(crate::api::wire::WirePod, Pod);
-    watch_all!(Node);
-    watch_all!(PriorityClass);
-    watch_all!(Namespace);
-    if sources.muster_queues {
-        watch_all!(MusterQueue);
-    }
-    if sources.kai_queues {
-        watch_all!(KaiQueue);
-    }
-    if sources.kai_groups {
-        watch_all!(KaiPodGroup);
-    }
-    match sources.kueue_topologies {
-        Some(KueueVersion::V1beta2) => watch_all!(KueueTopology),
-        Some(KueueVersion::V1beta1) => watch_all!(KueueTopologyV1beta1, KueueTopology),
-        None => {}
-    }
-    if sources.kai_topologies {
-        watch_all!(KaiTopology);
-    }
-    match sources.kueue {
-        Some(KueueVersion::V1beta2) => {
-            watch_all!(ClusterQueue);
-            watch_all!(LocalQueue);
-            if sources.kueue_cohorts {
-                watch_all!(Cohort);
-            }
-        }
-        Some(KueueVersion::V1beta1) => {
-            watch_all!(ClusterQueueV1beta1, ClusterQueue);
-            watch_all!(LocalQueueV1beta1, LocalQueue);
-            if sources.kueue_cohorts {
-                watch_all!(CohortV1beta1, Cohort);
-            }
-        }
-        None => {}
-    }
-    if sources.kubernetes {
-        watch_all!(KubernetesPodGroup);
-    }
-    if sources.muster {
-        watch_all!(MusterPodGroup);
-    }
-    if sources.scheduler_plugins {
-        watch_all!(PluginPodGroup);
-    }
-    if sources.dra {
-        watch_all!(ResourceSlice);
-        watch_all!(DeviceClass);
-        watch_all!(crate::api::wire::WireClaim, ResourceClaim);
-    }
-    if sources.device_taint_rules {
-        watch_all!(DeviceTaintRule);
-    }
-    for (kind, version) in sources.workloads() {
-        add(&|tx| Box::pin(watch_workloads(client.clone(), kind, version, cache.clone(), wake.clone(), tx)));
-    }
-    (tasks, synced)
 }
 
 #[cfg(test)]
