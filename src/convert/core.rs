@@ -16,7 +16,7 @@ use crate::engine::model::{
 };
 use crate::engine::resources::{Capacity, Demand, ResourceId, ResourceNames};
 
-#[derive(Debug, Error, PartialEq, Eq)]
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
 pub enum Error {
     #[error("{object}: {source}")]
     Quantity { object: String, source: quantity::Error },

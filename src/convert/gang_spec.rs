@@ -32,7 +32,7 @@ pub struct GroupSpec {
     pub preemptible: Option<bool>,
     /// Its own preemption delay in seconds: its `spec.preemptionDelay`, else KAI's
     /// `kai.scheduler/preemption-delay` annotation; an error names what does not parse.
-    pub preemption_delay: Result<Option<i64>, String>,
+    pub preemption_delay: Result<Option<i64>, PreemptionDelayError>,
     /// When Muster last evicted it (its `Evicted` condition), Unix seconds.
     pub last_evicted: Option<i64>,
     /// Whether its persisted status says it was whole and Ready since its last eviction
@@ -50,10 +50,18 @@ pub struct GroupSpec {
 /// KAI Scheduler's annotation for a gang's preemption delay, on the PodGroup or the pod.
 pub const PREEMPTION_DELAY_ANNOTATION: &str = "kai.scheduler/preemption-delay";
 
+/// Why a preemption delay (a `preemptionDelay` field, or KAI's annotation) is not a
+/// duration: what the duration parser says of it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("preemptionDelay: {problem}")]
+pub struct PreemptionDelayError {
+    pub problem: String,
+}
+
 /// A preemption delay: the object's own field, else the annotation.
-pub fn preemption_delay(own: Option<&str>, meta: &ObjectMeta) -> Result<Option<i64>, String> {
+pub fn preemption_delay(own: Option<&str>, meta: &ObjectMeta) -> Result<Option<i64>, PreemptionDelayError> {
     let text = own.or_else(|| meta.annotations.as_ref()?.get(PREEMPTION_DELAY_ANNOTATION).map(String::as_str));
-    text.map(|t| crate::config::parse_duration(t).map_err(|why| format!("preemptionDelay: {why}"))).transpose()
+    text.map(|t| crate::config::parse_duration(t).map_err(|problem| PreemptionDelayError { problem })).transpose()
 }
 
 /// The annotations other schedulers' users put topology in, with the level they name:

@@ -231,7 +231,7 @@ impl Loader {
             json["metadata"]["uid"] =
                 format!("sim-{}-{kind:?}-{name}", namespace.as_deref().unwrap_or_default()).into();
         }
-        let mut read = Workload::read(kind, &json).map_err(invalid)?;
+        let mut read = Workload::read(kind, &json).map_err(|e| invalid(e.to_string()))?;
         read.metadata = stamp(read.metadata, &mut self.clock);
         json["metadata"]["creationTimestamp"] =
             serde_json::to_value(&read.metadata.creation_timestamp).unwrap_or_default();

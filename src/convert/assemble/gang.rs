@@ -215,7 +215,7 @@ impl Folding<'_, '_, '_> {
         let (demand, constraints) = match memo.pod(pod, self.served) {
             Ok(converted) => converted,
             Err(e) => {
-                part.rejected.push((pod_key, e));
+                part.rejected.push((pod_key, e.to_string()));
                 return;
             }
         };
@@ -251,7 +251,7 @@ impl Folding<'_, '_, '_> {
                 // The gang cannot be placed until this pod's claims can be considered.
                 if entry.blocked.is_none() {
                     entry.blocked = Some(if key.kind == GangKind::Single {
-                        why
+                        why.to_string()
                     } else {
                         format!("pod {pod_key}: {why}; {key} waits for it")
                     });

@@ -18,7 +18,7 @@ pub(super) const MIN_NAMES_PRUNE: usize = 1024;
 /// The table is started afresh before this size, short of the 65,535 names ids can hold.
 const MAX_NAMES_PRUNE: usize = 49_152;
 
-type PodConversion = Result<(Demand, Arc<NodeConstraints>), String>;
+type PodConversion = core::Result<(Demand, Arc<NodeConstraints>)>;
 /// A pod's demand, and its node constraints once it was considered for placing (a bound
 /// pod's are never converted).
 type PodMemo = (Demand, Option<Arc<NodeConstraints>>);
@@ -33,7 +33,7 @@ pub struct Conversions {
     pod_count: usize,
     /// By namespace, then name: looked up with borrowed strings, without allocating.
     pods: HashMap<String, HashMap<String, (String, PodMemo)>>,
-    nodes: HashMap<String, (String, Result<EngineNode, String>)>,
+    nodes: HashMap<String, (String, core::Result<EngineNode>)>,
     pub(super) devices: dra::DeviceMemo,
     /// The topology tree, updated node by node from one snapshot to the next.
     pub(super) topology: TopologyTree,
@@ -79,7 +79,7 @@ impl Conversions {
     /// What `pod` asks of its node's capacity. `served`: the extended resources
     /// DeviceClasses serve (a pod may ask for those though no node lists them). A
     /// conversion that failed is not kept: a node may offer the name it lacked next cycle.
-    pub(super) fn demand(&mut self, pod: &Pod, served: &dyn Fn(&str) -> bool) -> Result<Demand, String> {
+    pub(super) fn demand(&mut self, pod: &Pod, served: &dyn Fn(&str) -> bool) -> core::Result<Demand> {
         self.entry(pod, served, false).map(|(demand, _)| demand)
     }
 
@@ -88,7 +88,7 @@ impl Conversions {
         self.entry(pod, served, true).map(|(demand, constraints)| (demand, constraints.expect("converted")))
     }
 
-    fn entry(&mut self, pod: &Pod, served: &dyn Fn(&str) -> bool, placing: bool) -> Result<PodMemo, String> {
+    fn entry(&mut self, pod: &Pod, served: &dyn Fn(&str) -> bool, placing: bool) -> core::Result<PodMemo> {
         let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
         let name = pod.metadata.name.as_deref().unwrap_or_default();
         let version = pod.metadata.resource_version.as_ref();
@@ -99,10 +99,10 @@ impl Conversions {
             Some((demand, Some(constraints))) => return Ok((demand, Some(constraints))),
             Some((demand, None)) if !placing => return Ok((demand, None)),
             Some((demand, None)) => (demand, None),
-            None => (core::pod_demand(pod, &mut self.names, served).map_err(|e| e.to_string())?, None),
+            None => (core::pod_demand(pod, &mut self.names, served)?, None),
         };
         let constraints = match (constraints, placing) {
-            (None, true) => Some(self.interner.intern(core::pod_constraints(pod).map_err(|e| e.to_string())?)),
+            (None, true) => Some(self.interner.intern(core::pod_constraints(pod)?)),
             (kept, _) => kept,
         };
         if let Some(version) = version {
@@ -115,9 +115,9 @@ impl Conversions {
         Ok((demand, constraints))
     }
 
-    pub(super) fn node(&mut self, node: &Node) -> Result<EngineNode, String> {
+    pub(super) fn node(&mut self, node: &Node) -> core::Result<EngineNode> {
         let Some(version) = node.metadata.resource_version.as_ref() else {
-            return core::node(node, &mut self.names).map_err(|e| e.to_string());
+            return core::node(node, &mut self.names);
         };
         let name = node.metadata.name.clone().unwrap_or_default();
         if let Some((seen, conversion)) = self.nodes.get(&name)
@@ -125,7 +125,7 @@ impl Conversions {
         {
             return conversion.clone();
         }
-        let conversion = core::node(node, &mut self.names).map_err(|e| e.to_string());
+        let conversion = core::node(node, &mut self.names);
         self.nodes.insert(name, (version.clone(), conversion.clone()));
         conversion
     }

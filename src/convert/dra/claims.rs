@@ -48,21 +48,11 @@ impl<'a> ClaimIndex<'a> {
     }
 }
 
-/// What `pod` (not bound) claims, or why it cannot be considered yet (a claim not created,
-/// missing, or in use elsewhere), in words, as a gang's blocked reason keeps it.
-pub fn pod_devices(
-    pod: &Pod,
-    claims: &ClaimIndex<'_>,
-    dra: &DraSnapshot,
-    names: &mut ResourceNames,
-    specs: &mut super::ClaimSpecs,
-) -> Result<Option<PodDevices>, String> {
-    claims_of_pod(pod, claims, dra, names, specs).map_err(|e| e.to_string())
-}
-
 /// What `pod` (not bound) claims: each of its claim entries resolved to the claim it
-/// names, then the extended resources a DeviceClass serves and its GPU fraction.
-fn claims_of_pod(
+/// names, then the extended resources a DeviceClass serves and its GPU fraction; or why it
+/// cannot be considered yet (a claim not created, missing, or in use elsewhere), which a
+/// gang's blocked reason keeps in words.
+pub fn pod_devices(
     pod: &Pod,
     index: &ClaimIndex<'_>,
     dra: &DraSnapshot,

@@ -36,6 +36,31 @@ pub const DEFAULT_QUEUE_LABEL: &str = "muster.dev/default-queue";
 /// threshold).
 pub const NON_PREEMPTIBLE_PRIORITY: i32 = 100;
 
+/// What is wrong with part of a queue object: a resource key, an amount, a weight, or its
+/// namespace selector. The queue's problem lists them; its gangs wait on it.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum Error {
+    /// The key is not `name` or `prefix/name`.
+    #[error("resource key {key:?} is not a resource name")]
+    NotAResourceName { key: String },
+    /// A key on devices whose class part is not a DeviceClass name.
+    #[error("resource key {key:?}: {class:?} is not a DeviceClass name")]
+    NotADeviceClass { key: String, class: String },
+    /// A key on devices whose capacity part is not a capacity's name.
+    #[error("resource key {key:?}: the part before .deviceclass/ must name a device capacity (memory)")]
+    NotADeviceCapacity { key: String },
+    /// An amount of the resource that is not a quantity.
+    #[error("resource {key}: {source}")]
+    Amount { key: String, source: quantity::Error },
+    /// An `overQuotaWeight` below 0 or not a number.
+    #[error("resource {key}: overQuotaWeight {weight} must be a number of at least 0")]
+    Weight { key: String, weight: f64 },
+    /// A `namespaceSelector` expression with an operator other than In, NotIn, Exists and
+    /// DoesNotExist.
+    #[error("namespaceSelector: unknown operator {0:?}")]
+    UnknownOperator(String),
+}
+
 /// Whether `key` can name a resource: `name` or `prefix/name`, a DNS-like prefix and a
 /// name of letters, digits, `-`, `_` and `.`.
 fn valid_key(key: &str) -> bool {
@@ -53,7 +78,7 @@ fn valid_key(key: &str) -> bool {
 
 /// A key on devices: a DeviceClass name (a DNS subdomain) and, for a capacity, its name
 /// as devices publish it (`memory`, or qualified with the driver).
-fn valid_device_key(key: &str, capacity: Option<&str>, class: &str) -> Result<(), String> {
+fn valid_device_key(key: &str, capacity: Option<&str>, class: &str) -> Result<(), Error> {
     let dns = |s: &str| {
         !s.is_empty()
             && s.len() <= 253
@@ -62,28 +87,26 @@ fn valid_device_key(key: &str, capacity: Option<&str>, class: &str) -> Result<()
             && s.ends_with(|c: char| c.is_ascii_alphanumeric())
     };
     if !dns(class) {
-        return Err(format!("resource key {key:?}: {class:?} is not a DeviceClass name"));
+        return Err(Error::NotADeviceClass { key: key.into(), class: class.into() });
     }
     if capacity.is_some_and(|c| !valid_key(c)) {
-        return Err(format!(
-            "resource key {key:?}: the part before .deviceclass/ must name a device capacity (memory)"
-        ));
+        return Err(Error::NotADeviceCapacity { key: key.into() });
     }
     Ok(())
 }
 
-pub(super) fn amount(names: &mut ResourceNames, key: &str, text: &str) -> Result<(ResourceId, i64), String> {
+pub(super) fn amount(names: &mut ResourceNames, key: &str, text: &str) -> Result<(ResourceId, i64), Error> {
     let id = names.intern(key);
     // CPU in millicores, GPUs in thousandths (fractions count fractionally), the rest in units.
     let milli = id == ResourceId::CPU || key == GPU_RESOURCE;
     let parsed = if milli { quantity::parse_milli(text) } else { quantity::parse_units(text) };
-    parsed.map(|v| (id, v)).map_err(|e| format!("resource {key}: {e}"))
+    parsed.map(|v| (id, v)).map_err(|source| Error::Amount { key: key.into(), source })
 }
 
-fn rule(names: &mut ResourceNames, key: &str, r: &queue::QueueResource) -> Result<(ResourceId, ResourceRule), String> {
+fn rule(names: &mut ResourceNames, key: &str, r: &queue::QueueResource) -> Result<(ResourceId, ResourceRule), Error> {
     match device_key(key) {
         Some((capacity, class)) => valid_device_key(key, capacity, class)?,
-        None if !valid_key(key) => return Err(format!("resource key {key:?} is not a resource name")),
+        None if !valid_key(key) => return Err(Error::NotAResourceName { key: key.into() }),
         None => {}
     }
     let id = names.intern(key);
@@ -96,7 +119,7 @@ fn rule(names: &mut ResourceNames, key: &str, r: &queue::QueueResource) -> Resul
     out.lending_limit = field(names, &r.lending_limit)?;
     if let Some(w) = r.over_quota_weight {
         if !w.is_finite() || w < 0.0 {
-            return Err(format!("resource {key}: overQuotaWeight {w} must be a number of at least 0"));
+            return Err(Error::Weight { key: key.into(), weight: w });
         }
         out.weight_milli = (w * 1000.0).round() as u64;
     }
@@ -116,7 +139,7 @@ pub(super) fn selected_namespaces(
             Ok(true) => allowed.push(ns.metadata.name.clone().unwrap_or_default()),
             Ok(false) => {}
             Err(why) => {
-                problems.push(why);
+                problems.push(why.to_string());
                 break;
             }
         }
@@ -126,7 +149,7 @@ pub(super) fn selected_namespaces(
 }
 
 /// Whether a namespace's labels match a label selector.
-pub(super) fn selects(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> Result<bool, String> {
+pub(super) fn selects(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> Result<bool, Error> {
     for (k, v) in selector.match_labels.iter().flatten() {
         if labels.get(k) != Some(v) {
             return Ok(false);
@@ -140,7 +163,7 @@ pub(super) fn selects(selector: &LabelSelector, labels: &BTreeMap<String, String
             "NotIn" => has.is_none_or(|v| !values.contains(v)),
             "Exists" => has.is_some(),
             "DoesNotExist" => has.is_none(),
-            other => return Err(format!("namespaceSelector: unknown operator {other:?}")),
+            other => return Err(Error::UnknownOperator(other.into())),
         };
         if !ok {
             return Ok(false);
@@ -160,7 +183,7 @@ pub fn queue_spec(queue: &Queue, namespaces: &[&Namespace], names: &mut Resource
     for (key, r) in &queue.spec.resources {
         match rule(names, key, r) {
             Ok(rule) => spec.resources.push(rule),
-            Err(why) => problems.push(why),
+            Err(why) => problems.push(why.to_string()),
         }
     }
     if let Some(admission) = &queue.spec.admission {

@@ -17,13 +17,22 @@ fn read_key(key: &str) -> bool {
         || TOPOLOGY_ANNOTATIONS.iter().any(|(required, preferred)| key == *required || key == *preferred)
 }
 
+/// Why an object is not read as a workload at all: its metadata is not an object's
+/// metadata. (A spec that does not read is kept, as [`shape::Shape::Unreadable`].)
+#[derive(Debug, thiserror::Error)]
+#[error("{} metadata: {source}", .kind.name())]
+pub struct UnreadableWorkload {
+    pub kind: WorkloadKind,
+    pub source: serde_json::Error,
+}
+
 impl Workload {
     /// Reads an object of `kind` as the API server serves it, keeping what a gang needs. An
     /// object whose spec does not read as its kind's keeps that as its shape
     /// ([`shape::Shape::Unreadable`]), so its pods wait and say why.
-    pub fn read(kind: WorkloadKind, object: &serde_json::Value) -> Result<Workload, String> {
+    pub fn read(kind: WorkloadKind, object: &serde_json::Value) -> Result<Workload, UnreadableWorkload> {
         let meta: ObjectMeta = serde_json::from_value(object.get("metadata").cloned().unwrap_or_default())
-            .map_err(|e| format!("{} metadata: {e}", kind.name()))?;
+            .map_err(|source| UnreadableWorkload { kind, source })?;
         let spec = object.get("spec").unwrap_or(&serde_json::Value::Null);
         let shape = shape::read(kind, spec, &meta);
         let deadline = ["/activeDeadlineSeconds", "/runPolicy/activeDeadlineSeconds"]

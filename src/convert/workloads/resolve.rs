@@ -168,11 +168,17 @@ fn first_marked<'w>(chain: &[&'w Workload], key: &str) -> Option<&'w str> {
     chain.iter().find_map(|w| w.marked(key))
 }
 
-fn parse_min(text: &str, on: &str) -> Result<u32, String> {
-    text.parse::<u32>()
-        .ok()
-        .filter(|n| *n >= 1)
-        .ok_or_else(|| format!("{on}: {MIN_MEMBER_ANNOTATION} is {text:?}, not a count of at least 1"))
+/// Why the [`MIN_MEMBER_ANNOTATION`] on a gang's workloads is not a minimum: where the gang
+/// comes from (`on`, as "Job ml/train") and the text the annotation holds.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{on}: {annotation} is {text:?}, not a count of at least 1", annotation = MIN_MEMBER_ANNOTATION)]
+pub struct MinMemberError {
+    pub on: String,
+    pub text: String,
+}
+
+fn parse_min(text: &str, on: &str) -> Result<u32, MinMemberError> {
+    text.parse::<u32>().ok().filter(|n| *n >= 1).ok_or_else(|| MinMemberError { on: on.into(), text: text.into() })
 }
 
 /// A gang's spec from its workloads, top first (`chain`), the last the one that makes it.
@@ -185,7 +191,7 @@ fn spec(chain: &[&Workload], name: String, min: Option<u32>, parts: &str) -> Gro
     }
     let (asked, mut problem) = match first_marked(chain, MIN_MEMBER_ANNOTATION).map(|t| parse_min(t, &source)) {
         Some(Ok(n)) => (Some(n), None),
-        Some(Err(why)) => (None, Some(why)),
+        Some(Err(why)) => (None, Some(why.to_string())),
         None => (None, None),
     };
     if let Shape::Unreadable(why) = &root.shape {

@@ -11,7 +11,7 @@
 
 use super::model::{AllocatedDevice, AllocationMode, ConstraintKind, DeviceIdx, DraSnapshot, SubRequest};
 pub(crate) use super::resolved::origin_text;
-pub use super::resolved::{AlternativeSelectors, ResolvedSpec, SelectorOrigin};
+pub use super::resolved::{AlternativeSelectors, ResolvedSpec, SelectorOrigin, UnusableAlternative};
 use super::selectors::SelectorCache;
 use super::state::DeviceState;
 use crate::engine::node::NodeIdx;

@@ -16,7 +16,19 @@ pub struct ResolvedSpec {
 
 /// One alternative's compiled selectors with where each comes from, or why the alternative
 /// cannot be used at all.
-pub type AlternativeSelectors = Result<Vec<(SelectorId, SelectorOrigin)>, String>;
+pub type AlternativeSelectors = Result<Vec<(SelectorId, SelectorOrigin)>, UnusableAlternative>;
+
+/// Why an alternative of a request cannot be used on any node: its class is missing, or one
+/// of its selectors does not compile.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum UnusableAlternative {
+    /// The DeviceClass it names.
+    #[error("device class {0} does not exist")]
+    NoClass(String),
+    /// A selector of its class or its own, with the class and why it does not compile.
+    #[error("{}: {error}", origin_text(*.origin, .class))]
+    Selector { origin: SelectorOrigin, class: String, error: Arc<str> },
+}
 
 /// Where a selector comes from, for error messages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,7 +51,7 @@ impl ResolvedSpec {
                         let class = dra
                             .classes
                             .get(&sub.class)
-                            .ok_or_else(|| format!("device class {} does not exist", sub.class))?;
+                            .ok_or_else(|| UnusableAlternative::NoClass(sub.class.clone()))?;
                         let mut ids = Vec::with_capacity(class.selectors.len() + sub.selectors.len());
                         for (i, e) in class.selectors.iter().enumerate() {
                             ids.push((cache.id(e), SelectorOrigin::Class(i)));
@@ -49,7 +61,11 @@ impl ResolvedSpec {
                         }
                         for &(id, origin) in &ids {
                             if let Some(error) = cache.compile_error(id) {
-                                return Err(format!("{}: {error}", origin_text(origin, &sub.class)));
+                                return Err(UnusableAlternative::Selector {
+                                    origin,
+                                    class: sub.class.clone(),
+                                    error: error.clone(),
+                                });
                             }
                         }
                         Ok(ids)
@@ -65,7 +81,8 @@ impl ResolvedSpec {
     pub fn unusable(&self) -> Option<String> {
         for (r, alternatives) in self.selectors.iter().enumerate() {
             if alternatives.iter().all(Result::is_err) {
-                let why = alternatives.iter().find_map(|a| a.as_ref().err()).cloned().unwrap_or_default();
+                let why =
+                    alternatives.iter().find_map(|a| a.as_ref().err()).map(ToString::to_string).unwrap_or_default();
                 return Some(format!("request {}: {why}", self.spec.requests[r].name));
             }
         }

@@ -52,7 +52,7 @@ impl SelectorCache {
             return id;
         }
         let id = self.compiled.len() as SelectorId;
-        self.compiled.push(Selector::compile(expression).map_err(Arc::from));
+        self.compiled.push(Selector::compile(expression).map_err(|e| Arc::from(e.to_string())));
         self.last_used.push(self.now);
         self.ids.insert(expression.to_string(), id);
         id
@@ -116,7 +116,7 @@ impl SelectorCache {
         let result = match &self.compiled[id as usize] {
             Ok(selector) => {
                 self.evaluations += 1;
-                selector.matches(&device.cel).map_err(Arc::from)
+                selector.matches(&device.cel).map_err(|e| Arc::from(e.to_string()))
             }
             Err(e) => Err(e.clone()),
         };

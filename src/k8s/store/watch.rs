@@ -330,7 +330,9 @@ pub(super) async fn watch_workloads(
     let (group, _) = kind.api();
     let api: Api<DynamicObject> = Api::all_with(client, &kind.api_resource(version));
     let read = move |object: DynamicObject| {
-        let read = serde_json::to_value(&object).map_err(|e| e.to_string()).and_then(|v| Workload::read(kind, &v));
+        let read = serde_json::to_value(&object)
+            .map_err(|e| e.to_string())
+            .and_then(|v| Workload::read(kind, &v).map_err(|e| e.to_string()));
         read.inspect_err(|e| tracing::warn!(kind = kind.name(), error = %e, "a workload could not be read; left out"))
             .ok()
     };

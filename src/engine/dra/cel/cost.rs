@@ -17,6 +17,17 @@ const DEVICE_VALUE_SIZE: u64 = 64;
 /// could overflow the stack; cel-go's parser refuses deep nesting too (its recursion limit).
 pub const MAX_DEPTH: usize = 250;
 
+/// What the API server's checker would reject in an expression, found while estimating it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// Nested more than [`MAX_DEPTH`] levels deep.
+    #[error("expression nested more than {max} levels deep", max = MAX_DEPTH)]
+    TooDeep,
+    /// A name that neither a comprehension binds nor is `device`.
+    #[error("undeclared reference to '{0}' (only `device` is defined)")]
+    Undeclared(String),
+}
+
 /// Cost and largest size (string length, list or map entries) of an expression's value.
 #[derive(Clone, Copy, Debug, Default)]
 struct Estimate {
@@ -27,7 +38,7 @@ struct Estimate {
 struct Walker<'a> {
     /// Names bound by enclosing comprehensions, with the size of what they hold.
     scope: Vec<(&'a str, u64)>,
-    problem: Option<String>,
+    problem: Option<Error>,
     /// How deep the walk is: it stops at [`MAX_DEPTH`], so it cannot overflow the stack.
     depth: usize,
 }
@@ -41,7 +52,7 @@ impl<'a> Walker<'a> {
     fn walk(&mut self, expr: &'a Expression) -> Estimate {
         if self.depth >= MAX_DEPTH {
             if self.problem.is_none() {
-                self.problem = Some(format!("expression nested more than {MAX_DEPTH} levels deep"));
+                self.problem = Some(Error::TooDeep);
             }
             return Estimate::default();
         }
@@ -62,7 +73,7 @@ impl<'a> Walker<'a> {
                     return Estimate { cost: 1, size: *size };
                 }
                 if name != "device" && self.problem.is_none() {
-                    self.problem = Some(format!("undeclared reference to '{name}' (only `device` is defined)"));
+                    self.problem = Some(Error::Undeclared(name.to_string()));
                 }
                 Estimate { cost: 1, size: DEVICE_VALUE_SIZE }
             }
@@ -173,7 +184,7 @@ impl<'a> Walker<'a> {
 }
 
 /// The worst-case cost of `expression`, or what the API server's checker would reject.
-pub fn estimate(expression: &Expression) -> Result<u64, String> {
+pub fn estimate(expression: &Expression) -> Result<u64, Error> {
     let mut walker = Walker { scope: Vec::new(), problem: None, depth: 0 };
     let estimate = walker.walk(expression);
     match walker.problem {

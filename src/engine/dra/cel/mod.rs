@@ -18,7 +18,7 @@ use std::sync::{Arc, OnceLock};
 use cel::common::types::CelBool;
 use cel::common::value::CowVal;
 use cel::context::VariableResolver;
-use cel::{Context, Env, Program, Value};
+use cel::{Context, Env, ExecutionError, ParseErrors, Program, Value};
 
 pub use device::DeviceVal;
 
@@ -44,6 +44,40 @@ pub fn environment() -> &'static Arc<Env> {
         env.add_extension(library::kubernetes).expect("the Kubernetes libraries register once");
         Arc::new(env)
     })
+}
+
+/// Why a selector does not compile: why the API server would have refused it.
+#[derive(Debug, thiserror::Error)]
+pub enum CompileError {
+    /// Longer than [`MAX_LENGTH`]; its length.
+    #[error("expression is {length} characters long, more than the {max} allowed", max = MAX_LENGTH)]
+    TooLong { length: usize },
+    /// More operators than [`MAX_OPERATORS`]: nested too deeply for the parser.
+    #[error("expression has {operators} operators, more than the {max} allowed: it is nested too deeply", max = MAX_OPERATORS)]
+    TooManyOperators { operators: usize },
+    /// The parser refused it.
+    #[error("compilation failed: {0}")]
+    Parse(#[from] ParseErrors),
+    /// The checker would refuse it (a name other than `device`, too deep a nesting).
+    #[error("compilation failed: {0}")]
+    Check(#[from] cost::Error),
+    /// Its worst-case cost exceeds [`MAX_COST`].
+    #[error(
+        "estimated cost {cost} exceeds the budget of {max}: the expression may take too long to evaluate",
+        max = MAX_COST
+    )]
+    TooCostly { cost: u64 },
+}
+
+/// Why a compiled selector gives no verdict on a device.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum EvalError {
+    /// An error at run time (a missing attribute, mismatched types, …), as CEL words it.
+    #[error(transparent)]
+    Execution(#[from] ExecutionError),
+    /// The result is not a bool; the name of its type.
+    #[error("must evaluate to bool, got {0}")]
+    NotABool(String),
 }
 
 /// A compiled device selector.
@@ -75,39 +109,32 @@ impl VariableResolver for OneDevice<'_> {
 
 impl Selector {
     /// Compiles `expression`; the error says why the API server would have refused it.
-    pub fn compile(expression: &str) -> Result<Selector, String> {
+    pub fn compile(expression: &str) -> Result<Selector, CompileError> {
         if expression.len() > MAX_LENGTH {
-            return Err(format!(
-                "expression is {} characters long, more than the {MAX_LENGTH} allowed",
-                expression.len()
-            ));
+            return Err(CompileError::TooLong { length: expression.len() });
         }
         let operators = expression.bytes().filter(|b| b".[({!-+*/%<>=&|?".contains(b)).count()
             + expression.split(|c: char| !(c.is_alphanumeric() || c == '_')).filter(|w| *w == "in").count();
         if operators > MAX_OPERATORS {
-            return Err(format!(
-                "expression has {operators} operators, more than the {MAX_OPERATORS} allowed: it is nested too deeply"
-            ));
+            return Err(CompileError::TooManyOperators { operators });
         }
-        let program = environment().compile(expression).map_err(|e| format!("compilation failed: {e}"))?;
-        let cost = cost::estimate(program.expression()).map_err(|e| format!("compilation failed: {e}"))?;
+        let program = environment().compile(expression)?;
+        let cost = cost::estimate(program.expression())?;
         if cost > MAX_COST {
-            return Err(format!(
-                "estimated cost {cost} exceeds the budget of {MAX_COST}: the expression may take too long to evaluate"
-            ));
+            return Err(CompileError::TooCostly { cost });
         }
         Ok(Selector { expression: expression.to_string(), cost, program })
     }
 
     /// Whether `device` matches; a run-time error or a result that is not a bool is an error.
-    pub fn matches(&self, device: &DeviceVal) -> Result<bool, String> {
+    pub fn matches(&self, device: &DeviceVal) -> Result<bool, EvalError> {
         let resolver = OneDevice(device);
         let mut context = Context::with_env(Arc::clone(environment()));
         context.set_variable_resolver(&resolver);
-        let value = Value::resolve_val(self.program.expression(), &context).map_err(|e| e.to_string())?;
+        let value = Value::resolve_val(self.program.expression(), &context)?;
         match value.downcast_ref::<CelBool>() {
             Some(b) => Ok(*b.inner()),
-            None => Err(format!("must evaluate to bool, got {}", value.get_type().name())),
+            None => Err(EvalError::NotABool(value.get_type().name().to_string())),
         }
     }
 }
