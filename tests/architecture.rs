@@ -380,6 +380,25 @@ fn object_kinds_are_listed_once() {
     );
 }
 
+/// The engine and the conversion fail with typed errors (`thiserror`) that say what went
+/// wrong, never with bare text: no `Result<_, String>` there.
+#[test]
+fn the_engine_and_the_conversion_fail_with_typed_errors() {
+    let crate_ = Crate::read();
+    let mut offences = Vec::new();
+    let mut seen = 0;
+    for file in crate_.files.iter().filter(|f| in_layer(&f.path, "engine") || in_layer(&f.path, "convert")) {
+        seen += 1;
+        let text = std::fs::read_to_string(&file.path).expect("source file");
+        let found = source::string_results(&text);
+        if found > 0 {
+            offences.push(format!("{} writes Result<_, String> {found} times", file.path));
+        }
+    }
+    assert!(seen > 80, "the engine's and the conversion's files went unseen");
+    assert!(offences.is_empty(), "failures as bare text; give them an error type:\n{}", offences.join("\n"));
+}
+
 /// Files over [`MAX_LINES`], as (file, offence in words).
 fn long_files(crate_: &Crate) -> Vec<(String, String)> {
     crate_

@@ -2,6 +2,7 @@
 //! no clock): Kubernetes objects into the engine's compact model, and the engine's decisions
 //! back into objects (claim allocations, PodGroup status, pod conditions).
 //!
+//! - [`kinds`]: every kind of object scheduling reads, listed once;
 //! - [`view`]: the cluster's objects as scheduling reads them, owned or borrowed;
 //! - [`assemble`]: a view into the engine's snapshot, brought up to date by generation;
 //! - [`membership`]: which gang a pod belongs to;

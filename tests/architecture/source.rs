@@ -574,3 +574,30 @@ pub fn fields_named(text: &str) -> std::collections::BTreeSet<String> {
     }
     found
 }
+
+/// How many times `text` writes `Result<.., String>`: a failure as bare text.
+pub fn string_results(text: &str) -> usize {
+    let tokens = tokenize(text);
+    let mut found = 0;
+    for (i, window) in tokens.windows(2).enumerate() {
+        if !matches!(window, [Token::Ident(name), Token::Punct('<')] if name == "Result") {
+            continue;
+        }
+        // The last argument at depth one, up to the matching `>`.
+        let (mut depth, mut last) = (0usize, Vec::new());
+        for token in &tokens[i + 1..] {
+            match token {
+                Token::Punct('<') => depth += 1,
+                Token::Punct('>') if depth == 1 => break,
+                Token::Punct('>') => depth -= 1,
+                Token::Punct(',') if depth == 1 => last.clear(),
+                other if depth >= 1 => last.push(other),
+                _ => {}
+            }
+        }
+        if matches!(last.as_slice(), [Token::Ident(name)] if name == "String") {
+            found += 1;
+        }
+    }
+    found
+}

@@ -1,4 +1,5 @@
 use super::*;
+use crate::api::kueue::{ClusterQueue, ClusterQueueV1beta1};
 
 #[test]
 fn an_older_versions_events_keep_the_newer_version_in_the_cache() {
