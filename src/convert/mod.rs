@@ -11,6 +11,8 @@
 //! - [`core`], [`dra`], [`queues`]: nodes and pods, DRA devices and claims, queues of three
 //!   kinds into the model;
 //! - [`allocation`], [`status`]: decisions back into objects;
+//! - [`unimplemented`]: what of a pod's scheduling contract Muster does not honour yet, so
+//!   a pod that uses it waits, naming the field;
 //! - [`rows`]: the snapshot builder the two replays share, which start from CSV rows: rows
 //!   written as objects and read through this same conversion.
 
@@ -29,5 +31,6 @@ pub mod quantity;
 pub mod queues;
 pub mod rows;
 pub mod status;
+pub mod unimplemented;
 pub mod view;
 pub mod workloads;

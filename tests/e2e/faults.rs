@@ -204,6 +204,14 @@ async fn a_leader_cut_off_from_the_api_server_fails_its_health_and_the_standby_t
 
     create_gang(&cluster, "after", 2, 8).await;
     wait_for_pods(&cluster, 30, "gang after bound by the new leader", |all| bound_in(all, "after") == 2).await;
+    // The pods show bound as the binds return; the binding task's outcome, which counts
+    // the gang, reaches the loop a moment later.
+    within(10, "replica-b to count the gang it bound", async {
+        while metrics_b.gang_attempts.with_label_values(&["scheduled"]).get() == 0 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
     assert_eq!(
         metrics_a.gang_attempts.with_label_values(&["scheduled"]).get(),
         1,

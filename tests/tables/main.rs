@@ -27,6 +27,7 @@
 //!   ├── timed_backfill          shadow times and what may start around what is held
 //!   ├── topology                racks, blocks, best fit, the reason a gang waits for a domain
 //!   ├── trace_replay            `muster simulate --trace` under every policy, as a table, JSON or a page
+//!   ├── unhonoured              a constraint Muster does not honour yet makes its pod wait, naming the field
 //!   ├── backfill                shared by the backfill tests: the busy four-node cluster, outcome readers
 //!   └── simulated               shared by the simulate tests: `muster simulate` on a fixture of tests/sim
 //! ```
@@ -58,3 +59,4 @@ mod simulated;
 mod timed_backfill;
 mod topology;
 mod trace_replay;
+mod unhonoured;

@@ -84,18 +84,31 @@ impl Cached for Pod {
     /// container statuses, which nothing reads.
     /// A Job-heavy cluster holds many more of these than of pods that run.
     fn slim(mut self) -> Self {
-        use k8s_openapi::api::core::v1::Container;
+        use k8s_openapi::api::core::v1::{Container, ContainerPort, Volume};
         let ended = matches!(self.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"));
+        // Host ports and volumes backed by claims constrain placement
+        // (`convert::unimplemented`); other ports and volumes do not.
+        let host_ports = |ports: Vec<ContainerPort>| {
+            Some(ports.into_iter().filter(|p| p.host_port.is_some_and(|port| port > 0)).collect::<Vec<_>>())
+                .filter(|kept| !kept.is_empty())
+        };
         let bare = |c: Container| Container {
             name: c.name,
             resources: c.resources,
             restart_policy: c.restart_policy,
+            ports: c.ports.and_then(host_ports),
             ..Default::default()
         };
+        let claimed = |v: &Volume| v.persistent_volume_claim.is_some() || v.ephemeral.is_some();
         if let Some(spec) = self.spec.as_mut() {
             spec.containers = std::mem::take(&mut spec.containers).into_iter().map(bare).collect();
             spec.init_containers = spec.init_containers.take().map(|c| c.into_iter().map(bare).collect());
-            (spec.ephemeral_containers, spec.volumes) = (None, None);
+            spec.ephemeral_containers = None;
+            spec.volumes = spec.volumes.take().map(|mut v| {
+                v.retain(claimed);
+                v
+            });
+            spec.volumes = spec.volumes.take().filter(|v| !v.is_empty());
             if ended {
                 spec.init_containers = None;
                 (spec.affinity, spec.tolerations, spec.topology_spread_constraints) = (None, None, None);
