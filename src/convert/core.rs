@@ -270,7 +270,13 @@ fn constraints_of(object: &str, spec: &PodSpec) -> Result<NodeConstraints> {
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    Ok(NodeConstraints { node_selector, affinity_terms, tolerations })
+    Ok(NodeConstraints {
+        node_selector,
+        affinity_terms,
+        tolerations,
+        volume_terms: Vec::new(),
+        volume_zones: Vec::new(),
+    })
 }
 
 /// Node constraints shared by the pods that have equal ones.

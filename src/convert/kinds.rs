@@ -53,6 +53,9 @@ macro_rules! object_kinds {
             local_queues: $crate::api::kueue::LocalQueue => others,
             /// Read for queues: namespace selectors and default-queue labels.
             namespaces: ::k8s_openapi::api::core::v1::Namespace => others,
+            /// The claims pods' volumes name, and the volumes they are bound to.
+            persistent_volume_claims: ::k8s_openapi::api::core::v1::PersistentVolumeClaim => others,
+            persistent_volumes: ::k8s_openapi::api::core::v1::PersistentVolume => others,
         }
     };
 }
@@ -109,3 +112,16 @@ macro_rules! held {
     };
 }
 pub(crate) use held;
+
+/// Holds the list to its rule at compile time: only the pods and the nodes are followed
+/// object by object; any other kind brings up to date the gangs or everything.
+macro_rules! check_changes {
+    ([] $($(#[$doc:meta])* $field:ident: $kind:ty => $change:ident,)*) => {
+        $(check_changes!(@one $field $change);)*
+    };
+    (@one pods pods) => {};
+    (@one nodes nodes) => {};
+    (@one $field:ident groups) => {};
+    (@one $field:ident others) => {};
+}
+object_kinds!(check_changes);

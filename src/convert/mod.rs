@@ -8,8 +8,8 @@
 //! - [`membership`]: which gang a pod belongs to;
 //! - [`gang_spec`]: what a gang asks, read from PodGroups of five kinds ([`groups`]) or the
 //!   workloads that own its pods ([`workloads`]);
-//! - [`core`], [`dra`], [`queues`]: nodes and pods, DRA devices and claims, queues of three
-//!   kinds into the model;
+//! - [`core`], [`dra`], [`queues`], [`volumes`]: nodes and pods, DRA devices and claims,
+//!   queues of three kinds, the volumes pods' claims are bound to, into the model;
 //! - [`allocation`], [`status`]: decisions back into objects;
 //! - [`unimplemented`]: what of a pod's scheduling contract Muster does not honour yet, so
 //!   a pod that uses it waits, naming the field;
@@ -33,4 +33,5 @@ pub mod rows;
 pub mod status;
 pub mod unimplemented;
 pub mod view;
+pub mod volumes;
 pub mod workloads;

@@ -1,6 +1,7 @@
 //! The parts of a pod's scheduling contract Muster does not honour yet (docs/scheduling.md,
 //! "kube-scheduler's plugins"). A pod to be placed that uses one waits, with a reason that
-//! names the field, rather than be placed as if the field were not there. Preferences that
+//! names the field, rather than be placed as if the field were not there (a claim Muster
+//! cannot use yet says so in [`volumes`](super::volumes)). Preferences that
 //! kube-scheduler only scores (preferred affinity, `ScheduleAnyway` spread) never make a
 //! placement wrong, and do not hold a pod back.
 
@@ -34,14 +35,6 @@ pub fn unimplemented_field(spec: &PodSpec) -> Option<&'static str> {
     if sidecars.into_iter().any(asks_host_port) {
         return Some("spec.initContainers[].ports[].hostPort");
     }
-    for volume in spec.volumes.iter().flatten() {
-        if volume.persistent_volume_claim.is_some() {
-            return Some("spec.volumes[].persistentVolumeClaim");
-        }
-        if volume.ephemeral.is_some() {
-            return Some("spec.volumes[].ephemeral");
-        }
-    }
     None
 }
 
@@ -59,7 +52,7 @@ mod tests {
     }
 
     #[test]
-    fn required_pod_affinity_spread_host_ports_and_claims_are_named() {
+    fn required_pod_affinity_spread_and_host_ports_are_named() {
         let cases = [
             (
                 "containers: [{name: a}]\naffinity: {podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: [{topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {app: web}}}]}}",
@@ -81,14 +74,6 @@ mod tests {
                 "containers: [{name: a}]\ninitContainers: [{name: s, restartPolicy: Always, ports: [{containerPort: 80, hostPort: 80}]}]",
                 Some("spec.initContainers[].ports[].hostPort"),
             ),
-            (
-                "containers: [{name: a}]\nvolumes: [{name: data, persistentVolumeClaim: {claimName: data}}]",
-                Some("spec.volumes[].persistentVolumeClaim"),
-            ),
-            (
-                "containers: [{name: a}]\nvolumes: [{name: scratch, ephemeral: {volumeClaimTemplate: {spec: {}}}}]",
-                Some("spec.volumes[].ephemeral"),
-            ),
         ];
         for (yaml, field) in cases {
             assert_eq!(unimplemented_field(&spec(yaml)), field, "{yaml}");
@@ -102,7 +87,7 @@ mod tests {
             "containers: [{name: a}]\ninitContainers: [{name: i, ports: [{containerPort: 80, hostPort: 80}]}]",
             "containers: [{name: a}]\naffinity: {podAntiAffinity: {preferredDuringSchedulingIgnoredDuringExecution: [{weight: 10, podAffinityTerm: {topologyKey: zone}}]}}",
             "containers: [{name: a}]\ntopologySpreadConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: ScheduleAnyway}]",
-            "containers: [{name: a}]\nvolumes: [{name: tmp, emptyDir: {}}, {name: cfg, configMap: {name: c}}]",
+            "containers: [{name: a}]\nvolumes: [{name: data, persistentVolumeClaim: {claimName: data}}]",
             "containers: [{name: a}]\naffinity: {podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: []}}",
         ];
         for yaml in cases {

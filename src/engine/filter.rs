@@ -1,6 +1,6 @@
 //! Node filters: whether a node can take a pod at all, and if not, why.
 
-use super::model::{Node, NodeConstraints, Taint, TaintEffect};
+use super::model::{LabelRequirement, Node, NodeConstraints, Taint, TaintEffect};
 
 /// Why a node was rejected before capacity was considered.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -11,9 +11,36 @@ pub enum StaticRejection {
     Affinity,
     /// The node has a NoSchedule or NoExecute taint the pod does not tolerate.
     UntoleratedTaint { key: String, value: String },
+    /// A volume the pod's claims are bound to cannot be reached from the node.
+    VolumeNodeAffinity,
+    /// A volume the pod's claims are bound to lies in another zone or region.
+    VolumeZone,
 }
 
-/// Checks everything but capacity, in kube-scheduler's order.
+/// The zone and region labels, beta names first, each with its GA name.
+const ZONE_LABELS: [(&str, &str); 4] = [
+    ("failure-domain.beta.kubernetes.io/zone", "topology.kubernetes.io/zone"),
+    ("failure-domain.beta.kubernetes.io/region", "topology.kubernetes.io/region"),
+    ("topology.kubernetes.io/zone", "topology.kubernetes.io/zone"),
+    ("topology.kubernetes.io/region", "topology.kubernetes.io/region"),
+];
+
+/// Whether the node is in the zones and regions of the pod's volumes: a node with no zone
+/// or region label is; otherwise its value for each key (or the GA key, for a beta one)
+/// must be one the volume names.
+fn in_volume_zones(node: &Node, zones: &[(String, Vec<String>)]) -> bool {
+    if zones.is_empty() || !ZONE_LABELS.iter().any(|(key, _)| node.labels.contains_key(*key)) {
+        return true;
+    }
+    zones.iter().all(|(key, values)| {
+        let ga = ZONE_LABELS.iter().find(|(k, _)| k == key).map(|(_, ga)| *ga);
+        let value = node.labels.get(key).or_else(|| ga.and_then(|g| node.labels.get(g)));
+        value.is_some_and(|v| values.contains(v))
+    })
+}
+
+/// Checks everything but capacity, in kube-scheduler's order (VolumeBinding's check of
+/// bound volumes last).
 pub fn check_static(node: &Node, constraints: &NodeConstraints) -> Result<(), StaticRejection> {
     if node.unschedulable {
         // kube-scheduler lets pods that tolerate the unschedulable taint onto cordoned nodes.
@@ -36,6 +63,14 @@ pub fn check_static(node: &Node, constraints: &NodeConstraints) -> Result<(), St
         taint.effect != TaintEffect::PreferNoSchedule && !constraints.tolerations.iter().any(|t| t.tolerates(taint))
     }) {
         return Err(StaticRejection::UntoleratedTaint { key: taint.key.clone(), value: taint.value.clone() });
+    }
+    let reaches =
+        |terms: &Vec<Vec<_>>| terms.iter().any(|term| term.iter().all(|r: &LabelRequirement| r.matches_node(node)));
+    if !constraints.volume_terms.iter().all(reaches) {
+        return Err(StaticRejection::VolumeNodeAffinity);
+    }
+    if !in_volume_zones(node, &constraints.volume_zones) {
+        return Err(StaticRejection::VolumeZone);
     }
     Ok(())
 }

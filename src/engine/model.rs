@@ -23,6 +23,12 @@ pub struct NodeConstraints {
     /// it). Empty: no affinity.
     pub affinity_terms: Vec<Vec<LabelRequirement>>,
     pub tolerations: Vec<Toleration>,
+    /// The node affinity of each PersistentVolume the pod's claims are bound to (and the
+    /// zone its labels name): the node must match at least one term of every volume.
+    pub volume_terms: Vec<Vec<Vec<LabelRequirement>>>,
+    /// The zones and regions those volumes' labels name, by label key (a node with no zone
+    /// or region label takes any).
+    pub volume_zones: Vec<(String, Vec<String>)>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -29,6 +29,10 @@ impl fmt::Display for NodeRejection {
             NodeRejection::Static(StaticRejection::UntoleratedTaint { key, value }) => {
                 write!(f, "node(s) had untolerated taint {{{key}: {value}}}")
             }
+            NodeRejection::Static(StaticRejection::VolumeNodeAffinity) => {
+                write!(f, "node(s) didn't match PersistentVolume's node affinity")
+            }
+            NodeRejection::Static(StaticRejection::VolumeZone) => write!(f, "node(s) had no available volume zone"),
             NodeRejection::Insufficient(resource) => write!(f, "Insufficient {resource}"),
             NodeRejection::Reserved => write!(f, "node(s) reserved for an earlier gang"),
             NodeRejection::Devices(why) => write!(f, "node(s) {why}"),

@@ -28,6 +28,7 @@
 //!   ├── topology                racks, blocks, best fit, the reason a gang waits for a domain
 //!   ├── trace_replay            `muster simulate --trace` under every policy, as a table, JSON or a page
 //!   ├── unhonoured              a constraint Muster does not honour yet makes its pod wait, naming the field
+//!   ├── volumes                 bound volumes' node affinity and zones; claims missing or not bound yet
 //!   ├── backfill                shared by the backfill tests: the busy four-node cluster, outcome readers
 //!   └── simulated               shared by the simulate tests: `muster simulate` on a fixture of tests/sim
 //! ```
@@ -60,3 +61,4 @@ mod timed_backfill;
 mod topology;
 mod trace_replay;
 mod unhonoured;
+mod volumes;

@@ -8,6 +8,8 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Pod;
 
 use super::memo::Conversions;
+use crate::convert::core::describe;
+use crate::convert::volumes::{self, VolumeIndex};
 use crate::convert::{
     dra,
     dra::{ClaimIndex, HeldDevices},
@@ -40,6 +42,8 @@ pub(super) struct Context<'v, 'a> {
     pub claims: &'v ClaimIndex<'a>,
     /// What running pods' claims hold, made the first time a listed pod needs it.
     pub held: std::cell::OnceCell<HeldDevices<'v>>,
+    /// The claims and volumes pods' volumes name, made the first time a pod has one.
+    pub volumes: std::cell::OnceCell<VolumeIndex<'a>>,
     pub dra: &'v DraSnapshot,
     pub served: &'v HashSet<String>,
     pub node_index: &'v HashMap<String, usize>,
@@ -212,13 +216,30 @@ impl Folding<'_, '_, '_> {
             return;
         }
         // Its demand first: a pod asking for what nobody offers costs no more than that.
-        let (demand, constraints) = match memo.pod(pod, self.served) {
+        let (demand, mut constraints) = match memo.pod(pod, self.served) {
             Ok(converted) => converted,
             Err(e) => {
                 part.rejected.push((pod_key, e.to_string()));
                 return;
             }
         };
+        // Where its claims' volumes let it run, read afresh: claims bind apart from pods.
+        if volumes::uses_claims(pod) {
+            let index = ctx
+                .volumes
+                .get_or_init(|| VolumeIndex::new(&ctx.view.persistent_volume_claims, &ctx.view.persistent_volumes));
+            match index.places(pod) {
+                Ok(places) => {
+                    let mut own = (*constraints).clone();
+                    (own.volume_terms, own.volume_zones) = (places.terms, places.zones);
+                    constraints = Arc::new(own);
+                }
+                Err(e) => {
+                    part.rejected.push((pod_key.clone(), format!("{}: {e}", describe("Pod", &pod.metadata))));
+                    return;
+                }
+            }
+        }
         let devices = dra::pod_devices(pod, ctx.claims, ctx.dra, &mut memo.names, &mut memo.devices.specs);
         let priority = ctx.pod_priority(pod).unwrap_or(ctx.default_priority);
         let entry = waiting.gang.get_or_insert_with(|| new_gang(key, group, pod, ctx));

@@ -86,11 +86,6 @@ impl<K: ResourceExt + Clone> Store<K> {
             .map(|(_, o)| &**o)
     }
 
-    /// The objects, shared.
-    pub fn shared(&self) -> Vec<Arc<K>> {
-        self.objects.values().cloned().collect()
-    }
-
     pub fn len(&self) -> usize {
         self.objects.len()
     }

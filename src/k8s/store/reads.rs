@@ -8,7 +8,7 @@ use std::marker::PhantomData;
 use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::resource::v1::{DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::scheduling::v1beta1::PodGroup as KubernetesPodGroup;
@@ -36,6 +36,8 @@ use crate::convert::view::ClusterObjects;
 pub trait Read: Send + Sync {
     /// The kind as kubectl names it: `nodes`, `podgroups.muster.dev`.
     fn name(&self) -> String;
+    /// The type it is kept as, for the test that every kind of the list is read.
+    fn kept(&self) -> &'static str;
     /// Watches the kind into `cache`; `synced` fires when its first list is in.
     fn watch(
         &self,
@@ -64,6 +66,10 @@ where
     fn name(&self) -> String {
         let (plural, group) = (A::plural(&()), A::group(&()));
         if group.is_empty() { plural.into_owned() } else { format!("{plural}.{group}") }
+    }
+
+    fn kept(&self) -> &'static str {
+        std::any::type_name::<K>()
     }
 
     fn watch(
@@ -104,6 +110,8 @@ pub fn reads(sources: &Sources) -> Vec<Box<dyn Read>> {
         read::<Node, Node>(),
         read::<PriorityClass, PriorityClass>(),
         read::<Namespace, Namespace>(),
+        read::<PersistentVolumeClaim, PersistentVolumeClaim>(),
+        read::<PersistentVolume, PersistentVolume>(),
     ];
     let mut when = |on: bool, kind: fn() -> Box<dyn Read>| {
         if on {
@@ -157,4 +165,53 @@ pub fn start(
         add(&|tx| Box::pin(watch_workloads(client.clone(), kind, version, cache.clone(), wake.clone(), tx)));
     }
     (tasks, synced)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+    use crate::convert::kinds::object_kinds;
+
+    /// Every kind of the list, by type name (the workloads aside: they are read by kind and
+    /// version, `Sources::workloads`).
+    fn listed() -> BTreeSet<&'static str> {
+        macro_rules! names {
+            ([] $($(#[$doc:meta])* $field:ident: $kind:ty => $change:ident,)*) => {
+                [$(std::any::type_name::<$kind>()),*]
+            };
+        }
+        let workloads = std::any::type_name::<crate::convert::workloads::Workload>();
+        object_kinds!(names).into_iter().filter(|name| *name != workloads).collect()
+    }
+
+    fn everything_served(kueue: KueueVersion) -> Sources {
+        Sources {
+            kubernetes: true,
+            muster: true,
+            scheduler_plugins: true,
+            muster_queues: true,
+            kai_queues: true,
+            kai_groups: true,
+            kueue: Some(kueue),
+            kueue_imported: true,
+            kueue_cohorts: true,
+            dra: true,
+            device_taint_rules: true,
+            kueue_topologies: Some(kueue),
+            kai_topologies: true,
+            workload_versions: Default::default(),
+        }
+    }
+
+    #[test]
+    fn with_everything_served_every_kind_of_the_list_is_read_once() {
+        for kueue in [KueueVersion::V1beta2, KueueVersion::V1beta1] {
+            let kept: Vec<&str> = reads(&everything_served(kueue)).iter().map(|r| r.kept()).collect();
+            let once: BTreeSet<&str> = kept.iter().copied().collect();
+            assert_eq!(once.len(), kept.len(), "a kind read twice: {kept:?}");
+            assert_eq!(once, listed(), "the kinds read and the list of kinds differ (Kueue {kueue:?})");
+        }
+    }
 }

@@ -76,9 +76,10 @@ impl Cached for Pod {
     fn delete(cache: &mut Cache, object: &Self) {
         cache.delete_pod(object);
     }
-    /// A pod is kept with what placement reads: of each container its name and resources
-    /// (and an init container's restart policy, which makes it a sidecar), not its image,
-    /// command, environment, probes or mounts, nor the pod's volumes. A pod that ended is
+    /// A pod is kept with what placement reads: of each container its name, resources and
+    /// host ports (and an init container's restart policy, which makes it a sidecar), not
+    /// its image, command, environment, probes or mounts; of the pod's volumes, those backed
+    /// by claims. A pod that ended is
     /// kept for what it still tells (its gang's succeeded and failed pods, the claims it
     /// held): also without init containers and placement constraints. No pod keeps its
     /// container statuses, which nothing reads.

@@ -102,3 +102,39 @@ fn a_relist_wakes_once_at_its_end() {
     assert!(!apply_event(&mut cache, Event::InitApply(node("1", "2026-12-04T10:00:00Z", false))));
     assert!(apply_event(&mut cache, Event::<Node>::InitDone));
 }
+
+/// What the cache keeps of a pod still says what placement reads: its host ports, its
+/// claims' volumes and its pod affinity, whether or not it has ended.
+#[test]
+fn a_slimmed_pod_keeps_what_placement_reads() {
+    use crate::convert::unimplemented::unimplemented_field;
+    use crate::convert::volumes::uses_claims;
+    let spec = |extra: &str| -> Pod {
+        yaml_serde::from_str(&format!(
+            "metadata: {{name: p, namespace: ml}}\nspec:\n  containers: [{{name: c, image: i, ports: [{{containerPort: 80}}]}}]\n{extra}"
+        ))
+        .expect("pod")
+    };
+    let pods = [
+        spec(
+            "  initContainers: [{name: s, image: i, restartPolicy: Always, ports: [{containerPort: 9, hostPort: 9}]}]\n",
+        ),
+        spec("  volumes: [{name: tmp, emptyDir: {}}, {name: data, persistentVolumeClaim: {claimName: d}}]\n"),
+        spec(
+            "  affinity: {podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: [{topologyKey: zone}]}}\n",
+        ),
+        spec("  volumes: [{name: tmp, emptyDir: {}}]\n"),
+    ];
+    for pod in pods {
+        let slim = pod.clone().slim();
+        let (full, kept) = (pod.spec.as_ref().unwrap(), slim.spec.as_ref().unwrap());
+        assert_eq!(unimplemented_field(kept), unimplemented_field(full), "{pod:?}");
+        assert_eq!(uses_claims(&slim), uses_claims(&pod), "{pod:?}");
+        let volumes = kept.volumes.iter().flatten();
+        assert!(
+            volumes.into_iter().all(|v| v.persistent_volume_claim.is_some()),
+            "only claims' volumes kept: {kept:?}"
+        );
+        assert!(kept.containers[0].ports.is_none(), "ports without a host port are dropped");
+    }
+}

@@ -1,0 +1,184 @@
+//! A pod's volumes backed by claims, read as kube-scheduler's VolumeBinding and VolumeZone
+//! read them once the claims are bound: every PersistentVolume the pod's claims are bound to
+//! must be reachable from the node (its required node affinity) and lie in the node's zone
+//! (its zone and region labels). A claim that is missing, being deleted or not bound yet
+//! makes the pod wait, in kube-scheduler's words; choosing a node for a
+//! WaitForFirstConsumer claim is not honoured yet (docs/scheduling.md).
+
+use std::collections::HashMap;
+
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
+use thiserror::Error;
+
+use super::core::requirement;
+use crate::engine::model::LabelRequirement;
+
+/// The annotation the volume controller sets once it has bound a claim to its volume.
+const BIND_COMPLETED: &str = "pv.kubernetes.io/bind-completed";
+
+/// The labels on a volume VolumeZone reads, zones and regions, beta names first.
+const ZONE_LABELS: [&str; 4] = [
+    "failure-domain.beta.kubernetes.io/zone",
+    "failure-domain.beta.kubernetes.io/region",
+    "topology.kubernetes.io/zone",
+    "topology.kubernetes.io/region",
+];
+
+/// Why a pod's claims keep it from being placed, in kube-scheduler's words where it has
+/// them.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum VolumeError {
+    #[error("persistentvolumeclaim \"{0}\" not found")]
+    ClaimNotFound(String),
+    #[error("waiting for ephemeral volume controller to create the persistentvolumeclaim \"{0}\"")]
+    EphemeralNotCreated(String),
+    #[error("PVC {namespace}/{claim} was not created for pod {namespace}/{pod} (pod is not owner)")]
+    NotOwner { namespace: String, claim: String, pod: String },
+    #[error("persistentvolumeclaim \"{0}\" is being deleted")]
+    ClaimDeleted(String),
+    #[error("persistentvolumeclaim \"{claim}\" bound to non-existent persistentvolume \"{volume}\"")]
+    Lost { claim: String, volume: String },
+    #[error("pod has unbound immediate PersistentVolumeClaims")]
+    Unbound,
+    #[error(
+        "persistentvolumeclaim \"{0}\" is not bound: choosing a node for a WaitForFirstConsumer claim is not honoured by Muster yet (docs/scheduling.md); the pod waits until the claim is bound"
+    )]
+    NotBoundYet(String),
+    #[error(
+        "persistentvolumeclaim \"{0}\" has access mode ReadWriteOncePod, which is not honoured by Muster yet (docs/scheduling.md); the pod waits rather than share it"
+    )]
+    ReadWriteOncePod(String),
+    #[error("node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)")]
+    VolumeMissing,
+    #[error("persistentvolume \"{volume}\": {source}")]
+    Affinity { volume: String, source: super::core::Error },
+}
+
+/// The claims and volumes of a cluster, by name, for the pods that use them.
+pub struct VolumeIndex<'a> {
+    claims: HashMap<(&'a str, &'a str), &'a PersistentVolumeClaim>,
+    volumes: HashMap<&'a str, &'a PersistentVolume>,
+}
+
+/// Where the volumes a pod's claims are bound to let it run: the node terms of each volume
+/// (one of a volume's terms must match) and the zones and regions their labels name.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct VolumePlaces {
+    pub terms: Vec<Vec<Vec<LabelRequirement>>>,
+    pub zones: Vec<(String, Vec<String>)>,
+}
+
+/// Whether `pod` has a volume backed by a claim (only such pods are looked up).
+pub fn uses_claims(pod: &Pod) -> bool {
+    let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_ref());
+    volumes.into_iter().flatten().any(|v| v.persistent_volume_claim.is_some() || v.ephemeral.is_some())
+}
+
+impl<'a> VolumeIndex<'a> {
+    pub fn new(claims: &[&'a PersistentVolumeClaim], volumes: &[&'a PersistentVolume]) -> VolumeIndex<'a> {
+        let key = |c: &&'a PersistentVolumeClaim| {
+            (c.metadata.namespace.as_deref().unwrap_or_default(), c.metadata.name.as_deref().unwrap_or_default())
+        };
+        VolumeIndex {
+            claims: claims.iter().map(|c| (key(c), *c)).collect(),
+            volumes: volumes.iter().filter_map(|v| Some((v.metadata.name.as_deref()?, *v))).collect(),
+        }
+    }
+
+    /// Where the volumes of `pod`'s claims let it run; an error when a claim keeps it from
+    /// being placed at all.
+    pub fn places(&self, pod: &Pod) -> Result<VolumePlaces, VolumeError> {
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+        let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
+        let mut places = VolumePlaces::default();
+        for volume in pod.spec.as_ref().and_then(|s| s.volumes.as_ref()).into_iter().flatten() {
+            let (claim_name, ephemeral) = match (&volume.persistent_volume_claim, &volume.ephemeral) {
+                (Some(source), _) => (source.claim_name.clone(), false),
+                (None, Some(_)) => (format!("{pod_name}-{}", volume.name), true),
+                (None, None) => continue,
+            };
+            let claim = self.claim(namespace, &claim_name, ephemeral, pod)?;
+            let Some(bound) = self.bound_volume(claim, &claim_name)? else { continue };
+            if let Some(required) = bound.spec.as_ref().and_then(|s| s.node_affinity.as_ref()?.required.as_ref()) {
+                let object = bound.metadata.name.clone().unwrap_or_default();
+                let affinity = |source| VolumeError::Affinity { volume: object.clone(), source };
+                let mut terms = Vec::new();
+                for term in &required.node_selector_terms {
+                    let expressions = term.match_expressions.iter().flatten();
+                    let fields = term.match_fields.iter().flatten();
+                    let requirements = expressions.chain(fields).map(|r| requirement(&object, r));
+                    terms.push(requirements.collect::<Result<Vec<_>, _>>().map_err(affinity)?);
+                }
+                places.terms.push(terms);
+            }
+            // VolumeZone reads claims named in the spec, not ephemeral ones.
+            if !ephemeral {
+                let labels = bound.metadata.labels.as_ref();
+                for key in ZONE_LABELS {
+                    if let Some(value) = labels.and_then(|l| l.get(key)) {
+                        places.zones.push((key.to_string(), value.split("__").map(str::to_string).collect()));
+                    }
+                }
+            }
+        }
+        Ok(places)
+    }
+
+    /// The claim `name` a volume of `pod` names, if it may be used.
+    fn claim(
+        &self,
+        namespace: &str,
+        name: &str,
+        ephemeral: bool,
+        pod: &Pod,
+    ) -> Result<&'a PersistentVolumeClaim, VolumeError> {
+        let Some(claim) = self.claims.get(&(namespace, name)).copied() else {
+            return Err(if ephemeral {
+                VolumeError::EphemeralNotCreated(name.into())
+            } else {
+                VolumeError::ClaimNotFound(name.into())
+            });
+        };
+        if claim.metadata.deletion_timestamp.is_some() {
+            return Err(VolumeError::ClaimDeleted(name.into()));
+        }
+        let controller = claim.metadata.owner_references.iter().flatten().find(|o| o.controller == Some(true));
+        if ephemeral && controller.is_none_or(|o| Some(&o.uid) != pod.metadata.uid.as_ref()) {
+            let pod = pod.metadata.name.clone().unwrap_or_default();
+            return Err(VolumeError::NotOwner { namespace: namespace.into(), claim: name.into(), pod });
+        }
+        let modes = claim.spec.as_ref().and_then(|s| s.access_modes.as_ref());
+        if modes.is_some_and(|m| m.iter().any(|m| m == "ReadWriteOncePod")) {
+            return Err(VolumeError::ReadWriteOncePod(name.into()));
+        }
+        Ok(claim)
+    }
+
+    /// The volume `claim` is bound to. A claim not bound yet keeps the pod waiting: one that
+    /// names its volume already, or asks for no class, as kube-scheduler's "immediate"
+    /// claims do; any other, as a claim Muster would have to choose a node for.
+    fn bound_volume(
+        &self,
+        claim: &PersistentVolumeClaim,
+        name: &str,
+    ) -> Result<Option<&'a PersistentVolume>, VolumeError> {
+        let volume_name = claim.spec.as_ref().and_then(|s| s.volume_name.as_deref()).filter(|v| !v.is_empty());
+        let completed = claim.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(BIND_COMPLETED));
+        let phase = claim.status.as_ref().and_then(|s| s.phase.as_deref());
+        match (volume_name, completed) {
+            (Some(volume), _) if phase == Some("Lost") => {
+                Err(VolumeError::Lost { claim: name.into(), volume: volume.into() })
+            }
+            (Some(volume), true) => self.volumes.get(volume).copied().map(Some).ok_or(VolumeError::VolumeMissing),
+            (Some(_), false) => Err(VolumeError::Unbound),
+            (None, _) => {
+                let class = claim.spec.as_ref().and_then(|s| s.storage_class_name.as_deref());
+                if class.is_some_and(|c| !c.is_empty()) {
+                    Err(VolumeError::NotBoundYet(name.into()))
+                } else {
+                    Err(VolumeError::Unbound)
+                }
+            }
+        }
+    }
+}
