@@ -202,8 +202,8 @@ pub fn explain_objects(objects: &ClusterObjects, config: &Config, target: &Targe
     let assembled = assemble(objects, &config.scheduler_name, now);
     if let Target::Pod { namespace, name } = target {
         let key = crate::engine::model::PodKey { namespace: namespace.clone(), name: name.clone() };
-        if let Some(why) = assembled.rejected_pods.get(&key) {
-            writeln!(out, "pod {key} cannot be scheduled: {why}").ok();
+        if let Some(rejected) = assembled.rejected_pods.get(&key) {
+            writeln!(out, "pod {key} cannot be scheduled: {}", rejected.why).ok();
             return Ok(out);
         }
     }

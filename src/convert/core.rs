@@ -38,6 +38,14 @@ pub enum Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+impl Error {
+    /// Whether the pod uses what Muster does not honour yet (rather than ask what nothing
+    /// offers or write what does not read).
+    pub fn unsupported(&self) -> bool {
+        matches!(self, Error::Unimplemented { .. })
+    }
+}
+
 /// "Pod ns/name", "Node name": how errors name an object.
 pub fn describe(kind: &str, meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
     match &meta.namespace {

@@ -10,13 +10,39 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use crate::api::pod_group::{PodGroup as MusterPodGroup, PodGroupPhase, PodGroupStatus};
 
-/// The pod condition kube-scheduler sets on a pod it cannot place; cluster autoscalers
-/// look for exactly this.
-pub fn unschedulable_condition(message: &str) -> Value {
+/// Why a pod is not placed, as its PodScheduled condition's reason says it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unplaced {
+    /// It does not fit now: kube-scheduler's reason, the one cluster autoscalers act on.
+    Unschedulable,
+    /// It uses a constraint Muster does not honour yet: no new node would help, so the
+    /// reason is not the one autoscalers act on.
+    Unsupported,
+}
+
+impl Unplaced {
+    pub fn reason(self) -> &'static str {
+        match self {
+            Unplaced::Unschedulable => "Unschedulable",
+            Unplaced::Unsupported => "Unsupported",
+        }
+    }
+}
+
+/// A pending pod the engine cannot consider: why, in words, and its condition's reason.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rejection {
+    pub why: String,
+    pub unplaced: Unplaced,
+}
+
+/// The pod condition for a pod that is not placed: kube-scheduler's, whose Unschedulable
+/// reason cluster autoscalers look for, or Unsupported.
+pub fn unschedulable_condition(unplaced: Unplaced, message: &str) -> Value {
     json!({"status": {"conditions": [{
         "type": "PodScheduled",
         "status": "False",
-        "reason": "Unschedulable",
+        "reason": unplaced.reason(),
         "message": message,
     }]}})
 }

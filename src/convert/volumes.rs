@@ -54,6 +54,13 @@ pub enum VolumeError {
     Affinity { volume: String, source: super::core::Error },
 }
 
+impl VolumeError {
+    /// Whether the claim asks what Muster does not honour yet.
+    pub fn unsupported(&self) -> bool {
+        matches!(self, VolumeError::NotBoundYet(_) | VolumeError::ReadWriteOncePod(_))
+    }
+}
+
 /// The claims and volumes of a cluster, by name, for the pods that use them.
 pub struct VolumeIndex<'a> {
     claims: HashMap<(&'a str, &'a str), &'a PersistentVolumeClaim>,

@@ -349,8 +349,8 @@ fn report(objects: &ClusterObjects, config: &Config, last: &CycleOutcome, now: i
         let node = spec.and_then(|s| s.node_name.clone());
         let reason = if node.is_some() {
             None
-        } else if let Some(why) = assembled.rejected_pods.get(&key) {
-            Some(why.clone())
+        } else if let Some(rejected) = assembled.rejected_pods.get(&key) {
+            Some(rejected.why.clone())
         } else if let Some(gates) = spec.and_then(|s| s.scheduling_gates.as_ref()).filter(|g| !g.is_empty()) {
             let names: Vec<&str> = gates.iter().map(|g| g.name.as_str()).collect();
             Some(format!("waiting for scheduling gates to be removed: {}", names.join(", ")))

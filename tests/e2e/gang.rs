@@ -10,6 +10,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 use muster::api::pod_group::{PodGroup, PodGroupPhase, PodGroupSpec, PodGroupStatus};
+use muster::convert::status::Unplaced;
 use muster::engine::model::{GangKey, PodKey};
 use muster::k8s::write::bind::{BindHook, HookAction};
 use serde_json::json;
@@ -478,7 +479,7 @@ async fn a_late_unschedulable_condition_does_not_land_on_a_bound_pod() {
     let sink = ApiSink::new(cluster.client.clone(), "muster", Duration::from_secs(10));
     for name in ["bound", "waiting"] {
         let pod = PodRef { namespace: cluster.namespace.clone(), name: name.into(), uid: None };
-        let write = Write::Unschedulable { pod, message: "0/1 nodes fit".into() };
+        let write = Write::Unschedulable { pod, message: "0/1 nodes fit".into(), unplaced: Unplaced::Unschedulable };
         sink.write(&write).await.expect("the write is answered");
     }
     let scheduled = |pod: &Pod| -> Option<String> {

@@ -25,6 +25,7 @@
 //!   ├── tenants          a 35,000-name pod and a worst-case claim cost only their own pod
 //!   ├── topology         rack and block constraints
 //!   ├── ui               the page at /ui in headless Chromium: a gang's reason, its queue's figures
+//!   ├── volumes          a pod follows its bound local volume; an unsupported constraint waits, saying so
 //!   ├── workloads        gangs from Jobs, PyTorchJobs and LeaderWorkerSets, no PodGroup
 //!   └── support          control plane, TestCluster, builders, kubelet emulator, waits
 //! ```
@@ -61,4 +62,5 @@ mod support;
 mod tenants;
 mod topology;
 mod ui;
+mod volumes;
 mod workloads;

@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::Pod;
 
 use super::memo::Conversions;
 use crate::convert::core::describe;
+use crate::convert::status::{Rejection, Unplaced};
 use crate::convert::volumes::{self, VolumeIndex};
 use crate::convert::{
     dra,
@@ -81,9 +82,14 @@ pub(super) struct GangPart {
     /// Its pods not bound (for `gang_of`).
     pub unbound: Vec<PodKey>,
     /// Its pending pods the engine cannot consider, with why.
-    pub rejected: Vec<(PodKey, String)>,
+    pub rejected: Vec<(PodKey, Rejection)>,
     /// Its bound pods with a runtime bound, and when each ends.
     pub endings: Vec<Ending>,
+}
+
+/// A rejection, Unsupported when the pod uses what Muster does not honour yet.
+fn rejection(why: String, unsupported: bool) -> Rejection {
+    Rejection { why, unplaced: if unsupported { Unplaced::Unsupported } else { Unplaced::Unschedulable } }
 }
 
 /// A pod's own runtime bound: `spec.activeDeadlineSeconds`.
@@ -219,7 +225,7 @@ impl Folding<'_, '_, '_> {
         let (demand, mut constraints) = match memo.pod(pod, self.served) {
             Ok(converted) => converted,
             Err(e) => {
-                part.rejected.push((pod_key, e.to_string()));
+                part.rejected.push((pod_key, rejection(e.to_string(), e.unsupported())));
                 return;
             }
         };
@@ -235,7 +241,8 @@ impl Folding<'_, '_, '_> {
                     constraints = Arc::new(own);
                 }
                 Err(e) => {
-                    part.rejected.push((pod_key.clone(), format!("{}: {e}", describe("Pod", &pod.metadata))));
+                    let why = format!("{}: {e}", describe("Pod", &pod.metadata));
+                    part.rejected.push((pod_key.clone(), rejection(why, e.unsupported())));
                     return;
                 }
             }

@@ -13,6 +13,7 @@ use k8s_openapi::api::core::v1::Pod;
 use super::gang::{Context, GangPart, fold};
 use super::memo::Conversions;
 use crate::convert::journal::{JournalMark, ObjectKey, Seen};
+use crate::convert::status::Rejection;
 use crate::convert::view::{ClusterView, gang_key};
 use crate::convert::{dra, dra::ClaimIndex};
 use crate::convert::{groups, groups::GroupSpec};
@@ -100,7 +101,7 @@ pub(super) struct Kept {
     members: HashMap<GangKey, BTreeSet<ObjectKey>>,
     pub parts: BTreeMap<GangKey, GangPart>,
     pub gang_of: Arc<HashMap<PodKey, GangKey>>,
-    pub rejected: BTreeMap<PodKey, String>,
+    pub rejected: BTreeMap<PodKey, Rejection>,
     pub pod_problems: BTreeMap<ObjectKey, String>,
 }
 

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use super::journal::Seen;
+use super::status::Rejection;
 pub use super::view::{ClusterObjects, ClusterView, MUSTER_GROUP_LABEL, PLUGIN_GROUP_LABEL, gang_key, pod_key};
 use crate::engine::model::{GangKey, PodKey, Snapshot};
 use kept::Kept;
@@ -28,8 +29,9 @@ pub struct Assembled {
     pub snapshot: Snapshot,
     /// Every PodGroup that exists, of any kind, sorted.
     pub groups: Vec<GroupSummary>,
-    /// Muster's pending pods the engine cannot consider, with why (bad requests).
-    pub rejected_pods: BTreeMap<PodKey, String>,
+    /// Muster's pending pods the engine cannot consider, with why (bad requests, what is
+    /// not honoured yet).
+    pub rejected_pods: BTreeMap<PodKey, Rejection>,
     /// Objects left out, with why (a node with an unreadable quantity).
     pub problems: Vec<String>,
     /// Which gang each of Muster's pending pods belongs to.

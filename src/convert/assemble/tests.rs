@@ -67,6 +67,6 @@ fn a_bound_pod_costs_its_demand_and_nothing_of_where_it_may_go() {
     let gpu = out.snapshot.resources.get("nvidia.com/gpu").unwrap();
     assert_eq!(out.snapshot.nodes[0].requested.get(gpu), 2);
     assert!(out.problems.is_empty(), "{:?}", out.problems);
-    assert!(out.rejected_pods.values().any(|why| why.contains("Sideways")), "{:?}", out.rejected_pods);
+    assert!(out.rejected_pods.values().any(|r| r.why.contains("Sideways")), "{:?}", out.rejected_pods);
     assert!(memo.conversions.interner.is_empty(), "no constraints converted for the bound pod");
 }

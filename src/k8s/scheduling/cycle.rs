@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use super::{CycleReport, DEBOUNCE, HOUSEKEEPING_EVERY, Scheduler, decide, housekeeping, unix_now};
 use crate::config::QueueingPolicy;
 use crate::convert::assemble::{Assembled, assemble_view};
+use crate::convert::status::Unplaced;
 use crate::engine::drive::Driver;
 use crate::engine::model::{Gang, GangKey, PodKey, Snapshot};
 use crate::engine::reason::WaitReason;
@@ -112,8 +113,9 @@ impl Driver for Scheduler {
         let bindings = bindings(&cache, &assembled, &outcome, &gang_index);
         self.owes.next_wake = self.caches.backoff.next_due(now);
         let mut writes = self.tell_waiting(&cache, &gang_index, &outcome, helped, now, unix, &mut report);
-        for (pod, why) in &assembled.rejected_pods {
-            writes.push(Write::Unschedulable { pod: Self::pod_ref(&cache, pod), message: why.clone() });
+        for (pod, rejected) in &assembled.rejected_pods {
+            let (message, unplaced) = (rejected.why.clone(), rejected.unplaced);
+            writes.push(Write::Unschedulable { pod: Self::pod_ref(&cache, pod), message, unplaced });
         }
         writes.extend(self.queue_evictions(&cache, &outcome, &assembled.snapshot, now, &mut report));
         // A reservation that lapses frees its nodes: look again then.
@@ -249,7 +251,8 @@ impl Scheduler {
             tracing::debug!(gang = %waiting.gang, reason = %message, "waiting");
             if let Some(&gang) = gang_index.get(&waiting.gang) {
                 for pod in &gang.pods {
-                    writes.push(Write::Unschedulable { pod: Self::pod_ref(cache, &pod.key), message: message.clone() });
+                    let (pod, message) = (Self::pod_ref(cache, &pod.key), message.clone());
+                    writes.push(Write::Unschedulable { pod, message, unplaced: Unplaced::Unschedulable });
                 }
                 let reserve_after =
                     matches!(self.config.queueing, QueueingPolicy::Backfill | QueueingPolicy::TimedBackfill)

@@ -20,7 +20,7 @@ impl Record {
             .unwrap()
             .iter()
             .filter_map(|w| match w {
-                Write::Unschedulable { pod, message } => Some((pod.name.clone(), message.clone())),
+                Write::Unschedulable { pod, message, .. } => Some((pod.name.clone(), message.clone())),
                 _ => None,
             })
             .collect()

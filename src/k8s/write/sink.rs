@@ -11,7 +11,7 @@ use serde_json::json;
 
 use super::writer::{PodRef, Sink, Write, truncate_note};
 use crate::api::pod_group::PodGroup as MusterPodGroup;
-use crate::convert::status::unschedulable_condition;
+use crate::convert::status::{Unplaced, unschedulable_condition};
 use crate::engine::model::PodKey;
 use crate::k8s::client::{
     request,
@@ -61,7 +61,7 @@ impl ApiSink {
     /// The write may land after the pod was bound (a cycle decides it, the background
     /// writer sends it later): it is made to the version of the pod read unbound, and a
     /// conflict reads it again, so a bound pod keeps its `PodScheduled=True`.
-    async fn mark_unschedulable(&self, pod: &PodRef, message: &str) -> Result<bool, RequestError> {
+    async fn mark_unschedulable(&self, pod: &PodRef, unplaced: Unplaced, message: &str) -> Result<bool, RequestError> {
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
         let params = PatchParams::default();
         for _ in 0..UNBOUND_TRIES {
@@ -75,7 +75,7 @@ impl ApiSink {
             if bound || other {
                 return Ok(false);
             }
-            let mut body = unschedulable_condition(message);
+            let mut body = unschedulable_condition(unplaced, message);
             body["metadata"] = json!({"resourceVersion": current.metadata.resource_version});
             let patch = Patch::Strategic(body);
             match request::retry(self.retry, Operation::Idempotent, || pods.patch_status(&pod.name, &params, &patch))
@@ -93,8 +93,8 @@ impl ApiSink {
     async fn apply(&self, write: &Write) -> Result<(), RequestError> {
         let params = PatchParams::default();
         match write {
-            Write::Unschedulable { pod, message } => {
-                if self.mark_unschedulable(pod, message).await? {
+            Write::Unschedulable { pod, message, unplaced } => {
+                if self.mark_unschedulable(pod, *unplaced, message).await? {
                     self.event(pod, true, "FailedScheduling", message, "Scheduling").await?;
                 }
                 Ok(())

@@ -26,6 +26,7 @@ use tokio::sync::Notify;
 use super::refusals::{RefusalPolicy, Refused, deleted_note};
 use crate::api::pod_group::PodGroupStatus;
 use crate::api::queue::QueueStatus;
+use crate::convert::status::Unplaced;
 use crate::k8s::client::request::RequestError;
 use crate::k8s::write::claims::Release;
 use crate::metrics::Metrics;
@@ -66,8 +67,9 @@ impl PodRef {
 /// One wanted state.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Write {
-    /// `PodScheduled=False` with reason Unschedulable, and a FailedScheduling event.
-    Unschedulable { pod: PodRef, message: String },
+    /// `PodScheduled=False` with reason Unschedulable (or Unsupported: a constraint Muster
+    /// does not honour yet), and a FailedScheduling event.
+    Unschedulable { pod: PodRef, message: String, unplaced: Unplaced },
     /// An event about a pod: `Scheduled`, or why it was evicted.
     PodEvent { pod: PodRef, warning: bool, reason: String, note: String, action: String },
     /// A Muster PodGroup's whole status.

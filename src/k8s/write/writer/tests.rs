@@ -17,7 +17,7 @@ fn leading_writer() -> (Arc<Record>, Writer) {
 }
 
 fn unschedulable(name: &str, message: &str) -> Write {
-    Write::Unschedulable { pod: pod(name), message: message.into() }
+    Write::Unschedulable { pod: pod(name), message: message.into(), unplaced: Unplaced::Unschedulable }
 }
 
 #[tokio::test]

@@ -1,0 +1,87 @@
+//! Pods' volumes and the constraints Muster does not honour yet, against the real API
+//! server: a pod whose claim is bound to a local volume is bound to that volume's node; a pod
+//! with required anti-affinity waits, its PodScheduled condition saying `Unsupported` (not
+//! `Unschedulable`, which cluster autoscalers would answer with nodes that cannot help) and
+//! naming the field.
+
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
+use serde_json::json;
+
+use crate::support::builders;
+use crate::support::cluster::TEST_LABEL;
+use crate::support::wait::{node_of, wait_for_pods};
+use crate::support::{TestCluster, muster as scheduler};
+
+/// The pod's PodScheduled condition, when it is False: (reason, message).
+fn not_scheduled(pod: &Pod) -> Option<(String, String)> {
+    let conditions = pod.status.as_ref()?.conditions.as_ref()?;
+    let condition = conditions.iter().find(|c| c.type_ == "PodScheduled" && c.status == "False")?;
+    Some((condition.reason.clone().unwrap_or_default(), condition.message.clone().unwrap_or_default()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_follows_its_local_volume_and_an_unsupported_constraint_waits_saying_so() {
+    let cluster = TestCluster::new("volumes").await;
+    let mut nodes = Vec::new();
+    for name in ["n1", "n2"] {
+        let full = cluster.name(name);
+        cluster.create_node(&builders::node(&full, 32, 256, 0, &[(TEST_LABEL, cluster.id.as_str())])).await;
+        nodes.push(full);
+    }
+    // A local volume on the second node, bound to the test's claim (the volume controller
+    // would write the same annotation).
+    let (volume, claim) = (cluster.name("local"), "data");
+    let pv: PersistentVolume = serde_json::from_value(json!({
+        "metadata": {"name": volume},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "local": {"path": "/mnt/disk"},
+            "claimRef": {"namespace": cluster.namespace, "name": claim},
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "kubernetes.io/hostname", "operator": "In", "values": [nodes[1]]}
+            ]}]}},
+        },
+    }))
+    .unwrap();
+    cluster.create(&cluster.cluster_api::<PersistentVolume>(), &pv).await;
+    let pvc: PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": claim, "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+        "spec": {"accessModes": ["ReadWriteOnce"], "volumeName": volume, "storageClassName": "",
+                 "resources": {"requests": {"storage": "1Gi"}}},
+    }))
+    .unwrap();
+    cluster.create(&cluster.api::<PersistentVolumeClaim>(), &pvc).await;
+
+    let api = cluster.api::<Pod>();
+    let mut mounting = builders::pod("mounting", &cluster.scheduler_name, 0, &[]);
+    let spec = mounting.spec.as_mut().unwrap();
+    spec.volumes = Some(vec![
+        serde_json::from_value(json!({"name": "d", "persistentVolumeClaim": {"claimName": claim}})).unwrap(),
+    ]);
+    cluster.create(&api, &mounting).await;
+    let mut apart = builders::pod("apart", &cluster.scheduler_name, 0, &[("app", "apart")]);
+    apart.spec.as_mut().unwrap().affinity = Some(
+        serde_json::from_value(json!({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "apart"}}}
+        ]}}))
+        .unwrap(),
+    );
+    cluster.create(&api, &apart).await;
+
+    let _muster = scheduler::start(&cluster, scheduler::config(&cluster), None);
+    let all = wait_for_pods(&cluster, 30, "mounting bound, apart told why it waits", |pods| {
+        let named = |name: &str| pods.iter().find(|p| p.metadata.name.as_deref() == Some(name));
+        named("mounting").and_then(node_of).is_some() && named("apart").and_then(not_scheduled).is_some()
+    })
+    .await;
+    let named = |name: &str| all.iter().find(|p| p.metadata.name.as_deref() == Some(name)).unwrap();
+    assert_eq!(node_of(named("mounting")), Some(nodes[1].as_str()), "the local volume's node");
+    let (reason, message) = not_scheduled(named("apart")).unwrap();
+    assert_eq!(reason, "Unsupported", "{message}");
+    assert!(
+        message.contains("spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution"),
+        "{message}"
+    );
+    assert!(node_of(named("apart")).is_none());
+}
