@@ -87,24 +87,18 @@ macro_rules! change {
 }
 pub(crate) use change;
 
-/// The objects of each kind in a collection of every kind (`Vec<K>`, a store of `K`...),
-/// found by type, so code generic over the kind reaches its own.
+/// The objects of one kind in a collection of every kind, found by type, so code generic
+/// over the kind reaches its own.
 pub trait Held<K> {
-    type Of;
-    fn held(&self) -> &Self::Of;
-    fn held_mut(&mut self) -> &mut Self::Of;
+    fn held_mut(&mut self) -> &mut Vec<K>;
 }
 
-/// Implements [`Held`] for each kind of a collection whose field `field` holds `$of<Type>`.
+/// Implements [`Held`] for each kind of a collection whose field `field` is a `Vec<Type>`.
 macro_rules! held {
-    ([$collection:ty, $of:ident] $($(#[$doc:meta])* $field:ident: $kind:ty => $change:ident,)*) => {
+    ([$collection:ty] $($(#[$doc:meta])* $field:ident: $kind:ty => $change:ident,)*) => {
         $(
             impl $crate::convert::kinds::Held<$kind> for $collection {
-                type Of = $of<$kind>;
-                fn held(&self) -> &Self::Of {
-                    &self.$field
-                }
-                fn held_mut(&mut self) -> &mut Self::Of {
+                fn held_mut(&mut self) -> &mut Vec<$kind> {
                     &mut self.$field
                 }
             }

@@ -60,9 +60,8 @@ macro_rules! objects_and_view {
 }
 object_kinds!(objects_and_view);
 
-/// Each kind's objects in the simulator's cluster, by type.
-type Owned<K> = Vec<K>;
-object_kinds!(held, ClusterObjects, Owned);
+// Each kind's objects in the simulator's cluster, by type.
+object_kinds!(held, ClusterObjects);
 
 /// What changed in the stores a view reads, for a snapshot made from the last one. Pods
 /// and nodes by object; everything else by store, as any change there is rebuilt from.

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use thiserror::Error;
 
-use super::core::requirement;
+use super::core::{describe, requirement};
 use crate::engine::model::LabelRequirement;
 
 /// The annotation the volume controller sets once it has bound a claim to its volume.
@@ -50,8 +50,10 @@ pub enum VolumeError {
     ReadWriteOncePod(String),
     #[error("node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)")]
     VolumeMissing,
-    #[error("persistentvolume \"{volume}\": {source}")]
-    Affinity { volume: String, source: super::core::Error },
+    /// The volume's node affinity does not read ("PersistentVolume pv-1: unknown node
+    /// selector operator").
+    #[error(transparent)]
+    Affinity(super::core::Error),
 }
 
 impl VolumeError {
@@ -107,14 +109,13 @@ impl<'a> VolumeIndex<'a> {
             let claim = self.claim(namespace, &claim_name, ephemeral, pod)?;
             let Some(bound) = self.bound_volume(claim, &claim_name)? else { continue };
             if let Some(required) = bound.spec.as_ref().and_then(|s| s.node_affinity.as_ref()?.required.as_ref()) {
-                let object = bound.metadata.name.clone().unwrap_or_default();
-                let affinity = |source| VolumeError::Affinity { volume: object.clone(), source };
+                let object = describe("PersistentVolume", &bound.metadata);
                 let mut terms = Vec::new();
                 for term in &required.node_selector_terms {
                     let expressions = term.match_expressions.iter().flatten();
                     let fields = term.match_fields.iter().flatten();
                     let requirements = expressions.chain(fields).map(|r| requirement(&object, r));
-                    terms.push(requirements.collect::<Result<Vec<_>, _>>().map_err(affinity)?);
+                    terms.push(requirements.collect::<Result<Vec<_>, _>>().map_err(VolumeError::Affinity)?);
                 }
                 places.terms.push(terms);
             }

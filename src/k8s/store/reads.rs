@@ -61,7 +61,7 @@ impl<A, K> Read for ReadAs<A, K>
 where
     A: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
     K: Cached + From<A>,
-    ClusterObjects: Held<K, Of = Vec<K>>,
+    ClusterObjects: Held<K>,
 {
     fn name(&self) -> String {
         let (plural, group) = (A::plural(&()), A::group(&()));

@@ -105,11 +105,14 @@ impl Cached for Pod {
             spec.containers = std::mem::take(&mut spec.containers).into_iter().map(bare).collect();
             spec.init_containers = spec.init_containers.take().map(|c| c.into_iter().map(bare).collect());
             spec.ephemeral_containers = None;
-            spec.volumes = spec.volumes.take().map(|mut v| {
-                v.retain(claimed);
-                v
-            });
-            spec.volumes = spec.volumes.take().filter(|v| !v.is_empty());
+            spec.volumes = spec
+                .volumes
+                .take()
+                .map(|mut v| {
+                    v.retain(claimed);
+                    v
+                })
+                .filter(|v| !v.is_empty());
             if ended {
                 spec.init_containers = None;
                 (spec.affinity, spec.tolerations, spec.topology_spread_constraints) = (None, None, None);
