@@ -6,7 +6,10 @@ use std::sync::Arc;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use muster::engine::build::{GIB, GPU, SnapshotBuilder};
-use muster::engine::model::{Snapshot, Taint, TaintEffect, Toleration, TolerationOperator};
+use muster::engine::model::{
+    LabelRequirement, SelectorOperator, Snapshot, Taint, TaintEffect, Toleration, TolerationOperator,
+};
+use muster::engine::pods::{Labels, Namespaces, PodRules, PodTerm, SpreadRule};
 use muster::engine::{CycleConfig, schedule};
 
 const NODES: usize = 5_000;
@@ -175,5 +178,69 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench);
+/// 5,000 nodes over three zones and 10,000 one-CPU pods of 1,000 deployments of ten, as
+/// kube-scheduler's scheduler_perf SchedulingPodAntiAffinity and TopologySpreading run
+/// them: with `rules`, each pod keeps one replica of its deployment per node (required
+/// anti-affinity on the hostname) and spreads its deployment over the zones (maxSkew 1,
+/// DoNotSchedule); without, the same pods and nodes.
+fn deployments(rules: bool) -> Snapshot {
+    let mut b = SnapshotBuilder::new();
+    for i in 0..NODES {
+        let name = format!("node-{i}");
+        let zone = format!("zone-{}", i % 3);
+        b = b.gpu_node(
+            &name,
+            96,
+            1024,
+            0,
+            &[("kubernetes.io/hostname", &name), ("topology.kubernetes.io/zone", &zone)],
+        );
+    }
+    for d in 0..1_000 {
+        let app = format!("app-{d}");
+        let selector = Some(vec![LabelRequirement {
+            key: "app".into(),
+            operator: SelectorOperator::In,
+            values: vec![app.clone()],
+        }]);
+        let own = Arc::new(PodRules {
+            anti_affinity: vec![PodTerm {
+                namespaces: Namespaces::Only(vec!["default".into()]),
+                selector: selector.clone(),
+                topology_key: "kubernetes.io/hostname".into(),
+            }],
+            spread: vec![SpreadRule {
+                max_skew: 1,
+                topology_key: "topology.kubernetes.io/zone".into(),
+                selector,
+                min_domains: 1,
+                honor_affinity: true,
+                honor_taints: false,
+            }],
+            ..Default::default()
+        });
+        let labels: Labels = Arc::new([("app".to_string(), app)].into());
+        for r in 0..10 {
+            b = b.gang(&format!("{d}-{r}"), 1, 1, &[("cpu", 1000), ("memory", GIB)]).with_last_gang(|g| {
+                g.pods[0].labels = labels.clone();
+                g.pods[0].rules = rules.then(|| own.clone());
+            });
+        }
+    }
+    b.build()
+}
+
+fn bench_rules(c: &mut Criterion) {
+    let mut group = c.benchmark_group("rules_between_pods");
+    group.sample_size(10);
+    for (name, rules) in [("10000_pods_plain", false), ("10000_pods_anti_affinity_and_spread", true)] {
+        let snapshot = deployments(rules);
+        report(name, &snapshot);
+        group.throughput(Throughput::Elements(10_000));
+        group.bench_function(name, |b| b.iter(|| schedule(&snapshot, &CycleConfig::default())));
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench, bench_rules);
 criterion_main!(benches);

@@ -28,23 +28,9 @@ pub enum Error {
     NotOffered { resource: String },
     #[error("{object}: more than 65,535 distinct resource names in the cluster")]
     TooManyNames { object: String },
-    /// The pod uses a part of kube-scheduler's contract Muster does not honour yet: it
-    /// waits rather than be placed as if the field were not there.
-    #[error(
-        "{object}: {field} is not honoured by Muster yet (docs/scheduling.md lists what is); the pod waits rather than be placed as if it were not there"
-    )]
-    Unimplemented { object: String, field: &'static str },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-impl Error {
-    /// Whether the pod uses what Muster does not honour yet (rather than ask what nothing
-    /// offers or write what does not read).
-    pub fn unsupported(&self) -> bool {
-        matches!(self, Error::Unimplemented { .. })
-    }
-}
 
 /// "Pod ns/name", "Node name": how errors name an object.
 pub fn describe(kind: &str, meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
@@ -227,9 +213,6 @@ pub(crate) fn requirement(object: &str, r: &NodeSelectorRequirement) -> Result<L
 pub fn pod_constraints(pod: &Pod) -> Result<NodeConstraints> {
     let object = describe("Pod", &pod.metadata);
     let Some(spec) = pod.spec.as_ref() else { return Ok(NodeConstraints::default()) };
-    if let Some(field) = super::unimplemented::unimplemented_field(spec) {
-        return Err(Error::Unimplemented { object, field });
-    }
     constraints_of(&object, spec)
 }
 

@@ -8,11 +8,10 @@
 //! - [`membership`]: which gang a pod belongs to;
 //! - [`gang_spec`]: what a gang asks, read from PodGroups of five kinds ([`groups`]) or the
 //!   workloads that own its pods ([`workloads`]);
-//! - [`core`], [`dra`], [`queues`], [`volumes`]: nodes and pods, DRA devices and claims,
-//!   queues of three kinds, the volumes pods' claims are bound to, into the model;
+//! - [`core`], [`pod_rules`], [`dra`], [`queues`], [`volumes`]: nodes and pods, the rules
+//!   between pods (host ports, pod affinity, spread), DRA devices and claims, queues of three
+//!   kinds, the volumes pods' claims are bound to, into the model;
 //! - [`allocation`], [`status`]: decisions back into objects;
-//! - [`unimplemented`]: what of a pod's scheduling contract Muster does not honour yet, so
-//!   a pod that uses it waits, naming the field;
 //! - [`rows`]: the snapshot builder the two replays share, which start from CSV rows: rows
 //!   written as objects and read through this same conversion.
 
@@ -27,11 +26,11 @@ pub mod journal;
 pub mod kinds;
 pub mod membership;
 pub mod objects;
+pub mod pod_rules;
 pub mod quantity;
 pub mod queues;
 pub mod rows;
 pub mod status;
-pub mod unimplemented;
 pub mod view;
 pub mod volumes;
 pub mod workloads;

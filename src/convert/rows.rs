@@ -168,6 +168,7 @@ pub fn gang(key: GangKey, pods: Vec<PendingPod>, priority: i32, created: i64) ->
         last_evicted: None,
         quota_owner: None,
         preemptible: false,
+        preempts: true,
         parked: Parked::No,
         max_run_seconds: None,
     }

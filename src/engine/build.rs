@@ -98,6 +98,8 @@ impl SnapshotBuilder {
                 },
                 demand: demand.clone(),
                 constraints: constraints.clone(),
+                labels: Default::default(),
+                rules: None,
             })
             .collect();
         self.snapshot.gangs.push(Gang {
@@ -114,6 +116,7 @@ impl SnapshotBuilder {
             preemption_delay: None,
             last_evicted: None,
             preemptible: true,
+            preempts: true,
             parked: Default::default(),
             max_run_seconds: None,
         });

@@ -39,6 +39,20 @@ fn in_volume_zones(node: &Node, zones: &[(String, Vec<String>)]) -> bool {
     })
 }
 
+/// Whether the node matches the pod's nodeSelector and required node affinity.
+pub fn matches_node_affinity(node: &Node, constraints: &NodeConstraints) -> bool {
+    constraints.node_selector.iter().all(|(k, v)| node.labels.get(k).is_some_and(|have| have == v))
+        && (constraints.affinity_terms.is_empty()
+            || constraints.affinity_terms.iter().any(|term| term.iter().all(|r| r.matches_node(node))))
+}
+
+/// The node's first NoSchedule or NoExecute taint the pod does not tolerate.
+pub fn untolerated_taint<'n>(node: &'n Node, constraints: &NodeConstraints) -> Option<&'n Taint> {
+    node.taints.iter().find(|taint| {
+        taint.effect != TaintEffect::PreferNoSchedule && !constraints.tolerations.iter().any(|t| t.tolerates(taint))
+    })
+}
+
 /// Checks everything but capacity, in kube-scheduler's order (VolumeBinding's check of
 /// bound volumes last).
 pub fn check_static(node: &Node, constraints: &NodeConstraints) -> Result<(), StaticRejection> {
@@ -53,15 +67,10 @@ pub fn check_static(node: &Node, constraints: &NodeConstraints) -> Result<(), St
             return Err(StaticRejection::Unschedulable);
         }
     }
-    let selector_ok = constraints.node_selector.iter().all(|(k, v)| node.labels.get(k).is_some_and(|have| have == v));
-    let affinity_ok = constraints.affinity_terms.is_empty()
-        || constraints.affinity_terms.iter().any(|term| term.iter().all(|r| r.matches_node(node)));
-    if !selector_ok || !affinity_ok {
+    if !matches_node_affinity(node, constraints) {
         return Err(StaticRejection::Affinity);
     }
-    if let Some(taint) = node.taints.iter().find(|taint| {
-        taint.effect != TaintEffect::PreferNoSchedule && !constraints.tolerations.iter().any(|t| t.tolerates(taint))
-    }) {
+    if let Some(taint) = untolerated_taint(node, constraints) {
         return Err(StaticRejection::UntoleratedTaint { key: taint.key.clone(), value: taint.value.clone() });
     }
     let reaches =

@@ -15,6 +15,7 @@ pub mod fragmentation;
 pub mod model;
 pub mod node;
 pub mod place;
+pub mod pods;
 pub mod preempt;
 pub mod queues;
 pub mod reason;

@@ -10,6 +10,7 @@ use super::dra::model::{ClaimNeed, DeviceUse, DraSnapshot, ExtendedRequest, PodC
 pub use super::node::{
     LabelRequirement, Node, NodeIdx, SelectorOperator, Taint, TaintEffect, Toleration, TolerationOperator,
 };
+use super::pods::{BoundPods, Labels, PodRules};
 use super::queues::QueueTree;
 use super::resources::{Demand, ResourceNames};
 use super::topology::{DomainIndex, GangTopology};
@@ -51,6 +52,11 @@ pub struct PendingPod {
     pub constraints: Arc<NodeConstraints>,
     /// Its DRA claims and the extended resources DRA may serve; None when it has neither.
     pub devices: Option<Arc<PodDevices>>,
+    /// Its labels, which other pods' affinity and spread rules select on.
+    pub labels: Labels,
+    /// Its host ports, required pod affinity and anti-affinity, hard spread constraints;
+    /// None when it has none.
+    pub rules: Option<Arc<PodRules>>,
 }
 
 /// What a pod asks of DRA.
@@ -179,6 +185,9 @@ pub struct Gang {
     /// Whether it may be evicted for others (reclaim, preemption); a non-preemptible gang
     /// runs only within its queue's quota.
     pub preemptible: bool,
+    /// Whether others may be evicted for it: false when a pod of it says
+    /// `preemptionPolicy: Never` (it waits for free capacity, as kube-scheduler lets it).
+    pub preempts: bool,
     /// Set by the caller when the gang did not fit before and nothing has changed since
     /// that could help it: it is not tried again (see [`Parked`]).
     pub parked: Parked,
@@ -311,6 +320,9 @@ pub struct Snapshot {
     pub running: Vec<RunningGang>,
     /// Reservations made by earlier cycles' evictions.
     pub reservations: Vec<Reservation>,
+    /// Every pod bound to each node, whichever scheduler placed it, with its labels and
+    /// rules: what pod affinity, anti-affinity, spread and host ports are decided on.
+    pub bound: Arc<BoundPods>,
     /// Bound pods of Muster's with a known runtime bound, in any order; not opportunistic
     /// ones, which leave whenever a reservation needs their capacity (timed backfill counts
     /// them from `running`).

@@ -17,6 +17,8 @@ pub enum NodeRejection {
     Reserved,
     /// The pod's claims cannot be allocated on the node; says which claim and request.
     Devices(String),
+    /// Host ports, pod affinity or anti-affinity, or topology spread.
+    Pods(super::pods::PodRejection),
 }
 
 impl fmt::Display for NodeRejection {
@@ -36,6 +38,7 @@ impl fmt::Display for NodeRejection {
             NodeRejection::Insufficient(resource) => write!(f, "Insufficient {resource}"),
             NodeRejection::Reserved => write!(f, "node(s) reserved for an earlier gang"),
             NodeRejection::Devices(why) => write!(f, "node(s) {why}"),
+            NodeRejection::Pods(why) => write!(f, "{why}"),
         }
     }
 }
@@ -132,9 +135,13 @@ impl WaitReason {
     /// is held for.
     pub fn parkable(&self) -> Option<Parked> {
         match self {
-            WaitReason::DoesNotFit { nodes, .. } => {
-                (!nodes.counts.contains_key(&NodeRejection::Reserved)).then_some(Parked::DidNotFit)
-            }
+            // Nor one kept off nodes by pod affinity or spread, which a pod placed since may lift.
+            WaitReason::DoesNotFit { nodes, .. } => (!nodes.counts.keys().any(|r| match r {
+                NodeRejection::Reserved => true,
+                NodeRejection::Pods(why) => why.lifted_by_placements(),
+                _ => false,
+            }))
+            .then_some(Parked::DidNotFit),
             WaitReason::NeverFits { .. } | WaitReason::Topology { never_fits: true, .. } => Some(Parked::NeverFits),
             WaitReason::Topology { never_fits: false, .. } => Some(Parked::DidNotFit),
             // Kept out of capacity held for a timed reservation: time passing only brings

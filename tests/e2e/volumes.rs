@@ -1,8 +1,9 @@
-//! Pods' volumes and the constraints Muster does not honour yet, against the real API
-//! server: a pod whose claim is bound to a local volume is bound to that volume's node; a pod
-//! with required anti-affinity waits, its PodScheduled condition saying `Unsupported` (not
-//! `Unschedulable`, which cluster autoscalers would answer with nodes that cannot help) and
-//! naming the field.
+//! Pods' volumes and the rules between pods, against the real API server: a pod whose
+//! claim is bound to a local volume is bound to that volume's node; three anti-affine pods on
+//! two nodes take one node each and the third waits `Unschedulable` in kube-scheduler's words;
+//! a pod whose claim waits for its first consumer (not honoured yet) waits `Unsupported` (not
+//! `Unschedulable`, which cluster autoscalers would answer with nodes that cannot help),
+//! naming the claim.
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use serde_json::json;
@@ -20,7 +21,7 @@ fn not_scheduled(pod: &Pod) -> Option<(String, String)> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_pod_follows_its_local_volume_and_an_unsupported_constraint_waits_saying_so() {
+async fn a_pod_follows_its_local_volume_anti_affine_pods_spread_and_an_unsupported_claim_waits_saying_so() {
     let cluster = TestCluster::new("volumes").await;
     let mut nodes = Vec::new();
     for name in ["n1", "n2"] {
@@ -60,28 +61,54 @@ async fn a_pod_follows_its_local_volume_and_an_unsupported_constraint_waits_sayi
         serde_json::from_value(json!({"name": "d", "persistentVolumeClaim": {"claimName": claim}})).unwrap(),
     ]);
     cluster.create(&api, &mounting).await;
-    let mut apart = builders::pod("apart", &cluster.scheduler_name, 0, &[("app", "apart")]);
-    apart.spec.as_mut().unwrap().affinity = Some(
-        serde_json::from_value(json!({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-            {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "apart"}}}
-        ]}}))
-        .unwrap(),
-    );
-    cluster.create(&api, &apart).await;
+    let anti = json!({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "apart"}}}
+    ]}});
+    for i in 0..3 {
+        let mut apart = builders::pod(&format!("apart-{i}"), &cluster.scheduler_name, 0, &[("app", "apart")]);
+        apart.spec.as_mut().unwrap().affinity = Some(serde_json::from_value(anti.clone()).unwrap());
+        cluster.create(&api, &apart).await;
+    }
+    let waiting: PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": "later"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "wait-for-consumer",
+                 "resources": {"requests": {"storage": "1Gi"}}},
+    }))
+    .unwrap();
+    cluster.create(&cluster.api::<PersistentVolumeClaim>(), &waiting).await;
+    let mut later = builders::pod("later", &cluster.scheduler_name, 0, &[]);
+    later.spec.as_mut().unwrap().volumes = Some(vec![
+        serde_json::from_value(json!({"name": "d", "persistentVolumeClaim": {"claimName": "later"}})).unwrap(),
+    ]);
+    cluster.create(&api, &later).await;
 
     let _muster = scheduler::start(&cluster, scheduler::config(&cluster), None);
-    let all = wait_for_pods(&cluster, 30, "mounting bound, apart told why it waits", |pods| {
+    let all = wait_for_pods(&cluster, 30, "mounting and two apart bound, the others told why they wait", |pods| {
         let named = |name: &str| pods.iter().find(|p| p.metadata.name.as_deref() == Some(name));
-        named("mounting").and_then(node_of).is_some() && named("apart").and_then(not_scheduled).is_some()
+        let apart = pods.iter().filter(|p| p.metadata.name.as_deref().is_some_and(|n| n.starts_with("apart")));
+        let (bound, told): (Vec<_>, Vec<_>) = apart.partition(|p| node_of(p).is_some());
+        named("mounting").and_then(node_of).is_some()
+            && bound.len() == 2
+            && told.iter().all(|p| not_scheduled(p).is_some())
+            && named("later").and_then(not_scheduled).is_some()
     })
     .await;
     let named = |name: &str| all.iter().find(|p| p.metadata.name.as_deref() == Some(name)).unwrap();
     assert_eq!(node_of(named("mounting")), Some(nodes[1].as_str()), "the local volume's node");
-    let (reason, message) = not_scheduled(named("apart")).unwrap();
-    assert_eq!(reason, "Unsupported", "{message}");
+    let apart: Vec<&Pod> =
+        all.iter().filter(|p| p.metadata.name.as_deref().is_some_and(|n| n.starts_with("apart"))).collect();
+    let mut used: Vec<&str> = apart.iter().filter_map(|p| node_of(p)).collect();
+    used.sort();
+    assert_eq!(used, [nodes[0].as_str(), nodes[1].as_str()], "one anti-affine pod per node");
+    let third = apart.iter().find(|p| node_of(p).is_none()).unwrap();
+    let (reason, message) = not_scheduled(third).unwrap();
+    assert_eq!(reason, "Unschedulable", "{message}");
     assert!(
-        message.contains("spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution"),
+        message.starts_with("0/2 nodes are available: 2 node(s) didn't match pod anti-affinity rules"),
         "{message}"
     );
-    assert!(node_of(named("apart")).is_none());
+    let (reason, message) = not_scheduled(named("later")).unwrap();
+    assert_eq!(reason, "Unsupported", "{message}");
+    assert!(message.contains("persistentvolumeclaim \"later\" is not bound"), "{message}");
+    assert!(node_of(named("later")).is_none());
 }

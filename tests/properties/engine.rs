@@ -318,6 +318,8 @@ fn apply(snapshot: &mut Snapshot, outcome: &CycleOutcome, templates: &HashMap<Ga
                 demand: pod.demand,
                 constraints: Arc::new(NodeConstraints::default()),
                 devices: None,
+                labels: Default::default(),
+                rules: None,
             });
         }
         let running = snapshot.running[r].clone();
@@ -352,6 +354,7 @@ fn apply(snapshot: &mut Snapshot, outcome: &CycleOutcome, templates: &HashMap<Ga
                 last_evicted: Some(now),
                 quota_owner: None,
                 preemptible: running.preemptible,
+                preempts: true,
                 parked: Default::default(),
                 max_run_seconds: None,
             }),

@@ -27,7 +27,7 @@
 //!   ├── timed_backfill          shadow times and what may start around what is held
 //!   ├── topology                racks, blocks, best fit, the reason a gang waits for a domain
 //!   ├── trace_replay            `muster simulate --trace` under every policy, as a table, JSON or a page
-//!   ├── unhonoured              a constraint Muster does not honour yet makes its pod wait, naming the field
+//!   ├── between_pods            host ports, pod affinity and anti-affinity, spread: as kube-scheduler, inside gangs too
 //!   ├── volumes                 bound volumes' node affinity and zones; claims missing or not bound yet
 //!   ├── backfill                shared by the backfill tests: the busy four-node cluster, outcome readers
 //!   └── simulated               shared by the simulate tests: `muster simulate` on a fixture of tests/sim
@@ -38,6 +38,7 @@
 mod agent;
 mod allocator;
 mod backfill;
+mod between_pods;
 mod cel;
 mod config;
 mod crds;
@@ -60,5 +61,5 @@ mod simulated;
 mod timed_backfill;
 mod topology;
 mod trace_replay;
-mod unhonoured;
+
 mod volumes;

@@ -2,7 +2,7 @@
 //! the claims are bound: a pod goes where its bound volumes can be reached, and a claim that
 //! is missing or not bound yet makes it wait, saying so.
 
-use super::unhonoured::{NODES, pod, pod_report, simulate};
+use super::between_pods::{NODES, pod, pod_report, simulate};
 
 /// A claim `name` bound to volume `pv-{name}`, and that volume with `spec` (indented by two)
 /// and `labels`.

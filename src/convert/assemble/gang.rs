@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::Pod;
 
 use super::memo::Conversions;
 use crate::convert::core::describe;
+use crate::convert::pod_rules;
 use crate::convert::status::{Rejection, Unplaced};
 use crate::convert::volumes::{self, VolumeIndex};
 use crate::convert::{
@@ -225,7 +226,7 @@ impl Folding<'_, '_, '_> {
         let (demand, mut constraints) = match memo.pod(pod, self.served) {
             Ok(converted) => converted,
             Err(e) => {
-                part.rejected.push((pod_key, rejection(e.to_string(), e.unsupported())));
+                part.rejected.push((pod_key, rejection(e.to_string(), false)));
                 return;
             }
         };
@@ -247,6 +248,13 @@ impl Folding<'_, '_, '_> {
                 }
             }
         }
+        let rules = match pod_rules::pod_rules(pod, &ctx.view.namespaces) {
+            Ok(rules) => rules,
+            Err(e) => {
+                part.rejected.push((pod_key, rejection(e.to_string(), false)));
+                return;
+            }
+        };
         let devices = dra::pod_devices(pod, ctx.claims, ctx.dra, &mut memo.names, &mut memo.devices.specs);
         let priority = ctx.pod_priority(pod).unwrap_or(ctx.default_priority);
         let entry = waiting.gang.get_or_insert_with(|| new_gang(key, group, pod, ctx));
@@ -264,6 +272,9 @@ impl Folding<'_, '_, '_> {
         }
         if waiting.preemptibility.is_none() {
             waiting.preemptibility = queues::preemptibility(group, pod);
+        }
+        if pod.spec.as_ref().and_then(|s| s.preemption_policy.as_deref()) == Some("Never") {
+            entry.preempts = false;
         }
         // Without a priority of its own, a gang takes its highest pod's; without a
         // PodGroup's creation time, its oldest pod's.
@@ -293,7 +304,14 @@ impl Folding<'_, '_, '_> {
                 waiting.pod_topology = Some(named);
             }
         }
-        entry.pods.push(PendingPod { key: pod_key, demand, constraints, devices });
+        entry.pods.push(PendingPod {
+            key: pod_key,
+            demand,
+            constraints,
+            devices,
+            labels: pod_rules::labels(pod),
+            rules,
+        });
     }
 
     /// The pending gang, once all its pods are read: how many of its pods are bound,
@@ -352,6 +370,7 @@ fn new_gang(key: &GangKey, group: Option<&GroupSpec>, pod: &Pod, ctx: &Context<'
         preemption_delay: group.and_then(|g| g.preemption_delay.clone().ok().flatten()),
         last_evicted: group.and_then(|g| g.last_evicted),
         preemptible: true,
+        preempts: true,
         parked: Default::default(),
         max_run_seconds: group.and_then(|g| g.max_run_seconds),
     }

@@ -13,6 +13,7 @@ use k8s_openapi::api::core::v1::Pod;
 use super::gang::{Context, GangPart, fold};
 use super::memo::Conversions;
 use crate::convert::journal::{JournalMark, ObjectKey, Seen};
+use crate::convert::pod_rules;
 use crate::convert::status::Rejection;
 use crate::convert::view::{ClusterView, gang_key};
 use crate::convert::{dra, dra::ClaimIndex};
@@ -20,6 +21,7 @@ use crate::convert::{groups, groups::GroupSpec};
 use crate::convert::{queues, queues::QueueRules};
 use crate::engine::dra::model::DraSnapshot;
 use crate::engine::model::{GangKey, Node as EngineNode, PodKey};
+use crate::engine::pods::BoundPods;
 use crate::engine::queues::QueueTree;
 use crate::engine::resources::Demand;
 use crate::engine::topology::DomainIndex;
@@ -35,6 +37,8 @@ pub(super) struct Base {
     /// Extended resources DeviceClasses serve: pods may ask for them though no node lists them.
     pub served: HashSet<String>,
     pub queues: QueueTree,
+    /// The pods bound to each node, as the rules between pods count them.
+    pub bound: Arc<BoundPods>,
     pub facts: Arc<HashMap<GangKey, GroupSpec>>,
     /// Nodes and devices left out, with why.
     pub problems: Vec<String>,
@@ -78,7 +82,8 @@ impl Base {
         ));
         let queues = QueueTree::build(&specs);
         let facts = Arc::new(groups::group_specs(view));
-        Base { nodes: Arc::new(nodes), node_index, topology, dra, served, queues, facts, problems }
+        let bound = Arc::default();
+        Base { nodes: Arc::new(nodes), node_index, topology, dra, served, queues, bound, facts, problems }
     }
 }
 
@@ -277,6 +282,7 @@ impl Kept {
         match (memo.demand(pod, &|r: &str| served.contains(r)), self.base.node_index.get(node.as_str())) {
             (Ok(demand), Some(&i)) => {
                 Arc::make_mut(&mut self.base.nodes)[i].requested.add(&demand, 1);
+                Arc::make_mut(&mut self.base.bound).add(i, Arc::new(pod_rules::bound_pod(pod, &view.namespaces)));
                 Some((i, demand))
             }
             (Err(e), _) => {
@@ -293,6 +299,8 @@ impl Kept {
         let Some(state) = self.pods.remove(key) else { return };
         if let Some((node, demand)) = state.usage {
             Arc::make_mut(&mut self.base.nodes)[node].requested.sub(&demand, 1);
+            let pod = PodKey { namespace: key.0.clone(), name: key.1.clone() };
+            Arc::make_mut(&mut self.base.bound).remove(node, &pod);
         }
         if let Some(gang) = state.gang {
             if let Some(members) = self.members.get_mut(&gang) {

@@ -70,3 +70,21 @@ fn a_bound_pod_costs_its_demand_and_nothing_of_where_it_may_go() {
     assert!(out.rejected_pods.values().any(|r| r.why.contains("Sideways")), "{:?}", out.rejected_pods);
     assert!(memo.conversions.interner.is_empty(), "no constraints converted for the bound pod");
 }
+
+#[test]
+fn bound_pods_are_listed_by_node_and_a_never_preempting_pod_makes_its_gang_evict_nobody() {
+    let mut waiting = pod("waiting", None, "In");
+    waiting.spec.as_mut().unwrap().preemption_policy = Some("Never".into());
+    let mut running = pod("running", Some("a"), "In");
+    running.metadata.labels = Some([("app".to_string(), "db".to_string())].into());
+    let objects = ClusterObjects {
+        nodes: vec![node("a", 1, "example.com/x")],
+        pods: vec![running, waiting],
+        ..Default::default()
+    };
+    let out = assemble_view(&objects.view(), "muster", 0, &mut Memo::default());
+    let on_a = out.snapshot.bound.on(0);
+    assert_eq!(on_a.len(), 1);
+    assert_eq!((on_a[0].key.name.as_str(), on_a[0].labels.get("app").map(String::as_str)), ("running", Some("db")));
+    assert!(!out.snapshot.gangs[0].preempts);
+}

@@ -25,6 +25,7 @@ use std::collections::HashMap;
 use super::claims::ClaimWork;
 use super::dra::selectors::SelectorCache;
 use super::model::{Gang, NodeIdx, PodKey, Snapshot};
+use super::pods::work::PodWork;
 use super::resources::{Capacity, ResourceId};
 use super::topology::DomainChoice;
 pub use memory::CapacityMemory;
@@ -77,6 +78,8 @@ pub struct Workspace<'s> {
     shape_ids: HashMap<ShapeKey, usize>,
     accelerators: Vec<ResourceId>,
     pub(crate) claims: ClaimWork<'s>,
+    /// Host ports, pod affinity and anti-affinity, and spread, counted as pods are placed.
+    pub(crate) pods: PodWork<'s>,
     /// Whether free capacity grew beyond what the cycle started with somewhere (a trial gave
     /// back what running pods hold): shapes' `open` lists are then not enough.
     pub(crate) grown: bool,
@@ -115,6 +118,7 @@ impl<'s> Workspace<'s> {
             shape_ids: HashMap::new(),
             accelerators,
             claims: ClaimWork::new(&snapshot.dra, selectors, limits),
+            pods: PodWork::new(&snapshot.nodes, &snapshot.bound),
             grown: false,
             shortfall_memo: None,
             journal: None,

@@ -9,6 +9,8 @@ use super::score::SortKey;
 use crate::engine::claims::ShapeDevices;
 use crate::engine::filter::check_static;
 use crate::engine::model::{Gang, NodeConstraints, NodeIdx, PendingPod, PodDevices};
+use crate::engine::pods::PodRules;
+use crate::engine::pods::work::ShapeTables;
 use crate::engine::reason::{NodeRejection, NodeRejections};
 use crate::engine::resources::{Demand, ResourceId};
 
@@ -33,6 +35,8 @@ pub(super) struct ShapeKey {
     demand: Demand,
     constraints: Arc<NodeConstraints>,
     devices: Option<DevicesKey>,
+    /// The pods' namespace and rules between pods, when they have any.
+    rules: Option<(String, Arc<PodRules>)>,
 }
 
 pub(super) struct Shape {
@@ -57,6 +61,9 @@ pub(super) struct Shape {
     pub(super) device_rejections: Option<Vec<(NodeIdx, String)>>,
     /// Per node: its place in `candidates` (`u32::MAX` for none); made when first needed.
     rank: Vec<u32>,
+    /// The counts its pods' rules between pods are checked against, when they have any:
+    /// its pods are then placed one by one, each checked.
+    pub(super) tables: Option<ShapeTables>,
 }
 
 impl Shape {
@@ -92,6 +99,7 @@ impl Workspace<'_> {
             demand: pod.demand.clone(),
             constraints: pod.constraints.clone(),
             devices: pod.devices.clone().map(DevicesKey),
+            rules: pod.rules.clone().map(|r| (pod.key.namespace.clone(), r)),
         };
         if let Some(&id) = self.shape_ids.get(&key) {
             return id;
@@ -135,6 +143,7 @@ impl Workspace<'_> {
             open.sort_unstable();
             open.into_iter().map(|(_, n)| n).collect()
         });
+        let tables = pod.rules.as_ref().map(|rules| self.pods.tables(&pod.key.namespace, rules, &pod.constraints));
         self.shapes.push(Shape {
             demand: pod.demand.clone(),
             candidates,
@@ -147,6 +156,7 @@ impl Workspace<'_> {
             devices,
             device_rejections: None,
             rank: Vec::new(),
+            tables,
         });
         if self.shapes.last().is_some_and(|s| s.devices.is_some()) {
             // Device shapes are searched pod by pod in the candidates' order, always.

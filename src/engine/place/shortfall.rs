@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use super::{Scope, Workspace};
 use crate::engine::dra::allocate::Failure;
 use crate::engine::model::{Gang, NodeIdx, PendingPod, PodKey};
+use crate::engine::pods::PodRejection;
 use crate::engine::reason::{NodeRejection, NodeRejections};
 use crate::engine::resources::ResourceId;
 
@@ -83,6 +84,9 @@ impl Workspace<'_> {
             } else {
                 HashMap::new()
             };
+            let first = &gang.pods[members[0]];
+            let checked = self.shapes[*shape_id].tables.is_some() || self.pods.must_check(&None);
+            let tables = self.shapes[*shape_id].tables.take();
             let shape = &mut self.shapes[*shape_id];
             if !matches!(scope, Scope::Domain { .. }) {
                 for (rejection, count) in &shape.static_rejections.counts {
@@ -102,8 +106,22 @@ impl Workspace<'_> {
                     }
                     None => &shape.demand,
                 };
+                // kube-scheduler's order: NodePorts before the resources fit, spread and pod
+                // affinity after them.
+                let rules = match checked {
+                    true => self.pods.check(
+                        tables.as_ref(),
+                        node,
+                        &first.key.namespace,
+                        &first.labels,
+                        first.rules.as_deref(),
+                    ),
+                    false => Ok(()),
+                };
                 if self.reserved[node as usize] {
                     reserved += 1;
+                } else if rules == Err(PodRejection::Ports) {
+                    nodes.add(NodeRejection::Pods(PodRejection::Ports));
                 } else if let Some(id) = demand.first_shortfall(free) {
                     match short.iter_mut().find(|(r, _)| *r == id) {
                         Some((_, count)) => *count += 1,
@@ -111,11 +129,14 @@ impl Workspace<'_> {
                     }
                 } else if let Some(why) = device_rejections.get(&node) {
                     nodes.add(NodeRejection::Devices(why.clone()));
+                } else if let Err(why) = rules {
+                    nodes.add(NodeRejection::Pods(why));
                 } else {
                     available[node as usize] = true;
                 }
             }
             capacity_when_empty = capacity_when_empty.saturating_add(shape.capacity_when_empty.min(members.len()));
+            self.shapes[*shape_id].tables = tables;
         }
         for (id, count) in short {
             let name = self.snapshot.resources.name(id).to_string();

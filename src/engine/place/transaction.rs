@@ -110,6 +110,7 @@ impl Workspace<'_> {
         let generation = self.free.generation;
         let saved_cursors: Vec<(usize, usize)> = groups.iter().map(|(s, _)| (*s, self.shapes[*s].cursor)).collect();
         let claims_mark = self.claims.mark();
+        let pods_mark = self.pods.mark();
         let mut fit = GangFit { pods: Vec::with_capacity(gang.pods.len()), claims: Vec::new() };
         let mut deltas: Vec<(NodeIdx, Delta, i64)> = Vec::new();
         let mut error = None;
@@ -127,15 +128,25 @@ impl Workspace<'_> {
             if order.is_none() && !open {
                 self.shapes[*shape_id].sorted_candidates();
             }
-            let mut i = if order.is_some() { 0 } else { self.shapes[*shape_id].cursor };
-            let mut leading = true;
+            let start = if order.is_some() { 0 } else { self.shapes[*shape_id].cursor };
+            // Pods checked one by one against the rules between pods may find room on a node
+            // passed over once others are placed (a spread's least domain fills): the nodes
+            // are gone through again while a pass places any.
+            let checked = self.shapes[*shape_id].tables.is_some() || self.pods.must_check(&None);
+            let (mut i, mut leading, mut placed_in_pass) = (start, true, 0);
             loop {
                 let node = match &order {
                     Some(order) => order.get(i).copied(),
                     None if open => self.shapes[*shape_id].open.as_ref().and_then(|o| o.get(i)).copied(),
                     None => self.shapes[*shape_id].candidates.get(i).copied(),
                 };
-                let Some(node) = node else { break };
+                let Some(node) = node else {
+                    if checked && remaining > 0 && placed_in_pass > 0 {
+                        (i, placed_in_pass) = (start, 0);
+                        continue;
+                    }
+                    break;
+                };
                 if remaining == 0 {
                     break;
                 }
@@ -148,14 +159,16 @@ impl Workspace<'_> {
                 };
                 if k == 0 {
                     // A node that cannot take even one pod of the shape stays skipped for
-                    // the rest of the cycle (capacity only shrinks within a cycle).
-                    if leading && order.is_none() && !self.reserved[node as usize] {
+                    // the rest of the cycle (capacity only shrinks within a cycle; the rules
+                    // between pods may let it take one later).
+                    if leading && order.is_none() && !checked && !self.reserved[node as usize] {
                         self.shapes[*shape_id].cursor = i + 1;
                     }
                     i += 1;
                     continue;
                 }
                 leading = false;
+                placed_in_pass += k;
                 remaining -= k;
                 i += 1;
             }
@@ -165,6 +178,10 @@ impl Workspace<'_> {
         if placed_enough && error.is_none() {
             return Ok(fit);
         }
+        // Where the rules between pods decide, the gang is explained as it stood when it
+        // could place no more: its own pods count (a worker per node, and one node short).
+        let checked = self.pods.must_check(&None) || groups.iter().any(|(s, _)| self.shapes[*s].tables.is_some());
+        let stuck = (checked && error.is_none()).then(|| self.shortfall(gang, &groups, fit.pods.len(), needed, scope));
         for (node, delta, k) in deltas {
             let demand = match &delta {
                 Delta::Shape(shape) => &self.shapes[*shape].demand,
@@ -177,6 +194,7 @@ impl Workspace<'_> {
             self.shapes[shape_id].cursor = cursor;
         }
         self.claims.rollback(claims_mark);
+        self.pods.rollback(pods_mark);
         // Everything tried was given back: capacity is as it was.
         self.free.generation = generation;
         let attempt = Attempt {
@@ -185,20 +203,30 @@ impl Workspace<'_> {
             needed,
             scope,
         };
-        let mut shortfall = match self.shortfall_memo.take() {
+        let mut shortfall = match stuck {
+            Some(stuck) => stuck,
+            None => self.remembered_shortfall(gang, &groups, &attempt),
+        };
+        shortfall.error = error;
+        Err(Box::new(shortfall))
+    }
+
+    /// Why the attempt fell short, computed again only when capacity or the attempt changed.
+    fn remembered_shortfall(&mut self, gang: &Gang, groups: &[(usize, Vec<usize>)], attempt: &Attempt) -> Shortfall {
+        let (fit, needed, scope) = (attempt.fit, attempt.needed, attempt.scope);
+        let shortfall = match self.shortfall_memo.take() {
             // Devices are explained per pod, so only shapes without them are remembered.
             Some((generation, ref seen, ref found))
                 if generation == self.free.generation
-                    && *seen == attempt
+                    && seen == attempt
                     && groups.iter().all(|(shape, _)| self.shapes[*shape].devices.is_none()) =>
             {
                 found.clone()
             }
-            _ => self.shortfall(gang, &groups, fit.pods.len(), needed, scope),
+            _ => self.shortfall(gang, groups, fit, needed, scope),
         };
-        self.shortfall_memo = Some((self.free.generation, attempt, shortfall.clone()));
-        shortfall.error = error;
-        Err(Box::new(shortfall))
+        self.shortfall_memo = Some((self.free.generation, attempt.clone(), shortfall.clone()));
+        shortfall
     }
 
     /// Puts as many of the shape's `remaining` pods on `node` as fit there (with their
@@ -218,8 +246,9 @@ impl Workspace<'_> {
             return Ok(0);
         }
         let node_ref = &self.snapshot.nodes[node as usize];
+        let checked = self.shapes[shape_id].tables.is_some() || self.pods.must_check(&None);
         let shape = &mut self.shapes[shape_id];
-        let Some(devices) = shape.devices.as_mut() else {
+        if shape.devices.is_none() && !checked {
             let k = self.free[node as usize].fit_count(&shape.demand, remaining);
             if k > 0 {
                 take(
@@ -233,38 +262,66 @@ impl Workspace<'_> {
                 );
                 deltas.push((node, Delta::Shape(shape_id), k as i64));
                 for _ in 0..k {
-                    fit.pods.push((*next.next().expect("counted"), node));
+                    let i = *next.next().expect("counted");
+                    let pod = &gang.pods[i];
+                    self.pods.place(node, &pod.key.namespace, &pod.labels, &pod.rules);
+                    fit.pods.push((i, node));
                 }
             }
             return Ok(k);
-        };
-        // Pod by pod: each takes the node only with all of its claims.
-        let demand = self.claims.node_demand(devices, &shape.demand, node_ref);
-        let mut placed = 0;
-        for _ in 0..self.free[node as usize].fit_count(&demand, remaining) {
-            let pod = &gang.pods[**next.peek().expect("counted")];
-            match self.claims.fit(devices, pod, node, node_ref) {
-                Ok(claims) => {
-                    fit.claims.extend(claims);
-                    fit.pods.push((*next.next().expect("counted"), node));
-                    placed += 1;
-                }
-                Err(Failure::Node(_) | Failure::GaveUp) => break,
-                Err(Failure::Pod(why)) => return Err((pod.key.clone(), why)),
-            }
         }
+        // Pod by pod: each takes the node only with all of its claims, and only where the
+        // rules between pods let it.
+        let own = shape.devices.as_mut().map(|d| self.claims.node_demand(d, &shape.demand, node_ref));
+        let capacity = self.free[node as usize].fit_count(own.as_deref().unwrap_or(&shape.demand), remaining);
+        let tables = shape.tables.take();
+        let mut placed = 0;
+        let mut error = None;
+        for _ in 0..capacity {
+            let pod = &gang.pods[**next.peek().expect("counted")];
+            if checked
+                && self
+                    .pods
+                    .check(tables.as_ref(), node, &pod.key.namespace, &pod.labels, pod.rules.as_deref())
+                    .is_err()
+            {
+                break;
+            }
+            if let Some(devices) = self.shapes[shape_id].devices.as_mut() {
+                match self.claims.fit(devices, pod, node, node_ref) {
+                    Ok(claims) => fit.claims.extend(claims),
+                    Err(Failure::Node(_) | Failure::GaveUp) => break,
+                    Err(Failure::Pod(why)) => {
+                        error = Some((pod.key.clone(), why));
+                        break;
+                    }
+                }
+            }
+            self.pods.place(node, &pod.key.namespace, &pod.labels, &pod.rules);
+            fit.pods.push((*next.next().expect("counted"), node));
+            placed += 1;
+        }
+        self.shapes[shape_id].tables = tables;
         if placed > 0 {
+            let demand = own.as_deref().unwrap_or(&self.shapes[shape_id].demand);
             take(
                 &mut self.free,
                 &mut self.domain_free,
                 &mut self.journal,
                 &self.snapshot.topology,
                 node,
-                &demand,
+                demand,
                 placed as i64,
             );
-            deltas.push((node, Delta::Own(demand), placed as i64));
+            let delta = match own {
+                Some(own) => Delta::Own(own),
+                None => Delta::Shape(shape_id),
+            };
+            deltas.push((node, delta, placed as i64));
         }
-        Ok(placed)
+        match error {
+            Some(error) => Err(error),
+            None => Ok(placed),
+        }
     }
 }

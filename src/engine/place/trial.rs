@@ -14,6 +14,7 @@ use crate::engine::resources::Capacity;
 pub struct TrialMark {
     journal: usize,
     claims: ClaimMark,
+    pods: usize,
     cursors: Vec<usize>,
     grown: bool,
 }
@@ -25,12 +26,14 @@ impl Workspace<'_> {
         TrialMark {
             journal,
             claims: self.claims.mark(),
+            pods: self.pods.mark(),
             cursors: self.shapes.iter().map(|s| s.cursor).collect(),
             grown: self.grown,
         }
     }
 
-    /// Gives back what a running pod holds: its requests on its node and its own devices.
+    /// Gives back what a running pod holds: its requests on its node, its own devices, and
+    /// its part in the rules between pods.
     /// Capacity grows, so every shape's cursor starts over.
     pub fn release(&mut self, pod: &RunningPod) {
         take(
@@ -45,6 +48,7 @@ impl Workspace<'_> {
         for used in &pod.devices {
             self.claims.state.release(self.claims.dra, used);
         }
+        self.pods.release(pod.node, &pod.key);
         for shape in &mut self.shapes {
             shape.cursor = 0;
         }
@@ -59,6 +63,7 @@ impl Workspace<'_> {
             take(&mut self.free, &mut self.domain_free, &mut None, &self.snapshot.topology, node, &demand, -k);
         }
         self.claims.rollback(mark.claims);
+        self.pods.rollback(mark.pods);
         for (i, shape) in self.shapes.iter_mut().enumerate() {
             shape.cursor = mark.cursors.get(i).copied().unwrap_or(0);
         }

@@ -87,8 +87,8 @@ impl Cached for Pod {
     fn slim(mut self) -> Self {
         use k8s_openapi::api::core::v1::{Container, ContainerPort, Volume};
         let ended = matches!(self.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"));
-        // Host ports and volumes backed by claims constrain placement
-        // (`convert::unimplemented`); other ports and volumes do not.
+        // Host ports and volumes backed by claims constrain placement (`convert::pod_rules`,
+        // `convert::volumes`); other ports and volumes do not.
         let host_ports = |ports: Vec<ContainerPort>| {
             Some(ports.into_iter().filter(|p| p.host_port.is_some_and(|port| port > 0)).collect::<Vec<_>>())
                 .filter(|kept| !kept.is_empty())

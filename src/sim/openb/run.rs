@@ -254,8 +254,14 @@ impl Driver for Arrivals<'_> {
                 values: models,
             }]];
         }
-        let pending =
-            PendingPod { key: key.clone(), demand: Demand::new(entries), constraints: Arc::new(constraints), devices };
+        let pending = PendingPod {
+            key: key.clone(),
+            demand: Demand::new(entries),
+            constraints: Arc::new(constraints),
+            devices,
+            labels: Default::default(),
+            rules: None,
+        };
         self.snapshot.gangs = vec![gang(key, pending, now)];
         Some(&mut self.snapshot)
     }

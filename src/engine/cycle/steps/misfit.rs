@@ -46,7 +46,7 @@ impl<'s> Cycle<'s> {
         // opportunistically (a later one could take what the first counts on).
         let first = !self.reserved && self.timed.as_ref().is_none_or(|t| t.reservations.is_empty());
         let turn = waits && starving && first && room_for_one(queueing, self.reserved, self.timed.as_ref(), self.depth);
-        if !never_fits {
+        if !never_fits && gang.preempts {
             match self.make_room(index, gang, leaf, queueing, admitted, turn) {
                 Ok(room) => return self.wait(gang, WaitReason::Room { shortfall: Box::new(reason), room }),
                 Err(Some(room)) => reason = WaitReason::Room { shortfall: Box::new(reason), room },

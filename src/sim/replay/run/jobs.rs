@@ -76,6 +76,8 @@ impl State<'_> {
             demand: shape.demand.clone(),
             constraints: shape.constraints.clone(),
             devices: shape.devices.clone(),
+            labels: Default::default(),
+            rules: None,
         };
         if self.placer.gangs() {
             let kind = if job.workers == 1 { GangKind::Single } else { GangKind::Muster };

@@ -1,0 +1,170 @@
+//! The rules between pods as the engine holds them: a pod's host ports, its required pod
+//! affinity and anti-affinity terms, its hard topology spread constraints, and the pods
+//! already bound to each node that those rules are counted over.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::engine::model::PodKey;
+use crate::engine::node::{LabelRequirement, NodeIdx};
+
+/// Labels, shared between a pod's conversions and the snapshots that hold it.
+pub type Labels = Arc<BTreeMap<String, String>>;
+
+/// A port on the node's own address (`hostPort`), as NodePorts compares them: an empty
+/// hostIP is `0.0.0.0`, an empty protocol `TCP`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct HostPort {
+    pub ip: String,
+    pub protocol: String,
+    pub port: i32,
+}
+
+impl HostPort {
+    /// Whether two pods asking for these ports cannot share a node: the same protocol and
+    /// port, on the same address or with either on every address (`0.0.0.0`).
+    pub fn conflicts(&self, other: &HostPort) -> bool {
+        self.port == other.port
+            && self.protocol == other.protocol
+            && (self.ip == other.ip || self.ip == "0.0.0.0" || other.ip == "0.0.0.0")
+    }
+}
+
+/// The namespaces a pod affinity term covers.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Namespaces {
+    /// `namespaceSelector: {}`.
+    All,
+    /// The listed ones and those the namespace selector matched when the pod was read
+    /// (the owning pod's own when it names none), sorted.
+    Only(Vec<String>),
+}
+
+impl Namespaces {
+    pub fn contains(&self, namespace: &str) -> bool {
+        match self {
+            Namespaces::All => true,
+            Namespaces::Only(names) => names.binary_search_by(|n| n.as_str().cmp(namespace)).is_ok(),
+        }
+    }
+}
+
+/// A label selector over pods: every requirement must hold. None (a term without a
+/// `labelSelector`) matches no pod; an empty list matches every pod.
+pub type PodSelector = Option<Vec<LabelRequirement>>;
+
+pub fn selects(selector: &PodSelector, labels: &BTreeMap<String, String>) -> bool {
+    selector.as_ref().is_some_and(|requirements| requirements.iter().all(|r| r.matches(labels)))
+}
+
+/// One required pod affinity or anti-affinity term.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PodTerm {
+    pub namespaces: Namespaces,
+    pub selector: PodSelector,
+    pub topology_key: String,
+}
+
+impl PodTerm {
+    /// Whether the term matches a pod in `namespace` with `labels`.
+    pub fn matches(&self, namespace: &str, labels: &BTreeMap<String, String>) -> bool {
+        self.namespaces.contains(namespace) && selects(&self.selector, labels)
+    }
+}
+
+/// A topology spread constraint with `whenUnsatisfiable: DoNotSchedule`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SpreadRule {
+    pub max_skew: i32,
+    pub topology_key: String,
+    /// The label selector with the pod's values for `matchLabelKeys` added. Counts pods of
+    /// the owning pod's namespace only; an empty selector counts none (as kube-scheduler).
+    pub selector: PodSelector,
+    /// Below this many eligible domains, the least loaded counts as holding none.
+    pub min_domains: i32,
+    /// `nodeAffinityPolicy: Honor` (the default): only nodes matching the pod's node
+    /// selector and required node affinity make domains and are counted.
+    pub honor_affinity: bool,
+    /// `nodeTaintsPolicy: Honor` (not the default): likewise for nodes whose taints the pod
+    /// tolerates.
+    pub honor_taints: bool,
+}
+
+impl SpreadRule {
+    /// Whether a pod of `namespace` with `labels` counts for a pod of `own` namespace.
+    pub fn counts(&self, own: &str, namespace: &str, labels: &BTreeMap<String, String>) -> bool {
+        own == namespace && self.selector.as_ref().is_some_and(|s| !s.is_empty()) && selects(&self.selector, labels)
+    }
+}
+
+/// What a pod requires of the pods around it. A pod with none of it has no rules (`None`
+/// where it is held).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct PodRules {
+    pub ports: Vec<HostPort>,
+    pub affinity: Vec<PodTerm>,
+    pub anti_affinity: Vec<PodTerm>,
+    pub spread: Vec<SpreadRule>,
+}
+
+impl PodRules {
+    pub fn is_empty(&self) -> bool {
+        self.ports.is_empty() && self.affinity.is_empty() && self.anti_affinity.is_empty() && self.spread.is_empty()
+    }
+}
+
+/// A pod bound to a node, as the rules between pods see it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BoundPod {
+    pub key: PodKey,
+    pub labels: Labels,
+    pub rules: Option<Arc<PodRules>>,
+    /// It is being deleted: topology spread no longer counts it (affinity still does).
+    pub terminating: bool,
+}
+
+/// Every pod bound to each node, whichever scheduler placed it; kept between snapshots and
+/// changed node by node.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BoundPods {
+    /// By node index, each sorted by key; a node past the end holds none.
+    pub on_node: Vec<Arc<Vec<Arc<BoundPod>>>>,
+    /// How many of them have required anti-affinity.
+    anti_affine: usize,
+}
+
+fn anti_affine(pod: &BoundPod) -> bool {
+    pod.rules.as_ref().is_some_and(|r| !r.anti_affinity.is_empty())
+}
+
+impl BoundPods {
+    pub fn on(&self, node: NodeIdx) -> &[Arc<BoundPod>] {
+        self.on_node.get(node as usize).map_or(&[], |pods| pods.as_slice())
+    }
+
+    pub fn add(&mut self, node: usize, pod: Arc<BoundPod>) {
+        if self.on_node.len() <= node {
+            self.on_node.resize_with(node + 1, Default::default);
+        }
+        self.anti_affine += anti_affine(&pod) as usize;
+        let pods = Arc::make_mut(&mut self.on_node[node]);
+        // Sorted by key: a list brought up to date equals one made afresh.
+        let at = pods.partition_point(|p| p.key < pod.key);
+        pods.insert(at, pod);
+    }
+
+    pub fn remove(&mut self, node: usize, key: &PodKey) {
+        if let Some(pods) = self.on_node.get_mut(node)
+            && let Ok(i) = pods.binary_search_by(|p| p.key.cmp(key))
+        {
+            self.anti_affine -= anti_affine(&pods[i]) as usize;
+            Arc::make_mut(pods).remove(i);
+        }
+    }
+
+    /// Whether any bound pod has required anti-affinity (which every placement must then
+    /// be checked against).
+    pub fn any_anti_affinity(&self) -> bool {
+        self.anti_affine > 0
+    }
+}

@@ -1,0 +1,190 @@
+//! The counts one cycle keeps for the rules between pods, as kube-scheduler's PreFilter
+//! states hold them: pods matching a pod's affinity or anti-affinity per topology value,
+//! the bound pods' anti-affinity against a pod, and a spread constraint's pods per domain.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use super::model::{Labels, PodRules, PodTerm, SpreadRule};
+use crate::engine::filter::{matches_node_affinity, untolerated_taint};
+use crate::engine::model::{NodeConstraints, NodeIdx};
+use crate::engine::node::Node;
+
+/// A pod as a table counts it: added (`sign` 1) or taken away (-1).
+pub(super) struct Counted<'p> {
+    pub index: NodeIdx,
+    pub node: &'p Node,
+    pub namespace: &'p str,
+    pub labels: &'p BTreeMap<String, String>,
+    pub rules: Option<&'p PodRules>,
+    pub terminating: bool,
+    pub sign: i32,
+}
+
+/// Adds `sign` at `key`, dropping an entry that reaches zero (an entry means "some pod").
+fn bump(counts: &mut HashMap<String, i32>, key: &str, sign: i32) {
+    match counts.get_mut(key) {
+        Some(count) => {
+            *count += sign;
+            if *count == 0 {
+                counts.remove(key);
+            }
+        }
+        None if sign != 0 => {
+            counts.insert(key.to_string(), sign);
+        }
+        None => {}
+    }
+}
+
+/// Pods matching every one of a pod's required affinity terms, per term and value.
+pub(super) struct AffinityCount {
+    pub terms: Vec<PodTerm>,
+    pub per_term: Vec<HashMap<String, i32>>,
+    pub total: i32,
+}
+
+impl AffinityCount {
+    pub fn new(terms: &[PodTerm]) -> AffinityCount {
+        AffinityCount { terms: terms.to_vec(), per_term: vec![HashMap::new(); terms.len()], total: 0 }
+    }
+
+    pub fn add(&mut self, pod: &Counted<'_>) {
+        if !self.terms.iter().all(|t| t.matches(pod.namespace, pod.labels)) {
+            return;
+        }
+        for (term, counts) in self.terms.iter().zip(self.per_term.iter_mut()) {
+            if let Some(value) = pod.node.labels.get(&term.topology_key) {
+                bump(counts, value, pod.sign);
+                self.total += pod.sign;
+            }
+        }
+    }
+}
+
+/// Pods matching one required anti-affinity term, per value of its key.
+pub(super) struct TermCount {
+    pub term: PodTerm,
+    pub counts: HashMap<String, i32>,
+}
+
+impl TermCount {
+    pub fn add(&mut self, pod: &Counted<'_>) {
+        if self.term.matches(pod.namespace, pod.labels)
+            && let Some(value) = pod.node.labels.get(&self.term.topology_key)
+        {
+            bump(&mut self.counts, value, pod.sign);
+        }
+    }
+}
+
+/// Bound pods whose required anti-affinity a pod of `namespace` with `labels` matches,
+/// per topology key and value of their nodes.
+pub(super) struct Shield {
+    pub namespace: String,
+    pub labels: Labels,
+    pub counts: HashMap<String, HashMap<String, i32>>,
+}
+
+impl Shield {
+    pub fn add(&mut self, pod: &Counted<'_>) {
+        let Some(rules) = pod.rules else { return };
+        for term in &rules.anti_affinity {
+            self.add_term(term, pod);
+        }
+    }
+
+    pub fn add_term(&mut self, term: &PodTerm, pod: &Counted<'_>) {
+        if term.matches(&self.namespace, &self.labels)
+            && let Some(value) = pod.node.labels.get(&term.topology_key)
+        {
+            bump(self.counts.entry(term.topology_key.clone()).or_default(), value, pod.sign);
+        }
+    }
+
+    /// Whether a pod it shields is refused on `node`.
+    pub fn refuses(&self, node: &Node) -> bool {
+        self.counts.iter().any(|(key, values)| node.labels.get(key).is_some_and(|v| values.contains_key(v)))
+    }
+}
+
+/// Which nodes a spread constraint counts: the owning pod's constraint keys, and its node
+/// selector, affinity and tolerations where the policies honour them.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct Eligibility {
+    pub keys: Vec<String>,
+    pub honor_affinity: bool,
+    pub honor_taints: bool,
+    pub constraints: Arc<NodeConstraints>,
+}
+
+impl Eligibility {
+    pub fn admits(&self, node: &Node) -> bool {
+        self.keys.iter().all(|k| node.labels.contains_key(k))
+            && (!self.honor_affinity || matches_node_affinity(node, &self.constraints))
+            && (!self.honor_taints || untolerated_taint(node, &self.constraints).is_none())
+    }
+
+    /// The values of `key` on the nodes it admits: the spread's domains.
+    pub fn domains(&self, nodes: &[Node], key: &str) -> Vec<String> {
+        let mut domains: Vec<String> =
+            nodes.iter().filter(|n| self.admits(n)).filter_map(|n| n.labels.get(key).cloned()).collect();
+        domains.sort_unstable();
+        domains.dedup();
+        domains
+    }
+}
+
+/// Pods a hard spread constraint counts, per eligible domain, and how many domains hold
+/// each count (its least is the global minimum).
+pub(super) struct SpreadCount {
+    pub namespace: String,
+    pub rule: SpreadRule,
+    pub eligibility: Eligibility,
+    pub counts: HashMap<String, i32>,
+    histogram: BTreeMap<i32, u32>,
+}
+
+impl SpreadCount {
+    pub fn new(namespace: &str, rule: &SpreadRule, eligibility: Eligibility, domains: &[String]) -> SpreadCount {
+        let counts: HashMap<String, i32> = domains.iter().map(|d| (d.clone(), 0)).collect();
+        let histogram = if counts.is_empty() { BTreeMap::new() } else { [(0, counts.len() as u32)].into() };
+        SpreadCount { namespace: namespace.to_string(), rule: rule.clone(), eligibility, counts, histogram }
+    }
+
+    pub fn add(&mut self, pod: &Counted<'_>) {
+        if pod.terminating
+            || !self.rule.counts(&self.namespace, pod.namespace, pod.labels)
+            || !self.eligibility.admits(pod.node)
+        {
+            return;
+        }
+        let Some(value) = pod.node.labels.get(&self.rule.topology_key) else { return };
+        let Some(count) = self.counts.get_mut(value) else { return };
+        let old = *count;
+        *count += pod.sign;
+        let new = *count;
+        if let Some(n) = self.histogram.get_mut(&old) {
+            *n -= 1;
+            if *n == 0 {
+                self.histogram.remove(&old);
+            }
+        }
+        *self.histogram.entry(new).or_default() += 1;
+    }
+
+    /// The least count of an eligible domain: none below `minDomains` domains.
+    pub fn min(&self) -> i32 {
+        if (self.counts.len() as i64) < self.rule.min_domains as i64 {
+            return 0;
+        }
+        self.histogram.keys().next().copied().unwrap_or(i32::MAX)
+    }
+
+    /// How far placing a pod of `labels` (in the owning namespace) on a node of domain
+    /// `value` would take the skew.
+    pub fn skew(&self, value: &str, labels: &BTreeMap<String, String>) -> i64 {
+        let own = self.rule.counts(&self.namespace, &self.namespace, labels) as i64;
+        self.counts.get(value).copied().unwrap_or(0) as i64 + own - self.min() as i64
+    }
+}
