@@ -10,6 +10,7 @@ use super::dra::model::{ClaimNeed, DeviceUse, DraSnapshot, ExtendedRequest, PodC
 pub use super::node::{
     LabelRequirement, Node, NodeIdx, SelectorOperator, Taint, TaintEffect, Toleration, TolerationOperator,
 };
+pub use super::pods::PodKey;
 use super::pods::{BoundPods, Labels, PodRules};
 use super::queues::QueueTree;
 use super::resources::{Demand, ResourceNames};
@@ -30,18 +31,6 @@ pub struct NodeConstraints {
     /// The zones and regions those volumes' labels name, by label key (a node with no zone
     /// or region label takes any).
     pub volume_zones: Vec<(String, Vec<String>)>,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct PodKey {
-    pub namespace: String,
-    pub name: String,
-}
-
-impl fmt::Display for PodKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.namespace, self.name)
-    }
 }
 
 /// A pod waiting for Muster.

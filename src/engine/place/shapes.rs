@@ -5,12 +5,12 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use super::Workspace;
+use super::rules::work::ShapeTables;
 use super::score::SortKey;
 use crate::engine::claims::ShapeDevices;
 use crate::engine::filter::check_static;
 use crate::engine::model::{Gang, NodeConstraints, NodeIdx, PendingPod, PodDevices};
 use crate::engine::pods::PodRules;
-use crate::engine::pods::work::ShapeTables;
 use crate::engine::reason::{NodeRejection, NodeRejections};
 use crate::engine::resources::{Demand, ResourceId};
 

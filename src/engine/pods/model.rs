@@ -3,10 +3,23 @@
 //! already bound to each node that those rules are counted over.
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::sync::Arc;
 
-use crate::engine::model::PodKey;
 use crate::engine::node::{LabelRequirement, NodeIdx};
+
+/// A pod by its namespace and name.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PodKey {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl fmt::Display for PodKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
 
 /// Labels, shared between a pod's conversions and the snapshots that hold it.
 pub type Labels = Arc<BTreeMap<String, String>>;

@@ -1,5 +1,7 @@
 //! Whole cycles of the engine on built snapshots: queues (admission, fair shares, device
-//! quotas) and reclaim and preemption, as a cycle decides them.
+//! quotas), reclaim and preemption, and the rules between pods, as a cycle decides them.
 
 mod admission;
+mod between_pods;
 mod preempt;
+mod preemption_policy;

@@ -8,11 +8,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::index::LabelIndex;
-use super::model::{BoundPods, HostPort, Labels, PodRules};
-use super::rejection::PodRejection;
 use super::tables::{AffinityCount, Counted, Eligibility, Shield, SpreadCount, TermCount};
 use crate::engine::model::{NodeConstraints, NodeIdx, PodKey};
 use crate::engine::node::Node;
+use crate::engine::pods::{BoundPods, HostPort, Labels, PodRejection, PodRules};
 
 /// A pod placed on a node in this cycle (`sign` 1), or a bound pod given back in a trial (-1).
 #[derive(Clone, Debug)]
@@ -159,7 +158,7 @@ impl<'s> PodWork<'s> {
     }
 
     /// The pods a selector could match (all of them when it cannot be narrowed), in order.
-    fn selected(&mut self, selector: &super::model::PodSelector) -> Vec<PodRef> {
+    fn selected(&mut self, selector: &crate::engine::pods::PodSelector) -> Vec<PodRef> {
         let mut found = Vec::new();
         match self.pod_index().by_label.for_selector(selector, |p| found.push(p)) {
             Some(()) => found.sort_unstable(),

@@ -5,10 +5,10 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use super::model::{Labels, PodRules, PodTerm, SpreadRule};
 use crate::engine::filter::{matches_node_affinity, untolerated_taint};
 use crate::engine::model::{NodeConstraints, NodeIdx};
 use crate::engine::node::Node;
+use crate::engine::pods::{Labels, PodRules, PodTerm, SpreadRule};
 
 /// A pod as a table counts it: added (`sign` 1) or taken away (-1).
 pub(super) struct Counted<'p> {

@@ -4,8 +4,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::model::PodSelector;
 use crate::engine::node::SelectorOperator;
+use crate::engine::pods::PodSelector;
 
 /// Items filed under label values: by one `In` requirement of their selector (an item is
 /// found for a pod only if that label matches), or by every label they carry.

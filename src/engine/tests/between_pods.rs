@@ -5,12 +5,12 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::model::{BoundPod, BoundPods, Namespaces, PodRules, PodTerm, SpreadRule};
 use crate::engine::build::SnapshotBuilder;
 use crate::engine::model::{LabelRequirement, NodeConstraints, PodKey, SelectorOperator, Snapshot};
+use crate::engine::pods::{BoundPod, BoundPods, Namespaces, PodRules, PodTerm, SpreadRule};
 use crate::engine::{CycleConfig, schedule};
 
-fn labels(pairs: &[(&str, &str)]) -> super::Labels {
+fn labels(pairs: &[(&str, &str)]) -> crate::engine::pods::Labels {
     Arc::new(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>())
 }
 

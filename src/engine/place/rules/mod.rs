@@ -1,0 +1,7 @@
+//! The rules between pods (`engine::pods`) at work during a cycle: the pods each node
+//! holds, indexed by label, counted per topology domain and per term as pods are placed
+//! and rolled back, and asked of each candidate node in kube-scheduler's order.
+
+mod index;
+mod tables;
+pub(crate) mod work;
