@@ -21,11 +21,13 @@
 //!   ├── leader           leader election between two replicas
 //!   ├── outage           the API server down for 20 s in the middle of binding 50 gangs
 //!   ├── prometheus       every Grafana dashboard query against a real Prometheus scraping both
+//!   ├── rules_checker    an independent checker of host ports, pod affinity and spread
+//!   ├── rules_vs_kube    the rules between pods beside the real kube-scheduler, 60+ scenarios
 //!   ├── soak             90 s of gangs with claims under random bind and pod failures
 //!   ├── tenants          a 35,000-name pod and a worst-case claim cost only their own pod
 //!   ├── topology         rack and block constraints
 //!   ├── ui               the page at /ui in headless Chromium: a gang's reason, its queue's figures
-//!   ├── volumes          a pod follows its bound local volume; an unsupported constraint waits, saying so
+//!   ├── volumes          a pod follows its bound local volume; anti-affine pods one per node
 //!   ├── workloads        gangs from Jobs, PyTorchJobs and LeaderWorkerSets, no PodGroup
 //!   └── support          control plane, TestCluster, builders, kubelet emulator, waits
 //! ```
@@ -57,6 +59,8 @@ mod leader;
 mod outage;
 mod prometheus;
 mod queues;
+mod rules_checker;
+mod rules_vs_kube;
 mod soak;
 mod support;
 mod tenants;

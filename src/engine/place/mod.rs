@@ -21,7 +21,7 @@ mod timed;
 mod transaction;
 mod trial;
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 
 use super::claims::ClaimWork;
 use super::dra::selectors::SelectorCache;

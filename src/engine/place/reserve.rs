@@ -56,7 +56,7 @@ impl Workspace<'_> {
         for pod in &gang.pods {
             let shape = self.shape_of(pod);
             if !order.iter().any(|(s, _)| *s == shape) {
-                for &node in &self.shapes[shape].candidates {
+                for &node in self.shapes[shape].candidates.iter() {
                     if domain.is_none_or(|(level, d)| topology.domain_of(level, node) == Some(d)) {
                         order.push((shape, node));
                     }

@@ -42,14 +42,15 @@ pub(super) struct ShapeKey {
 pub(super) struct Shape {
     pub(super) demand: Demand,
     /// Nodes passing the static filters: best first once `sorted` (node order until then;
-    /// [`Shape::sorted_candidates`] sorts them by `keys` when first needed in order).
-    pub(super) candidates: Vec<NodeIdx>,
+    /// [`Shape::sorted_candidates`] sorts them by `keys` when first needed in order);
+    /// shared with the shapes that differ from it only in their rules between pods.
+    pub(super) candidates: Arc<Vec<NodeIdx>>,
     sorted: bool,
     keys: Vec<SortKey>,
     /// The candidates that could take a pod of the shape when it was made, best first, made
     /// while capacity had only shrunk in the cycle: until it grows (a trial gives capacity
     /// back), no other candidate can take one, and placement scans only these.
-    pub(super) open: Option<Vec<NodeIdx>>,
+    pub(super) open: Option<Arc<Vec<NodeIdx>>>,
     /// Nodes before this index of the list placement scans (`open` while capacity has not
     /// grown, else the candidates) cannot take even one pod of the shape.
     pub(super) cursor: usize,
@@ -71,11 +72,31 @@ impl Shape {
     pub(super) fn sorted_candidates(&mut self) -> &[NodeIdx] {
         if !self.sorted {
             self.keys.sort_unstable();
-            self.candidates = self.keys.iter().map(|&(_, n)| n).collect();
+            self.candidates = Arc::new(self.keys.iter().map(|&(_, n)| n).collect());
             self.keys = Vec::new();
             self.sorted = true;
         }
         &self.candidates
+    }
+
+    /// A shape of the same pods with rules between pods: the same candidates, found once,
+    /// and the same open nodes from where this shape's scan has reached.
+    fn with_rules(&mut self, tables: ShapeTables, grown: bool) -> Shape {
+        self.sorted_candidates();
+        Shape {
+            demand: self.demand.clone(),
+            candidates: self.candidates.clone(),
+            sorted: true,
+            keys: Vec::new(),
+            open: if grown { None } else { self.open.clone() },
+            cursor: if grown || self.open.is_none() { 0 } else { self.cursor },
+            static_rejections: self.static_rejections.clone(),
+            capacity_when_empty: self.capacity_when_empty,
+            devices: None,
+            device_rejections: None,
+            rank: Vec::new(),
+            tables: Some(tables),
+        }
     }
 
     /// Per node, its place among the candidates (`u32::MAX`: not a candidate).
@@ -103,6 +124,16 @@ impl Workspace<'_> {
         };
         if let Some(&id) = self.shape_ids.get(&key) {
             return id;
+        }
+        if let (Some(rules), None) = (&pod.rules, &pod.devices) {
+            // Pods with rules between pods pass the same static filters as the same pods
+            // without: the candidates are found once for all of them.
+            let base = self.shape_of(&PendingPod { rules: None, ..pod.clone() });
+            let tables = self.pods.tables(&pod.key.namespace, rules, &pod.constraints);
+            let shape = self.shapes[base].with_rules(tables, self.grown);
+            self.shapes.push(shape);
+            self.shape_ids.insert(key, self.shapes.len() - 1);
+            return self.shapes.len() - 1;
         }
         let mut devices = pod.devices.as_ref().map(|d| self.claims.shape(d));
         let mut static_rejections = NodeRejections { total_nodes: self.snapshot.nodes.len(), ..Default::default() };
@@ -141,12 +172,12 @@ impl Workspace<'_> {
             let mut open: Vec<SortKey> =
                 keys.iter().copied().filter(|&(_, n)| self.free[n as usize].fit_count(&pod.demand, 1) > 0).collect();
             open.sort_unstable();
-            open.into_iter().map(|(_, n)| n).collect()
+            Arc::new(open.into_iter().map(|(_, n)| n).collect())
         });
         let tables = pod.rules.as_ref().map(|rules| self.pods.tables(&pod.key.namespace, rules, &pod.constraints));
         self.shapes.push(Shape {
             demand: pod.demand.clone(),
-            candidates,
+            candidates: Arc::new(candidates),
             sorted: false,
             keys,
             open,

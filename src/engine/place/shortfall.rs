@@ -33,7 +33,7 @@ impl Workspace<'_> {
         }
         let mut found = Vec::new();
         if let Some(devices) = shape.devices.as_mut() {
-            for &node in &shape.candidates {
+            for &node in shape.candidates.iter() {
                 let node_ref = &self.snapshot.nodes[node as usize];
                 let demand = self.claims.node_demand(devices, &shape.demand, node_ref);
                 if demand.first_shortfall(&self.free[node as usize]).is_some() {
@@ -93,7 +93,7 @@ impl Workspace<'_> {
                     *nodes.counts.entry(rejection.clone()).or_default() += count;
                 }
             }
-            for &node in &shape.candidates {
+            for &node in shape.candidates.iter() {
                 if !in_scope(node) {
                     continue;
                 }

@@ -159,10 +159,13 @@ impl Workspace<'_> {
                 };
                 if k == 0 {
                     // A node that cannot take even one pod of the shape stays skipped for
-                    // the rest of the cycle (capacity only shrinks within a cycle; the rules
-                    // between pods may let it take one later).
-                    if leading && order.is_none() && !checked && !self.reserved[node as usize] {
+                    // the rest of the cycle (capacity only shrinks within a cycle), unless the
+                    // rules between pods refused it: they may let it take one later.
+                    let full = !checked || self.free[node as usize].fit_count(&self.shapes[*shape_id].demand, 1) == 0;
+                    if leading && full && order.is_none() && !self.reserved[node as usize] {
                         self.shapes[*shape_id].cursor = i + 1;
+                    } else if !full {
+                        leading = false;
                     }
                     i += 1;
                     continue;

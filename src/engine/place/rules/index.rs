@@ -2,7 +2,9 @@
 //! the tables whose selector could match a pod, the pods a new table could count, the
 //! shields an anti-affinity term could reach.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use foldhash::{HashMap, HashMapExt};
 
 use crate::engine::node::SelectorOperator;
 use crate::engine::pods::PodSelector;
@@ -36,9 +38,8 @@ impl<T: Copy> LabelIndex<T> {
         }
         match key_requirement(selector) {
             Some((key, values)) => {
-                let by_value = self.by.entry(key.to_string()).or_default();
                 for value in values {
-                    by_value.entry(value.clone()).or_default().push(item);
+                    self.file(key, value, item);
                 }
             }
             None => self.always.push(item),
@@ -67,7 +68,21 @@ impl<T: Copy> LabelIndex<T> {
     /// Files an item under each of its labels.
     pub fn file_labels(&mut self, labels: &BTreeMap<String, String>, item: T) {
         for (key, value) in labels {
-            self.by.entry(key.clone()).or_default().entry(value.clone()).or_default().push(item);
+            self.file(key, value, item);
+        }
+    }
+
+    /// Files an item under one label, copying the key and value only when new.
+    fn file(&mut self, key: &str, value: &str, item: T) {
+        let by_value = match self.by.get_mut(key) {
+            Some(by_value) => by_value,
+            None => self.by.entry(key.to_string()).or_default(),
+        };
+        match by_value.get_mut(value) {
+            Some(items) => items.push(item),
+            None => {
+                by_value.insert(value.to_string(), vec![item]);
+            }
         }
     }
 

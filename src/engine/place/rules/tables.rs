@@ -2,7 +2,9 @@
 //! states hold them: pods matching a pod's affinity or anti-affinity per topology value,
 //! the bound pods' anti-affinity against a pod, and a spread constraint's pods per domain.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use foldhash::{HashMap, HashMapExt};
 use std::sync::Arc;
 
 use crate::engine::filter::{matches_node_affinity, untolerated_taint};
@@ -110,7 +112,7 @@ impl Shield {
 
 /// Which nodes a spread constraint counts: the owning pod's constraint keys, and its node
 /// selector, affinity and tolerations where the policies honour them.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(super) struct Eligibility {
     pub keys: Vec<String>,
     pub honor_affinity: bool,

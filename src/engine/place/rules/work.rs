@@ -4,20 +4,20 @@
 //! placement that made them. Labels (`index`) find what a change touches, so its cost
 //! follows the tables it concerns, not every table made.
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 use std::sync::Arc;
 
 use super::index::LabelIndex;
 use super::tables::{AffinityCount, Counted, Eligibility, Shield, SpreadCount, TermCount};
 use crate::engine::model::{NodeConstraints, NodeIdx, PodKey};
 use crate::engine::node::Node;
-use crate::engine::pods::{BoundPods, HostPort, Labels, PodRejection, PodRules};
+use crate::engine::pods::{BoundPods, HostPort, Labels, PodRejection, PodRules, PodTerm, SpreadRule};
 
 /// A pod placed on a node in this cycle (`sign` 1), or a bound pod given back in a trial (-1).
 #[derive(Clone, Debug)]
 struct Change {
     node: NodeIdx,
-    namespace: String,
+    namespace: Arc<str>,
     labels: Labels,
     rules: Option<Arc<PodRules>>,
     terminating: bool,
@@ -68,6 +68,10 @@ pub(crate) struct PodWork<'s> {
     affinity: Vec<AffinityCount>,
     anti: Vec<TermCount>,
     spread: Vec<SpreadCount>,
+    /// The tables above by what they count, so that a shape finds its own at once.
+    affinity_ids: HashMap<Vec<PodTerm>, usize>,
+    anti_ids: HashMap<PodTerm, usize>,
+    spread_ids: HashMap<(String, SpreadRule, Eligibility), usize>,
     /// The tables above by their selectors.
     tables: LabelIndex<Table>,
     shields: Vec<Shield>,
@@ -77,6 +81,10 @@ pub(crate) struct PodWork<'s> {
     pods: Option<PodIndex>,
     /// The domains of spread constraints, by who counts them and the key.
     domains: Vec<(Eligibility, String, Arc<Vec<String>>)>,
+    namespaces: HashMap<String, Arc<str>>,
+    /// Scratch lists for [`PodWork::apply`], kept between calls.
+    touched: Vec<Table>,
+    reached: Vec<usize>,
 }
 
 impl<'s> PodWork<'s> {
@@ -90,12 +98,18 @@ impl<'s> PodWork<'s> {
             affinity: Vec::new(),
             anti: Vec::new(),
             spread: Vec::new(),
+            affinity_ids: HashMap::new(),
+            anti_ids: HashMap::new(),
+            spread_ids: HashMap::new(),
             tables: LabelIndex::default(),
             shields: Vec::new(),
             shield_ids: HashMap::new(),
             shield_labels: LabelIndex::default(),
             pods: None,
             domains: Vec::new(),
+            namespaces: HashMap::new(),
+            touched: Vec::new(),
+            reached: Vec::new(),
         }
     }
 
@@ -181,9 +195,8 @@ impl<'s> PodWork<'s> {
             self.ports = Some(ports);
         }
         if let Some(first) = rules.affinity.first() {
-            let found = self.affinity.iter().position(|a| a.terms == rules.affinity);
-            tables.affinity = Some(match found {
-                Some(i) => i,
+            tables.affinity = Some(match self.affinity_ids.get(&rules.affinity) {
+                Some(&i) => i,
                 None => {
                     let mut table = AffinityCount::new(&rules.affinity);
                     for pod in self.selected(&first.selector) {
@@ -191,14 +204,14 @@ impl<'s> PodWork<'s> {
                     }
                     self.affinity.push(table);
                     self.tables.file_selector(&first.selector, Table::Affinity(self.affinity.len() - 1));
+                    self.affinity_ids.insert(rules.affinity.clone(), self.affinity.len() - 1);
                     self.affinity.len() - 1
                 }
             });
         }
         for term in &rules.anti_affinity {
-            let found = self.anti.iter().position(|a| &a.term == term);
-            tables.anti.push(match found {
-                Some(i) => i,
+            tables.anti.push(match self.anti_ids.get(term) {
+                Some(&i) => i,
                 None => {
                     let mut table = TermCount { term: term.clone(), counts: HashMap::new() };
                     for pod in self.selected(&term.selector) {
@@ -206,6 +219,7 @@ impl<'s> PodWork<'s> {
                     }
                     self.anti.push(table);
                     self.tables.file_selector(&term.selector, Table::Anti(self.anti.len() - 1));
+                    self.anti_ids.insert(term.clone(), self.anti.len() - 1);
                     self.anti.len() - 1
                 }
             });
@@ -218,20 +232,18 @@ impl<'s> PodWork<'s> {
                 honor_taints: rule.honor_taints,
                 constraints: constraints.clone(),
             };
-            let found = self
-                .spread
-                .iter()
-                .position(|s| s.namespace == namespace && &s.rule == rule && s.eligibility == eligibility);
-            tables.spread.push(match found {
-                Some(i) => i,
+            let id = (namespace.to_string(), rule.clone(), eligibility);
+            tables.spread.push(match self.spread_ids.get(&id) {
+                Some(&i) => i,
                 None => {
-                    let domains = self.domains(eligibility.clone(), &rule.topology_key);
-                    let mut table = SpreadCount::new(namespace, rule, eligibility, &domains);
+                    let domains = self.domains(id.2.clone(), &rule.topology_key);
+                    let mut table = SpreadCount::new(namespace, rule, id.2.clone(), &domains);
                     for pod in self.selected(&rule.selector) {
                         table.add(&self.counted(pod));
                     }
                     self.spread.push(table);
                     self.tables.file_selector(&rule.selector, Table::Spread(self.spread.len() - 1));
+                    self.spread_ids.insert(id, self.spread.len() - 1);
                     self.spread.len() - 1
                 }
             });
@@ -339,9 +351,10 @@ impl<'s> PodWork<'s> {
 
     /// A pod placed on `node`.
     pub fn place(&mut self, node: NodeIdx, namespace: &str, labels: &Labels, rules: &Option<Arc<PodRules>>) {
+        let namespace = self.namespace(namespace);
         self.record(Change {
             node,
-            namespace: namespace.to_string(),
+            namespace,
             labels: labels.clone(),
             rules: rules.clone(),
             terminating: false,
@@ -352,14 +365,23 @@ impl<'s> PodWork<'s> {
     /// A bound pod given back in a trial: its rules and labels stop counting.
     pub fn release(&mut self, node: NodeIdx, key: &PodKey) {
         let Some(pod) = self.bound.on(node).iter().find(|p| &p.key == key) else { return };
+        let namespace = self.namespace(&key.namespace);
         self.record(Change {
             node,
-            namespace: pod.key.namespace.clone(),
+            namespace,
             labels: pod.labels.clone(),
             rules: pod.rules.clone(),
             terminating: pod.terminating,
             sign: -1,
         });
+    }
+
+    /// A namespace's name, shared by the changes of its pods.
+    fn namespace(&mut self, namespace: &str) -> Arc<str> {
+        match self.namespaces.get(namespace) {
+            Some(shared) => shared.clone(),
+            None => self.namespaces.entry(namespace.to_string()).or_insert_with(|| namespace.into()).clone(),
+        }
     }
 
     /// Undoes every change since `mark`.
@@ -394,6 +416,7 @@ impl<'s> PodWork<'s> {
 
     /// Counts change `i` (`direction` 1), or takes it back (-1), in every table it concerns.
     fn apply(&mut self, i: usize, direction: i32) {
+        let (mut touched, mut reached) = (std::mem::take(&mut self.touched), std::mem::take(&mut self.reached));
         let change = &self.changes[i];
         let pod = Counted {
             index: change.node,
@@ -409,9 +432,9 @@ impl<'s> PodWork<'s> {
         {
             count_ports(ports.entry(pod.index).or_default(), &r.ports, pod.sign);
         }
-        let mut touched = Vec::new();
+        touched.clear();
         self.tables.for_labels(pod.labels, |t| touched.push(t));
-        for table in touched {
+        for &table in &touched {
             match table {
                 Table::Affinity(t) => self.affinity[t].add(&pod),
                 Table::Anti(t) => self.anti[t].add(&pod),
@@ -419,14 +442,15 @@ impl<'s> PodWork<'s> {
             }
         }
         for term in pod.rules.map(|r| r.anti_affinity.as_slice()).unwrap_or_default() {
-            let mut reached = Vec::new();
+            reached.clear();
             if self.shield_labels.for_selector(&term.selector, |s| reached.push(s)).is_none() {
-                reached = (0..self.shields.len()).collect();
+                reached.extend(0..self.shields.len());
             }
-            for s in reached {
+            for &s in &reached {
                 self.shields[s].add_term(term, &pod);
             }
         }
+        (self.touched, self.reached) = (touched, reached);
     }
 }
 
