@@ -200,7 +200,8 @@ pub fn check(nodes: &[CheckNode], pods: &[CheckPod]) -> Vec<String> {
         if untolerated(&p.spec, n, &["NoSchedule", "NoExecute"]) {
             problems.push(format!("{} on {node_name}: an untolerated taint", p.name));
         }
-        if n.unschedulable {
+        let cordon = serde_json::json!({"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"});
+        if n.unschedulable && !tolerates(&p.spec, &cordon) {
             problems.push(format!("{} on {node_name}: the node is cordoned", p.name));
         }
         problems.extend(pod_affinity_problems(p, pods, &domain));
@@ -296,4 +297,49 @@ fn spread_problems(p: &CheckPod, nodes: &[CheckNode], pods: &[CheckPod]) -> Vec<
         }
     }
     problems
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn node(name: &str, zone: &str) -> CheckNode {
+        let labels = [("host".to_string(), name.to_string()), ("zone".to_string(), zone.to_string())].into();
+        CheckNode { name: name.into(), labels, taints: Vec::new(), unschedulable: false, cpu_milli: 4000 }
+    }
+
+    fn pod(name: &str, node: &str, app: &str, spec: Value) -> CheckPod {
+        let labels = [("app".to_string(), app.to_string())].into();
+        CheckPod { name: name.into(), namespace: "ns".into(), node: Some(node.into()), labels, spec, placed: true }
+    }
+
+    /// The checker is what the side-by-side table trusts: it must see each kind of break.
+    #[test]
+    fn the_checker_finds_each_kind_of_broken_rule() {
+        let nodes = [node("a", "z1"), node("b", "z2")];
+        let anti = json!({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "host"}]}}});
+        let together = [pod("w0", "a", "web", anti.clone()), pod("w1", "a", "web", anti.clone())];
+        assert_eq!(check(&nodes, &together).len(), 4, "each is anti-affine to the other, both ways");
+        let apart = [pod("w0", "a", "web", anti.clone()), pod("w1", "b", "web", anti)];
+        assert!(check(&nodes, &apart).is_empty());
+
+        let spread = json!({"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone",
+            "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "web"}}}]});
+        let skewed: Vec<CheckPod> = (0..3).map(|i| pod(&format!("s{i}"), "a", "web", spread.clone())).collect();
+        assert!(check(&nodes, &skewed).iter().any(|p| p.contains("maxSkew 1")), "{:?}", check(&nodes, &skewed));
+
+        let port = json!({"containers": [{"name": "c", "ports": [{"containerPort": 80, "hostPort": 80}]}]});
+        let ports = [pod("p0", "a", "x", port.clone()), pod("p1", "a", "y", port)];
+        assert_eq!(check(&nodes, &ports).len(), 1);
+
+        let follower = json!({"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "zone"}]}}});
+        let lost = [pod("db", "a", "db", json!({})), pod("f", "b", "web", follower.clone())];
+        assert_eq!(check(&nodes, &lost).len(), 1);
+        let found = [pod("db", "a", "db", json!({})), pod("f", "a", "web", follower)];
+        assert!(check(&nodes, &found).is_empty());
+    }
 }

@@ -218,9 +218,17 @@ async fn create_pods(cluster: &TestCluster, scenarios: &[Scenario], prefix: &str
         let namespace = names.namespace(prefix);
         create_namespace(cluster, &namespace).await;
         let pods: Api<Pod> = Api::namespaced(cluster.client.clone(), &namespace);
+        let mut last = String::new();
         for p in s.bound.iter().chain(&s.pods) {
             for name in p.names() {
+                if name < last {
+                    // Among pods made in the same second Muster goes by name, kube-scheduler
+                    // by arrival (docs/scheduling.md): a pod whose name sorts before the last
+                    // one's is made a second later, so that both see the scenario's order.
+                    tokio::time::sleep(Duration::from_millis(1100)).await;
+                }
                 cluster.create(&pods, &pod_object(&names, p, &name, scheduler)).await;
+                last = name;
             }
         }
     }
