@@ -13,9 +13,9 @@ use crate::engine::node::Node;
 use crate::engine::pods::{Labels, PodRules, PodTerm, SpreadRule};
 
 /// A pod as a table counts it: added (`sign` 1) or taken away (-1).
-pub(super) struct Counted<'p> {
+pub(super) struct Counted<'p, 's> {
     pub index: NodeIdx,
-    pub node: &'p Node,
+    pub node: &'s Node,
     pub namespace: &'p str,
     pub labels: &'p BTreeMap<String, String>,
     pub rules: Option<&'p PodRules>,
@@ -24,7 +24,7 @@ pub(super) struct Counted<'p> {
 }
 
 /// Adds `sign` at `key`, dropping an entry that reaches zero (an entry means "some pod").
-fn bump(counts: &mut HashMap<String, i32>, key: &str, sign: i32) {
+fn bump<'s>(counts: &mut HashMap<&'s str, i32>, key: &'s str, sign: i32) {
     match counts.get_mut(key) {
         Some(count) => {
             *count += sign;
@@ -33,25 +33,25 @@ fn bump(counts: &mut HashMap<String, i32>, key: &str, sign: i32) {
             }
         }
         None if sign != 0 => {
-            counts.insert(key.to_string(), sign);
+            counts.insert(key, sign);
         }
         None => {}
     }
 }
 
 /// Pods matching every one of a pod's required affinity terms, per term and value.
-pub(super) struct AffinityCount {
+pub(super) struct AffinityCount<'s> {
     pub terms: Vec<PodTerm>,
-    pub per_term: Vec<HashMap<String, i32>>,
+    pub per_term: Vec<HashMap<&'s str, i32>>,
     pub total: i32,
 }
 
-impl AffinityCount {
-    pub fn new(terms: &[PodTerm]) -> AffinityCount {
+impl<'s> AffinityCount<'s> {
+    pub fn new(terms: &[PodTerm]) -> AffinityCount<'s> {
         AffinityCount { terms: terms.to_vec(), per_term: vec![HashMap::new(); terms.len()], total: 0 }
     }
 
-    pub fn add(&mut self, pod: &Counted<'_>) {
+    pub fn add(&mut self, pod: &Counted<'_, 's>) {
         if !self.terms.iter().all(|t| t.matches(pod.namespace, pod.labels)) {
             return;
         }
@@ -65,13 +65,13 @@ impl AffinityCount {
 }
 
 /// Pods matching one required anti-affinity term, per value of its key.
-pub(super) struct TermCount {
+pub(super) struct TermCount<'s> {
     pub term: PodTerm,
-    pub counts: HashMap<String, i32>,
+    pub counts: HashMap<&'s str, i32>,
 }
 
-impl TermCount {
-    pub fn add(&mut self, pod: &Counted<'_>) {
+impl<'s> TermCount<'s> {
+    pub fn add(&mut self, pod: &Counted<'_, 's>) {
         if self.term.matches(pod.namespace, pod.labels)
             && let Some(value) = pod.node.labels.get(&self.term.topology_key)
         {
@@ -82,31 +82,31 @@ impl TermCount {
 
 /// Bound pods whose required anti-affinity a pod of `namespace` with `labels` matches,
 /// per topology key and value of their nodes.
-pub(super) struct Shield {
+pub(super) struct Shield<'s> {
     pub namespace: String,
     pub labels: Labels,
-    pub counts: HashMap<String, HashMap<String, i32>>,
+    pub counts: HashMap<&'s str, HashMap<&'s str, i32>>,
 }
 
-impl Shield {
-    pub fn add(&mut self, pod: &Counted<'_>) {
+impl<'s> Shield<'s> {
+    pub fn add(&mut self, pod: &Counted<'_, 's>) {
         let Some(rules) = pod.rules else { return };
         for term in &rules.anti_affinity {
             self.add_term(term, pod);
         }
     }
 
-    pub fn add_term(&mut self, term: &PodTerm, pod: &Counted<'_>) {
+    pub fn add_term(&mut self, term: &PodTerm, pod: &Counted<'_, 's>) {
         if term.matches(&self.namespace, &self.labels)
-            && let Some(value) = pod.node.labels.get(&term.topology_key)
+            && let Some((key, value)) = pod.node.labels.get_key_value(&term.topology_key)
         {
-            bump(self.counts.entry(term.topology_key.clone()).or_default(), value, pod.sign);
+            bump(self.counts.entry(key.as_str()).or_default(), value, pod.sign);
         }
     }
 
     /// Whether a pod it shields is refused on `node`.
     pub fn refuses(&self, node: &Node) -> bool {
-        self.counts.iter().any(|(key, values)| node.labels.get(key).is_some_and(|v| values.contains_key(v)))
+        self.counts.iter().any(|(key, values)| node.labels.get(*key).is_some_and(|v| values.contains_key(v.as_str())))
     }
 }
 
@@ -128,9 +128,9 @@ impl Eligibility {
     }
 
     /// The values of `key` on the nodes it admits: the spread's domains.
-    pub fn domains(&self, nodes: &[Node], key: &str) -> Vec<String> {
-        let mut domains: Vec<String> =
-            nodes.iter().filter(|n| self.admits(n)).filter_map(|n| n.labels.get(key).cloned()).collect();
+    pub fn domains<'s>(&self, nodes: &'s [Node], key: &str) -> Vec<&'s str> {
+        let mut domains: Vec<&'s str> =
+            nodes.iter().filter(|n| self.admits(n)).filter_map(|n| n.labels.get(key).map(String::as_str)).collect();
         domains.sort_unstable();
         domains.dedup();
         domains
@@ -139,22 +139,22 @@ impl Eligibility {
 
 /// Pods a hard spread constraint counts, per eligible domain, and how many domains hold
 /// each count (its least is the global minimum).
-pub(super) struct SpreadCount {
+pub(super) struct SpreadCount<'s> {
     pub namespace: String,
     pub rule: SpreadRule,
     pub eligibility: Eligibility,
-    pub counts: HashMap<String, i32>,
+    pub counts: HashMap<&'s str, i32>,
     histogram: BTreeMap<i32, u32>,
 }
 
-impl SpreadCount {
-    pub fn new(namespace: &str, rule: &SpreadRule, eligibility: Eligibility, domains: &[String]) -> SpreadCount {
-        let counts: HashMap<String, i32> = domains.iter().map(|d| (d.clone(), 0)).collect();
+impl<'s> SpreadCount<'s> {
+    pub fn new(namespace: &str, rule: &SpreadRule, eligibility: Eligibility, domains: &[&'s str]) -> SpreadCount<'s> {
+        let counts: HashMap<&'s str, i32> = domains.iter().map(|&d| (d, 0)).collect();
         let histogram = if counts.is_empty() { BTreeMap::new() } else { [(0, counts.len() as u32)].into() };
         SpreadCount { namespace: namespace.to_string(), rule: rule.clone(), eligibility, counts, histogram }
     }
 
-    pub fn add(&mut self, pod: &Counted<'_>) {
+    pub fn add(&mut self, pod: &Counted<'_, 's>) {
         if pod.terminating
             || !self.rule.counts(&self.namespace, pod.namespace, pod.labels)
             || !self.eligibility.admits(pod.node)
@@ -162,7 +162,7 @@ impl SpreadCount {
             return;
         }
         let Some(value) = pod.node.labels.get(&self.rule.topology_key) else { return };
-        let Some(count) = self.counts.get_mut(value) else { return };
+        let Some(count) = self.counts.get_mut(value.as_str()) else { return };
         let old = *count;
         *count += pod.sign;
         let new = *count;

@@ -65,22 +65,22 @@ pub(crate) struct PodWork<'s> {
     /// checked against it.
     holders: bool,
     ports: Option<HashMap<NodeIdx, Vec<(HostPort, i32)>>>,
-    affinity: Vec<AffinityCount>,
-    anti: Vec<TermCount>,
-    spread: Vec<SpreadCount>,
+    affinity: Vec<AffinityCount<'s>>,
+    anti: Vec<TermCount<'s>>,
+    spread: Vec<SpreadCount<'s>>,
     /// The tables above by what they count, so that a shape finds its own at once.
     affinity_ids: HashMap<Vec<PodTerm>, usize>,
     anti_ids: HashMap<PodTerm, usize>,
     spread_ids: HashMap<(String, SpreadRule, Eligibility), usize>,
     /// The tables above by their selectors.
     tables: LabelIndex<Table>,
-    shields: Vec<Shield>,
+    shields: Vec<Shield<'s>>,
     /// Shields by labels (equal labels, one shield), then namespace; and by each label.
     shield_ids: HashMap<Labels, Vec<usize>>,
     shield_labels: LabelIndex<usize>,
     pods: Option<PodIndex>,
     /// The domains of spread constraints, by who counts them and the key.
-    domains: Vec<(Eligibility, String, Arc<Vec<String>>)>,
+    domains: Vec<(Eligibility, String, Arc<Vec<&'s str>>)>,
     namespaces: HashMap<String, Arc<str>>,
     /// Scratch lists for [`PodWork::apply`], kept between calls.
     touched: Vec<Table>,
@@ -119,13 +119,14 @@ impl<'s> PodWork<'s> {
         rules.is_some() || self.holders
     }
 
-    fn counted(&self, pod: PodRef) -> Counted<'_> {
+    fn counted(&self, pod: PodRef) -> Counted<'_, 's> {
+        let nodes: &'s [Node] = self.nodes;
         match pod {
             PodRef::Bound(node, i) => {
                 let bound = &self.bound.on(node)[i as usize];
                 Counted {
                     index: node,
-                    node: &self.nodes[node as usize],
+                    node: &nodes[node as usize],
                     namespace: &bound.key.namespace,
                     labels: &bound.labels,
                     rules: bound.rules.as_deref(),
@@ -137,7 +138,7 @@ impl<'s> PodWork<'s> {
                 let change = &self.changes[i as usize];
                 Counted {
                     index: change.node,
-                    node: &self.nodes[change.node as usize],
+                    node: &nodes[change.node as usize],
                     namespace: &change.namespace,
                     labels: &change.labels,
                     rules: change.rules.as_deref(),
@@ -252,7 +253,7 @@ impl<'s> PodWork<'s> {
     }
 
     /// A spread's domains, found once per cycle for each way of counting them.
-    fn domains(&mut self, eligibility: Eligibility, key: &str) -> Arc<Vec<String>> {
+    fn domains(&mut self, eligibility: Eligibility, key: &str) -> Arc<Vec<&'s str>> {
         let found = self.domains.iter().find(|(e, k, _)| k == key && *e == eligibility);
         if let Some((_, _, domains)) = found {
             return domains.clone();
@@ -296,7 +297,7 @@ impl<'s> PodWork<'s> {
                     let Some(value) = node_ref.labels.get(&term.topology_key) else {
                         return Err(PodRejection::Affinity);
                     };
-                    all &= counts.get(value).is_some_and(|&c| c > 0);
+                    all &= counts.get(value.as_str()).is_some_and(|&c| c > 0);
                 }
                 let alone = table.total == 0 && table.terms.iter().all(|t| t.matches(namespace, labels));
                 if !all && !alone {
@@ -306,7 +307,7 @@ impl<'s> PodWork<'s> {
             for &i in &tables.anti {
                 let table = &self.anti[i];
                 if let Some(value) = node_ref.labels.get(&table.term.topology_key)
-                    && table.counts.get(value).is_some_and(|&c| c > 0)
+                    && table.counts.get(value.as_str()).is_some_and(|&c| c > 0)
                 {
                     return Err(PodRejection::AntiAffinity);
                 }
@@ -417,10 +418,11 @@ impl<'s> PodWork<'s> {
     /// Counts change `i` (`direction` 1), or takes it back (-1), in every table it concerns.
     fn apply(&mut self, i: usize, direction: i32) {
         let (mut touched, mut reached) = (std::mem::take(&mut self.touched), std::mem::take(&mut self.reached));
+        let nodes: &'s [Node] = self.nodes;
         let change = &self.changes[i];
         let pod = Counted {
             index: change.node,
-            node: &self.nodes[change.node as usize],
+            node: &nodes[change.node as usize],
             namespace: &change.namespace,
             labels: &change.labels,
             rules: change.rules.as_deref(),
