@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Container, Node, NodeSelectorRequirement, Pod, PodSpec};
+use k8s_openapi::api::core::v1::{Container, Node, NodeSelectorRequirement, NodeSelectorTerm, Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use thiserror::Error;
 
@@ -207,9 +207,8 @@ pub(crate) fn requirement(object: &str, r: &NodeSelectorRequirement) -> Result<L
     })
 }
 
-/// Where the pod may run apart from capacity: nodeSelector, required node affinity,
-/// tolerations; an error for a constraint Muster does not honour yet
-/// ([`unimplemented`](super::unimplemented)).
+/// Where the pod may run apart from capacity: nodeSelector, required and preferred node
+/// affinity, tolerations; an error naming what cannot be read.
 pub fn pod_constraints(pod: &Pod) -> Result<NodeConstraints> {
     let object = describe("Pod", &pod.metadata);
     let Some(spec) = pod.spec.as_ref() else { return Ok(NodeConstraints::default()) };
@@ -225,15 +224,16 @@ fn constraints_of(object: &str, spec: &PodSpec) -> Result<NodeConstraints> {
         .and_then(|na| na.required_during_scheduling_ignored_during_execution.as_ref());
     let mut affinity_terms = Vec::new();
     for term in required.map(|r| r.node_selector_terms.as_slice()).unwrap_or_default() {
-        let mut requirements = Vec::new();
-        for r in term.match_expressions.iter().flatten() {
-            requirements.push(requirement(object, r)?);
-        }
-        // matchFields supports only metadata.name: a requirement on the node's name.
-        for r in term.match_fields.iter().flatten() {
-            requirements.push(requirement(object, r)?);
-        }
-        affinity_terms.push(requirements);
+        affinity_terms.push(term_requirements(object, term)?);
+    }
+    let preferred_terms = spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|na| na.preferred_during_scheduling_ignored_during_execution.as_ref());
+    let mut preferred = Vec::new();
+    for p in preferred_terms.map(Vec::as_slice).unwrap_or_default() {
+        preferred.push((p.weight, term_requirements(object, &p.preference)?));
     }
     let tolerations = spec
         .tolerations
@@ -264,10 +264,18 @@ fn constraints_of(object: &str, spec: &PodSpec) -> Result<NodeConstraints> {
     Ok(NodeConstraints {
         node_selector,
         affinity_terms,
+        preferred,
         tolerations,
         volume_terms: Vec::new(),
         volume_zones: Vec::new(),
     })
+}
+
+/// A node selector term's requirements: its expressions, and its fields (only
+/// metadata.name, a requirement on the node's name).
+fn term_requirements(object: &str, term: &NodeSelectorTerm) -> Result<Vec<LabelRequirement>> {
+    let fields = term.match_fields.iter().flatten();
+    term.match_expressions.iter().flatten().chain(fields).map(|r| requirement(object, r)).collect()
 }
 
 /// Node constraints shared by the pods that have equal ones.

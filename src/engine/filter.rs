@@ -46,6 +46,26 @@ pub fn matches_node_affinity(node: &Node, constraints: &NodeConstraints) -> bool
             || constraints.affinity_terms.iter().any(|term| term.iter().all(|r| r.matches_node(node))))
 }
 
+/// What a node is preferred by, before kube-scheduler's normalisation: the weights of the
+/// pod's preferred node affinity terms it matches (NodeAffinity's score), and its
+/// PreferNoSchedule taints the pod does not tolerate (TaintToleration's).
+pub fn preference(node: &Node, constraints: &NodeConstraints) -> (i64, i64) {
+    let affinity = constraints
+        .preferred
+        .iter()
+        .filter(|(_, term)| !term.is_empty() && term.iter().all(|r| r.matches_node(node)))
+        .map(|&(weight, _)| i64::from(weight))
+        .sum();
+    let taints = node
+        .taints
+        .iter()
+        .filter(|taint| {
+            taint.effect == TaintEffect::PreferNoSchedule && !constraints.tolerations.iter().any(|t| t.tolerates(taint))
+        })
+        .count() as i64;
+    (affinity, taints)
+}
+
 /// The node's first NoSchedule or NoExecute taint the pod does not tolerate.
 pub fn untolerated_taint<'n>(node: &'n Node, constraints: &NodeConstraints) -> Option<&'n Taint> {
     node.taints.iter().find(|taint| {

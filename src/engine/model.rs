@@ -24,6 +24,9 @@ pub struct NodeConstraints {
     /// Required node affinity: the node must match at least one term (all requirements of
     /// it). Empty: no affinity.
     pub affinity_terms: Vec<Vec<LabelRequirement>>,
+    /// Preferred node affinity: each term's weight, given to a node matching all its
+    /// requirements (a term without requirements matches no node).
+    pub preferred: Vec<(i32, Vec<LabelRequirement>)>,
     pub tolerations: Vec<Toleration>,
     /// The node affinity of each PersistentVolume the pod's claims are bound to (and the
     /// zone its labels name): the node must match at least one term of every volume.

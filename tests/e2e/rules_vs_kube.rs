@@ -41,6 +41,9 @@ struct Scenario {
     bound: Vec<ScenarioPod>,
     pods: Vec<ScenarioPod>,
     placed: Vec<String>,
+    /// Where a pod must go, where kube-scheduler's scores decide it (pod to node).
+    #[serde(default)]
+    on: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -308,8 +311,10 @@ async fn clear(cluster: &TestCluster, scenarios: &[Scenario], prefix: &str) {
     .await;
 }
 
-/// Per scenario: the pods the scheduler placed (sorted), and what the checker found wrong.
+/// Per scenario: the pods the scheduler placed (sorted), and what the checker found wrong,
+/// with a line for each pod of `on` that went elsewhere.
 fn outcomes(
+    cluster_id: &str,
     scenarios: &[Scenario],
     nodes: &[CheckNode],
     pods: &BTreeMap<usize, Vec<Pod>>,
@@ -336,7 +341,15 @@ fn outcomes(
             let mut placed: Vec<String> =
                 check_pods.iter().filter(|p| p.placed && p.node.is_some()).map(|p| p.name.clone()).collect();
             placed.sort();
-            (placed, check(nodes, &check_pods))
+            let mut wrong = check(nodes, &check_pods);
+            let names = Names { id: cluster_id.to_string(), index };
+            for (pod, node) in &s.on {
+                let went = check_pods.iter().find(|p| &p.name == pod).and_then(|p| p.node.clone());
+                if went.as_deref() != Some(names.node(node).as_str()) {
+                    wrong.push(format!("{pod} should be on {node} by kube-scheduler's scores, went to {went:?}"));
+                }
+            }
+            (placed, wrong)
         })
         .collect()
 }
@@ -361,7 +374,8 @@ async fn muster_places_the_pods_kube_scheduler_places_and_every_placement_keeps_
     create_pods(&cluster, &scenarios, "k", &kube_name).await;
     let kube = settled(&cluster, &scenarios, "k").await;
 
-    let (muster, kube) = (outcomes(&scenarios, &nodes, &muster), outcomes(&scenarios, &nodes, &kube));
+    let (muster, kube) =
+        (outcomes(&cluster.id, &scenarios, &nodes, &muster), outcomes(&cluster.id, &scenarios, &nodes, &kube));
     let mut problems = Vec::new();
     let mut agreements = 0;
     for (s, ((m, m_wrong), (k, k_wrong))) in scenarios.iter().zip(muster.iter().zip(&kube)) {

@@ -28,6 +28,7 @@
 //!   ├── topology                racks, blocks, best fit, the reason a gang waits for a domain
 //!   ├── trace_replay            `muster simulate --trace` under every policy, as a table, JSON or a page
 //!   ├── between_pods            host ports, pod affinity and anti-affinity, spread: as kube-scheduler, inside gangs too
+//!   ├── preferences             preferred node affinity and PreferNoSchedule taints, weighed as kube-scheduler does
 //!   ├── volumes                 bound volumes' node affinity and zones; claims missing or not bound yet
 //!   ├── backfill                shared by the backfill tests: the busy four-node cluster, outcome readers
 //!   └── simulated               shared by the simulate tests: `muster simulate` on a fixture of tests/sim
@@ -50,6 +51,7 @@ mod incremental_snapshot;
 mod limits;
 mod openb_replay;
 mod opportunistic_backfill;
+mod preferences;
 mod scenarios;
 mod shell;
 mod simulate;

@@ -156,9 +156,9 @@ impl Workspace<'_> {
                 let kind = shape.kind(largest);
                 match increase(&gpus, &kind, &self.kinds) {
                     Some((added, left)) => {
-                        ((0, (added / FRAGMENTATION_STEP).round() as i64, i64::from(left), gpus.cpu), n)
+                        ((0, 0, (added / FRAGMENTATION_STEP).round() as i64, i64::from(left), gpus.cpu), n)
                     }
-                    None => ((1, 0, 0, 0), n),
+                    None => ((0, 1, 0, 0, 0), n),
                 }
             })
             .collect()

@@ -2,7 +2,8 @@
 
 use super::Workspace;
 use crate::engine::dra::model::SubRequest;
-use crate::engine::model::{Gang, NodeIdx, PendingPod};
+use crate::engine::filter::preference;
+use crate::engine::model::{Gang, NodeConstraints, NodeIdx, PendingPod, TaintEffect};
 use crate::engine::resources::ResourceId;
 use crate::engine::topology::DomainChoice;
 
@@ -57,7 +58,9 @@ pub(super) fn devices_of(devices: &crate::engine::model::PodDevices) -> i64 {
 }
 
 /// A candidate node's place in the scoring order, the node last.
-pub(super) type SortKey = ((i64, i64, i64, i64), NodeIdx);
+/// A candidate's place in a shape's order (smallest first): the pod's preferences (the
+/// negated score of [`Workspace::prefer`], 0 without any), then the scoring strategy's key.
+pub(super) type SortKey = ((i64, i64, i64, i64, i64), NodeIdx);
 
 impl Workspace<'_> {
     /// Each of a shape's candidate nodes with its place in the scoring strategy's order
@@ -107,24 +110,45 @@ impl Workspace<'_> {
             Scoring::BinPack if share.is_some() => {
                 let sub = share.expect("a share");
                 match claims.share_left_after(n, sub) {
-                    Some(left) => ((0, left.units_ceil() >> 20, 0, 0), n),
+                    Some(left) => ((0, 0, left.units_ceil() >> 20, 0, 0), n),
                     None => {
                         let (a, b, _) = score(n);
-                        ((1, packed(n), a, b), n)
+                        ((0, 1, packed(n), a, b), n)
                     }
                 }
             }
             Scoring::BinPack => {
                 let (a, b, c) = score(n);
-                ((packed(n), a, b, c), n)
+                ((0, packed(n), a, b, c), n)
             }
             Scoring::Spread => {
                 let (a, b, c) = score(n);
                 let first = if key_resource.is_some() || with_devices { -a } else { a };
-                ((first, 0, -b, -c), n)
+                ((0, first, 0, -b, -c), n)
             }
         };
         candidates.iter().map(|&n| scored(n)).collect()
+    }
+
+    /// Puts the candidates the pod prefers first, as kube-scheduler's NodeAffinity (weight
+    /// 2) and TaintToleration (weight 3) scores rank them, each normalised over the
+    /// candidates to 0..=100: the matched preferred terms' weights against the most any
+    /// candidate matches, and the untolerated PreferNoSchedule taints, fewest best. Nothing
+    /// changes for a pod without preferred terms on nodes without such taints.
+    pub(super) fn prefer(&self, keys: &mut [SortKey], constraints: &NodeConstraints) {
+        let nodes = &self.snapshot.nodes;
+        let tainted = |n: NodeIdx| nodes[n as usize].taints.iter().any(|t| t.effect == TaintEffect::PreferNoSchedule);
+        if constraints.preferred.is_empty() && !keys.iter().any(|&(_, n)| tainted(n)) {
+            return;
+        }
+        let parts: Vec<(i64, i64)> = keys.iter().map(|&(_, n)| preference(&nodes[n as usize], constraints)).collect();
+        let most_affinity = parts.iter().map(|p| p.0).max().unwrap_or(0);
+        let most_taints = parts.iter().map(|p| p.1).max().unwrap_or(0);
+        for (key, (affinity, taints)) in keys.iter_mut().zip(parts) {
+            let affinity = if most_affinity > 0 { affinity * 100 / most_affinity } else { 0 };
+            let taints = if most_taints > 0 { 100 - taints * 100 / most_taints } else { 100 };
+            key.0.0 = -(2 * affinity + 3 * taints);
+        }
     }
 
     /// The free amount of `key` in a domain.

@@ -160,7 +160,7 @@ impl Workspace<'_> {
             d.error = self.claims.runtime_error(d, &candidates);
         }
         let key_resource = self.accelerators.iter().copied().find(|&r| pod.demand.get(r) > 0);
-        let keys = match self.shape_kind(pod) {
+        let mut keys = match self.shape_kind(pod) {
             Some(kind) => self.fragmentation_keys(&candidates, kind),
             None => {
                 let share = devices.as_ref().and_then(|d| d.pod.extended.iter().find(|r| r.share.is_some()));
@@ -168,6 +168,7 @@ impl Workspace<'_> {
                 self.candidate_keys(&candidates, key_resource, devices.is_some(), share.as_ref())
             }
         };
+        self.prefer(&mut keys, &pod.constraints);
         let open = (!self.grown && devices.is_none()).then(|| {
             let mut open: Vec<SortKey> =
                 keys.iter().copied().filter(|&(_, n)| self.free[n as usize].fit_count(&pod.demand, 1) > 0).collect();
