@@ -217,24 +217,20 @@ pub fn pod_constraints(pod: &Pod) -> Result<NodeConstraints> {
 
 fn constraints_of(object: &str, spec: &PodSpec) -> Result<NodeConstraints> {
     let node_selector = spec.node_selector.clone().unwrap_or_default().into_iter().collect();
-    let required = spec
-        .affinity
-        .as_ref()
-        .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|na| na.required_during_scheduling_ignored_during_execution.as_ref());
-    let mut affinity_terms = Vec::new();
-    for term in required.map(|r| r.node_selector_terms.as_slice()).unwrap_or_default() {
-        affinity_terms.push(term_requirements(object, term)?);
-    }
-    let preferred_terms = spec
-        .affinity
-        .as_ref()
-        .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|na| na.preferred_during_scheduling_ignored_during_execution.as_ref());
-    let mut preferred = Vec::new();
-    for p in preferred_terms.map(Vec::as_slice).unwrap_or_default() {
-        preferred.push((p.weight, term_requirements(object, &p.preference)?));
-    }
+    let node_affinity = spec.affinity.as_ref().and_then(|a| a.node_affinity.as_ref());
+    let required = node_affinity.and_then(|na| na.required_during_scheduling_ignored_during_execution.as_ref());
+    let affinity_terms = required
+        .map(|r| r.node_selector_terms.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .map(|term| term_requirements(object, term))
+        .collect::<Result<Vec<_>>>()?;
+    let preferred = node_affinity
+        .and_then(|na| na.preferred_during_scheduling_ignored_during_execution.as_deref())
+        .unwrap_or_default()
+        .iter()
+        .map(|p| Ok((p.weight, term_requirements(object, &p.preference)?)))
+        .collect::<Result<Vec<_>>>()?;
     let tolerations = spec
         .tolerations
         .iter()

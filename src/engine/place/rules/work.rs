@@ -24,6 +24,21 @@ struct Change {
     sign: i32,
 }
 
+impl Change {
+    /// The change as the tables count it, `direction` times (-1 to take it back).
+    fn counted<'p, 's>(&'p self, nodes: &'s [Node], direction: i32) -> Counted<'p, 's> {
+        Counted {
+            index: self.node,
+            node: &nodes[self.node as usize],
+            namespace: &self.namespace,
+            labels: &self.labels,
+            rules: self.rules.as_deref(),
+            terminating: self.terminating,
+            sign: self.sign * direction,
+        }
+    }
+}
+
 /// A table, by kind and index.
 #[derive(Clone, Copy, Debug)]
 enum Table {
@@ -134,18 +149,7 @@ impl<'s> PodWork<'s> {
                     sign: 1,
                 }
             }
-            PodRef::Change(i) => {
-                let change = &self.changes[i as usize];
-                Counted {
-                    index: change.node,
-                    node: &nodes[change.node as usize],
-                    namespace: &change.namespace,
-                    labels: &change.labels,
-                    rules: change.rules.as_deref(),
-                    terminating: change.terminating,
-                    sign: change.sign,
-                }
-            }
+            PodRef::Change(i) => self.changes[i as usize].counted(nodes, 1),
         }
     }
 
@@ -418,17 +422,7 @@ impl<'s> PodWork<'s> {
     /// Counts change `i` (`direction` 1), or takes it back (-1), in every table it concerns.
     fn apply(&mut self, i: usize, direction: i32) {
         let (mut touched, mut reached) = (std::mem::take(&mut self.touched), std::mem::take(&mut self.reached));
-        let nodes: &'s [Node] = self.nodes;
-        let change = &self.changes[i];
-        let pod = Counted {
-            index: change.node,
-            node: &nodes[change.node as usize],
-            namespace: &change.namespace,
-            labels: &change.labels,
-            rules: change.rules.as_deref(),
-            terminating: change.terminating,
-            sign: change.sign * direction,
-        };
+        let pod = self.changes[i].counted(self.nodes, direction);
         if let Some(ports) = self.ports.as_mut()
             && let Some(r) = pod.rules.filter(|r| !r.ports.is_empty())
         {
