@@ -198,6 +198,12 @@ impl Workspace<'_> {
         self.shapes.len() - 1
     }
 
+    /// Whether the shape's pods are placed one by one, each checked against the rules
+    /// between pods: they have rules, or some pod's anti-affinity may refuse them.
+    pub(super) fn checked(&self, shape: usize) -> bool {
+        self.shapes[shape].tables.is_some() || self.pods.anti_affinity_anywhere()
+    }
+
     /// The gang's pods grouped by shape, largest demand first so big pods are not crowded out.
     pub(crate) fn groups(&mut self, gang: &Gang) -> Vec<(usize, Vec<usize>)> {
         let mut groups: Vec<(usize, Vec<usize>)> = Vec::new();

@@ -85,7 +85,7 @@ impl Workspace<'_> {
                 HashMap::new()
             };
             let first = &gang.pods[members[0]];
-            let checked = self.shapes[*shape_id].tables.is_some() || self.pods.must_check(&None);
+            let checked = self.checked(*shape_id);
             let tables = self.shapes[*shape_id].tables.take();
             let shape = &mut self.shapes[*shape_id];
             if !matches!(scope, Scope::Domain { .. }) {

@@ -132,7 +132,7 @@ impl Workspace<'_> {
             // Pods checked one by one against the rules between pods may find room on a node
             // passed over once others are placed (a spread's least domain fills): the nodes
             // are gone through again while a pass places any.
-            let checked = self.shapes[*shape_id].tables.is_some() || self.pods.must_check(&None);
+            let checked = self.checked(*shape_id);
             let (mut i, mut leading, mut placed_in_pass) = (start, true, 0);
             loop {
                 let node = match &order {
@@ -183,7 +183,7 @@ impl Workspace<'_> {
         }
         // Where the rules between pods decide, the gang is explained as it stood when it
         // could place no more: its own pods count (a worker per node, and one node short).
-        let checked = self.pods.must_check(&None) || groups.iter().any(|(s, _)| self.shapes[*s].tables.is_some());
+        let checked = groups.iter().any(|(s, _)| self.checked(*s));
         let stuck = (checked && error.is_none()).then(|| self.shortfall(gang, &groups, fit.pods.len(), needed, scope));
         for (node, delta, k) in deltas {
             let demand = match &delta {
@@ -249,7 +249,7 @@ impl Workspace<'_> {
             return Ok(0);
         }
         let node_ref = &self.snapshot.nodes[node as usize];
-        let checked = self.shapes[shape_id].tables.is_some() || self.pods.must_check(&None);
+        let checked = self.checked(shape_id);
         let shape = &mut self.shapes[shape_id];
         if shape.devices.is_none() && !checked {
             let k = self.free[node as usize].fit_count(&shape.demand, remaining);

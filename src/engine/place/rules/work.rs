@@ -128,10 +128,10 @@ impl<'s> PodWork<'s> {
         }
     }
 
-    /// Whether a pod with `rules` must be checked node by node: it has rules, or some pod's
-    /// anti-affinity may refuse it.
-    pub fn must_check(&self, rules: &Option<Arc<PodRules>>) -> bool {
-        rules.is_some() || self.holders
+    /// Whether some pod, bound or placed, has required anti-affinity, which may refuse any
+    /// pod a node.
+    pub fn anti_affinity_anywhere(&self) -> bool {
+        self.holders
     }
 
     fn counted(&self, pod: PodRef) -> Counted<'_, 's> {
