@@ -96,6 +96,10 @@ pub struct Config {
     pub pods_ready_timeout_seconds: u64,
     /// How long a gang that was Ready may stay below minMember before it is evicted whole.
     pub gang_broken_grace_seconds: u64,
+    /// How long a gang's claims that wait for their first consumer may take to be bound
+    /// (a volume provisioned or bound on the node they were given) before the gang is
+    /// rolled back, as kube-scheduler's VolumeBinding `bindTimeoutSeconds`.
+    pub volume_bind_timeout_seconds: u64,
     /// Retry delay for a gang whose binding was rolled back or that was evicted.
     pub backoff: Backoff,
     /// Topology levels, outermost first.
@@ -138,6 +142,7 @@ impl Default for Config {
             retry_unschedulable_seconds: 60,
             pods_ready_timeout_seconds: 30 * 60,
             gang_broken_grace_seconds: 60,
+            volume_bind_timeout_seconds: 600,
             backoff: Backoff { initial_seconds: 1, max_seconds: 300 },
             topology: crate::engine::topology::default_levels()
                 .into_iter()
@@ -318,6 +323,7 @@ struct PartialConfig {
     retry_unschedulable_seconds: Option<u64>,
     pods_ready_timeout_seconds: Option<u64>,
     gang_broken_grace_seconds: Option<u64>,
+    volume_bind_timeout_seconds: Option<u64>,
     backoff: Option<Backoff>,
     topology: Option<Vec<TopologyLevel>>,
     topology_fit: Option<TopologyFit>,
@@ -370,6 +376,7 @@ impl PartialConfig {
             retry_unschedulable_seconds: self.retry_unschedulable_seconds.unwrap_or(d.retry_unschedulable_seconds),
             pods_ready_timeout_seconds: self.pods_ready_timeout_seconds.unwrap_or(d.pods_ready_timeout_seconds),
             gang_broken_grace_seconds: self.gang_broken_grace_seconds.unwrap_or(d.gang_broken_grace_seconds),
+            volume_bind_timeout_seconds: self.volume_bind_timeout_seconds.unwrap_or(d.volume_bind_timeout_seconds),
             backoff: self.backoff.unwrap_or(d.backoff),
             topology: self.topology.unwrap_or(d.topology),
             topology_fit: self.topology_fit.unwrap_or(d.topology_fit),

@@ -264,6 +264,7 @@ fn constraints_of(object: &str, spec: &PodSpec) -> Result<NodeConstraints> {
         tolerations,
         volume_terms: Vec::new(),
         volume_zones: Vec::new(),
+        delayed: Vec::new(),
     })
 }
 

@@ -56,6 +56,12 @@ macro_rules! object_kinds {
             /// The claims pods' volumes name, and the volumes they are bound to.
             persistent_volume_claims: ::k8s_openapi::api::core::v1::PersistentVolumeClaim => others,
             persistent_volumes: ::k8s_openapi::api::core::v1::PersistentVolume => others,
+            /// How claims not bound yet get their volumes: when (a class's binding mode),
+            /// where (its allowed topologies) and how much room is left (the capacities a
+            /// CSI driver that tracks them publishes).
+            storage_classes: ::k8s_openapi::api::storage::v1::StorageClass => others,
+            csi_drivers: ::k8s_openapi::api::storage::v1::CSIDriver => others,
+            csi_storage_capacities: ::k8s_openapi::api::storage::v1::CSIStorageCapacity => others,
         }
     };
 }

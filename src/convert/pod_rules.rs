@@ -150,7 +150,7 @@ fn spread(object: &str, c: &TopologySpreadConstraint, labels: &BTreeMap<String, 
 }
 
 /// A label selector as requirements; None for none (which selects nothing).
-fn selector(object: &str, s: Option<&LabelSelector>) -> Result<PodSelector> {
+pub(crate) fn selector(object: &str, s: Option<&LabelSelector>) -> Result<PodSelector> {
     let Some(s) = s else { return Ok(None) };
     let mut requirements: Vec<LabelRequirement> = s
         .match_labels

@@ -1,6 +1,7 @@
 //! Node filters: whether a node can take a pod at all, and if not, why.
 
-use super::model::{LabelRequirement, Node, NodeConstraints, Taint, TaintEffect};
+use super::model::{Node, NodeConstraints, Taint, TaintEffect};
+use super::volumes::reaches;
 
 /// Why a node was rejected before capacity was considered.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -15,6 +16,11 @@ pub enum StaticRejection {
     VolumeNodeAffinity,
     /// A volume the pod's claims are bound to lies in another zone or region.
     VolumeZone,
+    /// A claim waiting for its first consumer can have no volume here: no free volume
+    /// reaches the node and its class cannot provision one there.
+    VolumeBindConflict,
+    /// Its class could provision here, but the driver's capacities leave no room.
+    VolumeNoRoom,
 }
 
 /// The zone and region labels, beta names first, each with its GA name.
@@ -93,13 +99,22 @@ pub fn check_static(node: &Node, constraints: &NodeConstraints) -> Result<(), St
     if let Some(taint) = untolerated_taint(node, constraints) {
         return Err(StaticRejection::UntoleratedTaint { key: taint.key.clone(), value: taint.value.clone() });
     }
-    let reaches =
-        |terms: &Vec<Vec<_>>| terms.iter().any(|term| term.iter().all(|r: &LabelRequirement| r.matches_node(node)));
-    if !constraints.volume_terms.iter().all(reaches) {
+    if !constraints.volume_terms.iter().all(|terms| reaches(node, terms)) {
         return Err(StaticRejection::VolumeNodeAffinity);
     }
     if !in_volume_zones(node, &constraints.volume_zones) {
         return Err(StaticRejection::VolumeZone);
+    }
+    for claim in &constraints.delayed {
+        if claim.volumes.iter().any(|(_, terms)| reaches(node, terms)) {
+            continue;
+        }
+        if !claim.provision.as_ref().is_some_and(|terms| reaches(node, terms)) {
+            return Err(StaticRejection::VolumeBindConflict);
+        }
+        if claim.room.as_ref().is_some_and(|terms| !reaches(node, terms)) {
+            return Err(StaticRejection::VolumeNoRoom);
+        }
     }
     Ok(())
 }

@@ -23,6 +23,7 @@ pub mod resources;
 #[cfg(test)]
 mod tests;
 pub mod topology;
+pub mod volumes;
 
 pub use cycle::{
     CycleConfig, CycleMemory, CycleOutcome, Placement, Queueing, schedule, schedule_remembering, schedule_with,

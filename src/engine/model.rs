@@ -15,6 +15,7 @@ use super::pods::{BoundPods, Labels, PodRules};
 use super::queues::QueueTree;
 use super::resources::{Demand, ResourceNames};
 use super::topology::{DomainIndex, GangTopology};
+pub use super::volumes::DelayedClaim;
 
 /// Where a pod may run, apart from capacity: shared by all identical pods of a gang.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
@@ -34,6 +35,9 @@ pub struct NodeConstraints {
     /// The zones and regions those volumes' labels name, by label key (a node with no zone
     /// or region label takes any).
     pub volume_zones: Vec<(String, Vec<String>)>,
+    /// Its claims that wait for their first consumer: the node it is given must let each
+    /// have a volume.
+    pub delayed: Vec<DelayedClaim>,
 }
 
 /// A pod waiting for Muster.

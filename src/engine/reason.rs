@@ -35,6 +35,12 @@ impl fmt::Display for NodeRejection {
                 write!(f, "node(s) didn't match PersistentVolume's node affinity")
             }
             NodeRejection::Static(StaticRejection::VolumeZone) => write!(f, "node(s) had no available volume zone"),
+            NodeRejection::Static(StaticRejection::VolumeBindConflict) => {
+                write!(f, "node(s) didn't find available persistent volumes to bind")
+            }
+            NodeRejection::Static(StaticRejection::VolumeNoRoom) => {
+                write!(f, "node(s) did not have enough free storage")
+            }
             NodeRejection::Insufficient(resource) => write!(f, "Insufficient {resource}"),
             NodeRejection::Reserved => write!(f, "node(s) reserved for an earlier gang"),
             NodeRejection::Devices(why) => write!(f, "node(s) {why}"),

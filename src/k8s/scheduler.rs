@@ -186,7 +186,8 @@ async fn lead(
         Binder::new(client, options.hook.clone(), deadline)
             .with_metrics(metrics.clone())
             .with_fence(fence.clone())
-            .with_in_flight(config.client_connection.bind_in_flight()),
+            .with_in_flight(config.client_connection.bind_in_flight())
+            .with_volume_timeout(std::time::Duration::from_secs(config.volume_bind_timeout_seconds)),
     );
     let scheduler = Scheduler::new(config.clone(), cache.clone(), metrics, health.clone(), writer.clone(), binder)
         .with_ui(options.ui.clone());

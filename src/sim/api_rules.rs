@@ -16,6 +16,7 @@ pub fn is_namespaced(group: &str, kind: &str) -> bool {
         ("", "Node" | "Namespace" | "PersistentVolume")
             | ("resource.k8s.io", "ResourceSlice" | "DeviceClass" | "DeviceTaintRule")
             | ("scheduling.k8s.io", "PriorityClass")
+            | ("storage.k8s.io", "StorageClass" | "CSIDriver" | "CSINode")
             | ("muster.dev" | "scheduling.run.ai", "Queue")
             | ("kueue.x-k8s.io", "ClusterQueue" | "Cohort" | "ResourceFlavor" | "Topology")
             | ("kai.scheduler", "Topology")

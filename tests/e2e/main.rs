@@ -27,6 +27,7 @@
 //!   ├── tenants          a 35,000-name pod and a worst-case claim cost only their own pod
 //!   ├── topology         rack and block constraints
 //!   ├── ui               the page at /ui in headless Chromium: a gang's reason, its queue's figures
+//!   ├── volume_binding   claims waiting for their first consumer, bound in the gang's transaction
 //!   ├── volumes          a pod follows its bound local volume; anti-affine pods one per node
 //!   ├── workloads        gangs from Jobs, PyTorchJobs and LeaderWorkerSets, no PodGroup
 //!   └── support          control plane, TestCluster, builders, kubelet emulator, waits
@@ -66,5 +67,6 @@ mod support;
 mod tenants;
 mod topology;
 mod ui;
+mod volume_binding;
 mod volumes;
 mod workloads;

@@ -1,9 +1,9 @@
 //! Pods' volumes and the rules between pods, against the real API server: a pod whose
 //! claim is bound to a local volume is bound to that volume's node; three anti-affine pods on
 //! two nodes take one node each and the third waits `Unschedulable` in kube-scheduler's words;
-//! a pod whose claim waits for its first consumer (not honoured yet) waits `Unsupported` (not
-//! `Unschedulable`, which cluster autoscalers would answer with nodes that cannot help),
-//! naming the claim.
+//! a pod whose claim names a class that does not exist waits as kube-scheduler makes it wait,
+//! for an "immediate" claim to be bound. (Claims whose class waits for the first consumer:
+//! `volume_binding`.)
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use serde_json::json;
@@ -21,16 +21,17 @@ fn not_scheduled(pod: &Pod) -> Option<(String, String)> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_pod_follows_its_local_volume_anti_affine_pods_spread_and_an_unsupported_claim_waits_saying_so() {
+async fn a_pod_follows_its_local_volume_anti_affine_pods_spread_and_an_unbound_claim_waits_saying_so() {
     let cluster = TestCluster::new("volumes").await;
+    cluster.control_plane.start_controller_manager();
     let mut nodes = Vec::new();
     for name in ["n1", "n2"] {
         let full = cluster.name(name);
         cluster.create_node(&builders::node(&full, 32, 256, 0, &[(TEST_LABEL, cluster.id.as_str())])).await;
         nodes.push(full);
     }
-    // A local volume on the second node, bound to the test's claim (the volume controller
-    // would write the same annotation).
+    // A local volume on the second node, promised to the test's claim, which the volume
+    // controller binds to it.
     let (volume, claim) = (cluster.name("local"), "data");
     let pv: PersistentVolume = serde_json::from_value(json!({
         "metadata": {"name": volume},
@@ -47,8 +48,8 @@ async fn a_pod_follows_its_local_volume_anti_affine_pods_spread_and_an_unsupport
     .unwrap();
     cluster.create(&cluster.cluster_api::<PersistentVolume>(), &pv).await;
     let pvc: PersistentVolumeClaim = serde_json::from_value(json!({
-        "metadata": {"name": claim, "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
-        "spec": {"accessModes": ["ReadWriteOnce"], "volumeName": volume, "storageClassName": "",
+        "metadata": {"name": claim},
+        "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "",
                  "resources": {"requests": {"storage": "1Gi"}}},
     }))
     .unwrap();
@@ -108,7 +109,7 @@ async fn a_pod_follows_its_local_volume_anti_affine_pods_spread_and_an_unsupport
         "{message}"
     );
     let (reason, message) = not_scheduled(named("later")).unwrap();
-    assert_eq!(reason, "Unsupported", "{message}");
-    assert!(message.contains("persistentvolumeclaim \"later\" is not bound"), "{message}");
+    assert_eq!(reason, "Unschedulable", "{message}");
+    assert!(message.contains("pod has unbound immediate PersistentVolumeClaims"), "{message}");
     assert!(node_of(named("later")).is_none());
 }

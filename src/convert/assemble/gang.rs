@@ -232,13 +232,11 @@ impl Folding<'_, '_, '_> {
         };
         // Where its claims' volumes let it run, read afresh: claims bind apart from pods.
         if volumes::uses_claims(pod) {
-            let index = ctx
-                .volumes
-                .get_or_init(|| VolumeIndex::new(&ctx.view.persistent_volume_claims, &ctx.view.persistent_volumes));
+            let index = ctx.volumes.get_or_init(|| VolumeIndex::new(ctx.view));
             match index.places(pod) {
                 Ok(places) => {
                     let mut own = (*constraints).clone();
-                    (own.volume_terms, own.volume_zones) = (places.terms, places.zones);
+                    (own.volume_terms, own.volume_zones, own.delayed) = (places.terms, places.zones, places.delayed);
                     constraints = Arc::new(own);
                 }
                 Err(e) => {

@@ -15,13 +15,13 @@ use crate::config::QueueingPolicy;
 use crate::convert::assemble::{Assembled, assemble_view};
 use crate::convert::status::Unplaced;
 use crate::engine::drive::Driver;
-use crate::engine::model::{Gang, GangKey, PodKey, Snapshot};
+use crate::engine::model::{DelayedClaim, Gang, GangKey, PodKey, Snapshot};
 use crate::engine::reason::WaitReason;
 use crate::engine::{CycleMemory, CycleOutcome};
 use crate::k8s::store::cache::Cache;
 use crate::k8s::write::bind::GangBinding;
-use crate::k8s::write::claims;
 use crate::k8s::write::writer::Write;
+use crate::k8s::write::{claims, volumes};
 
 /// A placement as the binder takes it, with the claims to assume in the cache meanwhile.
 type Binding = (GangBinding, Vec<(PodKey, k8s_openapi::api::resource::v1::ResourceClaim)>);
@@ -305,6 +305,12 @@ fn bindings(
                 crate::convert::dra::fraction_claim_entry(pod).map(str::to_string)
             },
         );
+        let pending: HashMap<&PodKey, &[DelayedClaim]> =
+            gang.pods.iter().map(|p| (&p.key, p.constraints.delayed.as_slice())).collect();
+        let volumes = volumes::plan(placement.pods.iter().filter_map(|(pod, node)| {
+            let delayed = pending.get(pod).filter(|d| !d.is_empty())?;
+            Some((pod, *delayed, &assembled.snapshot.nodes[*node as usize]))
+        }));
         bindings.push((
             GangBinding {
                 gang: placement.gang.clone(),
@@ -315,6 +321,7 @@ fn bindings(
                 pods,
                 uids,
                 claims,
+                volumes,
                 opportunistic: placement.opportunistic.clone(),
             },
             assumed,

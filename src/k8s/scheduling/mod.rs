@@ -326,13 +326,20 @@ impl Scheduler {
                     binding.needed
                 );
                 let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-                for pod in &evicted {
+                for (pod, _) in &binding.pods {
+                    // Evicted pods are told so; the others were never bound, as
+                    // kube-scheduler tells a pod whose binding failed before its bind.
+                    let (reason, action) = if evicted.contains(pod) {
+                        ("BindFailed", "Evicting")
+                    } else {
+                        ("FailedScheduling", "Scheduling")
+                    };
                     self.writer.submit(Write::PodEvent {
                         pod: Self::pod_ref(&cache, pod),
                         warning: true,
-                        reason: "BindFailed".into(),
+                        reason: reason.into(),
                         note: message.clone(),
-                        action: "Evicting".into(),
+                        action: action.into(),
                     });
                 }
                 // Pods that were bound keep their assumption (and their node's capacity)

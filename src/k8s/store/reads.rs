@@ -12,6 +12,7 @@ use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVo
 use k8s_openapi::api::resource::v1::{DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::scheduling::v1beta1::PodGroup as KubernetesPodGroup;
+use k8s_openapi::api::storage::v1::{CSIDriver, CSIStorageCapacity, StorageClass};
 use kube::Resource;
 use kube::api::{Api, ListParams};
 use serde::de::DeserializeOwned;
@@ -112,6 +113,9 @@ pub fn reads(sources: &Sources) -> Vec<Box<dyn Read>> {
         read::<Namespace, Namespace>(),
         read::<PersistentVolumeClaim, PersistentVolumeClaim>(),
         read::<PersistentVolume, PersistentVolume>(),
+        read::<StorageClass, StorageClass>(),
+        read::<CSIDriver, CSIDriver>(),
+        read::<CSIStorageCapacity, CSIStorageCapacity>(),
     ];
     let mut when = |on: bool, kind: fn() -> Box<dyn Read>| {
         if on {

@@ -1,5 +1,7 @@
 //! Binds a placed gang as one transaction: its claims written first (concurrently, at most
-//! as many at once as its binds), then every pod through pods/binding, concurrently,
+//! as many at once as its binds), then its claims that wait for their first consumer given
+//! their nodes, and once all of those are bound ([`volumes`]), every pod through
+//! pods/binding, concurrently,
 //! each retrying transient errors; if fewer than the gang's minimum end up bound, the bound
 //! ones are evicted (Eviction API) so that no gang sits on part of its GPUs.
 //!
@@ -25,6 +27,8 @@ use crate::k8s::client::{
 use crate::k8s::write::{
     claims,
     claims::{ClaimDone, ClaimWrite},
+    volumes,
+    volumes::VolumeWrite,
 };
 
 /// What a test hook tells the binder to do before one bind.
@@ -72,6 +76,9 @@ pub struct GangBinding {
     pub uids: std::collections::HashMap<PodKey, String>,
     /// Claims to allocate or reserve before any pod is bound.
     pub claims: Vec<ClaimWrite>,
+    /// Claims that wait for their first consumer, given their pods' nodes: every one is
+    /// bound to a volume before any pod is bound.
+    pub volumes: Vec<VolumeWrite>,
     /// Placed opportunistically in capacity held for this gang's reservation: every pod
     /// is bound with [`super::view::OPPORTUNISTIC_ANNOTATION`], so that later cycles (and a
     /// restarted scheduler) know the gang leaves when that gang can start.
@@ -85,6 +92,8 @@ pub enum BindError {
     Bind { pod: PodKey, node: String, reason: String },
     #[error("{0}")]
     Claim(String),
+    #[error("{0}")]
+    Volume(String),
     #[error("{0}")]
     Injected(String),
     #[error("evicting pod {pod} failed: {reason}")]
@@ -124,6 +133,8 @@ pub struct Binder {
     retry: Retry,
     /// Checked before every claim write, bind and eviction.
     fence: Option<Arc<super::fence::Fence>>,
+    /// How long a gang's delayed claims may take to be bound.
+    volume_timeout: Duration,
 }
 
 impl Bind for Binder {
@@ -143,7 +154,14 @@ impl Binder {
             permits: Arc::new(tokio::sync::Semaphore::new(DEFAULT_IN_FLIGHT)),
             retry: Retry::new(deadline),
             fence: None,
+            volume_timeout: Duration::from_secs(600),
         }
+    }
+
+    /// Delayed claims not bound within `timeout` roll their gang back.
+    pub fn with_volume_timeout(mut self, timeout: Duration) -> Binder {
+        self.volume_timeout = timeout;
+        self
     }
 
     /// At most `requests` binds and claim writes in flight, over every gang.
@@ -201,6 +219,18 @@ impl Binder {
         }
         if let Some(metrics) = self.metrics.as_ref().filter(|_| !binding.claims.is_empty()) {
             metrics.device_allocation_duration.observe(claims_started.elapsed().as_secs_f64());
+        }
+        if !binding.volumes.is_empty() {
+            let fenced = || self.fenced();
+            let bound = volumes::bind(&self.client, self.retry, &fenced, &binding.volumes, self.volume_timeout).await;
+            if let Err(why) = bound {
+                volumes::undo(&self.client, self.retry, &fenced, &binding.volumes).await;
+                for done in written.iter().rev() {
+                    claims::undo(&self.client, self.retry, done, &Default::default()).await;
+                }
+                let pod = binding.volumes[0].pod.clone();
+                return BindOutcome::RolledBack { evicted: Vec::new(), errors: vec![(pod, BindError::Volume(why))] };
+            }
         }
         let binds: Vec<_> = binding
             .pods
@@ -380,6 +410,7 @@ mod tests {
             pods: vec![(pod.clone(), "n1".into())],
             uids: Default::default(),
             claims: Vec::new(),
+            volumes: Vec::new(),
             opportunistic: None,
         };
         let BindOutcome::RolledBack { evicted, errors } = binder.bind_gang(&binding).await else {
@@ -438,6 +469,7 @@ mod tests {
             pods: (0..8).map(|i| (PodKey { namespace: "ml".into(), name: format!("g{g}-{i}") }, "n1".into())).collect(),
             uids: Default::default(),
             claims: Vec::new(),
+            volumes: Vec::new(),
             opportunistic: None,
         };
         let outcomes = futures::future::join_all((0..5).map(|g| binder.clone().bind(gang(g)))).await;

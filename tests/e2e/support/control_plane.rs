@@ -32,10 +32,18 @@ pub const FEATURE_GATES: &[&str] = &[
 /// API versions beyond the default ones: the scheduling PodGroup.
 pub const RUNTIME_CONFIG: &[&str] = &["scheduling.k8s.io/v1beta1=true"];
 
-/// Controllers kube-controller-manager runs for tests: claims from templates, Jobs, and the
-/// garbage collector. Node lifecycle is left out on purpose: it would taint the fake nodes,
-/// which have no kubelet sending heartbeats.
-pub const CONTROLLERS: &[&str] = &["resourceclaim-controller", "job-controller", "garbage-collector-controller"];
+/// Controllers kube-controller-manager runs for tests: claims from templates, Jobs,
+/// StatefulSets, volume claims from pods' ephemeral volumes, the binding of volumes to
+/// claims, and the garbage collector. Node lifecycle is left out on purpose: it would taint
+/// the fake nodes, which have no kubelet sending heartbeats.
+pub const CONTROLLERS: &[&str] = &[
+    "resourceclaim-controller",
+    "job-controller",
+    "statefulset-controller",
+    "ephemeral-volume-controller",
+    "persistentvolume-binder-controller",
+    "garbage-collector-controller",
+];
 
 pub struct ControlPlane {
     pub dir: PathBuf,

@@ -5,7 +5,8 @@
 //!                               │ one per run of the e2e binary, stopped when it exits
 //!  TestCluster ◄────────────────┘ one per test: namespace, scheduler name, node label
 //!      ├── builders: Nodes, DeviceClasses, ResourceSlices, Pods
-//!      └── KubeletEmulator: bound pods → Running/Ready; fail or complete on request
+//!      ├── KubeletEmulator: bound pods → Running/Ready; fail or complete on request
+//!      └── Provisioner: volumes for claims given a node, or the node taken back
 //! ```
 
 pub mod builders;
@@ -16,6 +17,7 @@ pub mod kubelet;
 pub mod muster;
 pub mod pki;
 pub mod process;
+pub mod provisioner;
 pub mod proxy;
 pub mod wait;
 

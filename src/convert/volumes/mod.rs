@@ -2,16 +2,22 @@
 //! read them once the claims are bound: every PersistentVolume the pod's claims are bound to
 //! must be reachable from the node (its required node affinity) and lie in the node's zone
 //! (its zone and region labels). A claim that is missing, being deleted or not bound yet
-//! makes the pod wait, in kube-scheduler's words; choosing a node for a
-//! WaitForFirstConsumer claim is not honoured yet (docs/scheduling.md).
+//! makes the pod wait, in kube-scheduler's words, unless its class waits for the claim's
+//! first consumer: then the node must let it have a volume ([`delayed`]), and the claim is
+//! given the node in the gang's transaction.
 
 use std::collections::HashMap;
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::{CSIDriver, CSIStorageCapacity, StorageClass};
 use thiserror::Error;
 
-use super::core::{describe, requirement};
-use crate::engine::model::LabelRequirement;
+use super::view::ClusterView;
+use crate::engine::model::{DelayedClaim, LabelRequirement};
+
+mod delayed;
+
+pub use delayed::{SELECTED_NODE, class_of, waits_for_consumer};
 
 /// The annotation the volume controller sets once it has bound a claim to its volume.
 const BIND_COMPLETED: &str = "pv.kubernetes.io/bind-completed";
@@ -41,10 +47,6 @@ pub enum VolumeError {
     #[error("pod has unbound immediate PersistentVolumeClaims")]
     Unbound,
     #[error(
-        "persistentvolumeclaim \"{0}\" is not bound: choosing a node for a WaitForFirstConsumer claim is not honoured by Muster yet (docs/scheduling.md); the pod waits until the claim is bound"
-    )]
-    NotBoundYet(String),
-    #[error(
         "persistentvolumeclaim \"{0}\" has access mode ReadWriteOncePod, which is not honoured by Muster yet (docs/scheduling.md); the pod waits rather than share it"
     )]
     ReadWriteOncePod(String),
@@ -59,7 +61,7 @@ pub enum VolumeError {
 impl VolumeError {
     /// Whether the claim asks what Muster does not honour yet.
     pub fn unsupported(&self) -> bool {
-        matches!(self, VolumeError::NotBoundYet(_) | VolumeError::ReadWriteOncePod(_))
+        matches!(self, VolumeError::ReadWriteOncePod(_))
     }
 }
 
@@ -67,6 +69,9 @@ impl VolumeError {
 pub struct VolumeIndex<'a> {
     claims: HashMap<(&'a str, &'a str), &'a PersistentVolumeClaim>,
     volumes: HashMap<&'a str, &'a PersistentVolume>,
+    classes: HashMap<&'a str, &'a StorageClass>,
+    drivers: HashMap<&'a str, &'a CSIDriver>,
+    capacities: Vec<&'a CSIStorageCapacity>,
 }
 
 /// Where the volumes a pod's claims are bound to let it run: the node terms of each volume
@@ -75,6 +80,14 @@ pub struct VolumeIndex<'a> {
 pub struct VolumePlaces {
     pub terms: Vec<Vec<Vec<LabelRequirement>>>,
     pub zones: Vec<(String, Vec<String>)>,
+    /// Its claims that wait for their first consumer.
+    pub delayed: Vec<DelayedClaim>,
+}
+
+/// Where a claim stands: bound to a volume, or waiting for its pod's node.
+enum Standing<'a> {
+    Bound(&'a PersistentVolume),
+    Delayed(DelayedClaim),
 }
 
 /// Whether `pod` has a volume backed by a claim (only such pods are looked up).
@@ -84,13 +97,16 @@ pub fn uses_claims(pod: &Pod) -> bool {
 }
 
 impl<'a> VolumeIndex<'a> {
-    pub fn new(claims: &[&'a PersistentVolumeClaim], volumes: &[&'a PersistentVolume]) -> VolumeIndex<'a> {
+    pub fn new(view: &ClusterView<'a>) -> VolumeIndex<'a> {
         let key = |c: &&'a PersistentVolumeClaim| {
             (c.metadata.namespace.as_deref().unwrap_or_default(), c.metadata.name.as_deref().unwrap_or_default())
         };
         VolumeIndex {
-            claims: claims.iter().map(|c| (key(c), *c)).collect(),
-            volumes: volumes.iter().filter_map(|v| Some((v.metadata.name.as_deref()?, *v))).collect(),
+            claims: view.persistent_volume_claims.iter().map(|c| (key(c), *c)).collect(),
+            volumes: view.persistent_volumes.iter().filter_map(|v| Some((v.metadata.name.as_deref()?, *v))).collect(),
+            classes: view.storage_classes.iter().filter_map(|c| Some((c.metadata.name.as_deref()?, *c))).collect(),
+            drivers: view.csi_drivers.iter().filter_map(|d| Some((d.metadata.name.as_deref()?, *d))).collect(),
+            capacities: view.csi_storage_capacities.clone(),
         }
     }
 
@@ -107,17 +123,17 @@ impl<'a> VolumeIndex<'a> {
                 (None, None) => continue,
             };
             let claim = self.claim(namespace, &claim_name, ephemeral, pod)?;
-            let Some(bound) = self.bound_volume(claim, &claim_name)? else { continue };
-            if let Some(required) = bound.spec.as_ref().and_then(|s| s.node_affinity.as_ref()?.required.as_ref()) {
-                let object = describe("PersistentVolume", &bound.metadata);
-                let mut terms = Vec::new();
-                for term in &required.node_selector_terms {
-                    let expressions = term.match_expressions.iter().flatten();
-                    let fields = term.match_fields.iter().flatten();
-                    let requirements = expressions.chain(fields).map(|r| requirement(&object, r));
-                    terms.push(requirements.collect::<Result<Vec<_>, _>>().map_err(VolumeError::Affinity)?);
+            let bound = match self.standing(claim, &claim_name)? {
+                Standing::Bound(volume) => volume,
+                Standing::Delayed(delayed) => {
+                    if !places.delayed.contains(&delayed) {
+                        places.delayed.push(delayed);
+                    }
+                    continue;
                 }
-                places.terms.push(terms);
+            };
+            if bound.spec.as_ref().and_then(|s| s.node_affinity.as_ref()?.required.as_ref()).is_some() {
+                places.terms.push(delayed::volume_terms(bound)?);
             }
             // VolumeZone reads claims named in the spec, not ephemeral ones.
             if !ephemeral {
@@ -162,14 +178,11 @@ impl<'a> VolumeIndex<'a> {
         Ok(claim)
     }
 
-    /// The volume `claim` is bound to. A claim not bound yet keeps the pod waiting: one that
-    /// names its volume already, or asks for no class, as kube-scheduler's "immediate"
-    /// claims do; any other, as a claim Muster would have to choose a node for.
-    fn bound_volume(
-        &self,
-        claim: &PersistentVolumeClaim,
-        name: &str,
-    ) -> Result<Option<&'a PersistentVolume>, VolumeError> {
+    /// The volume `claim` is bound to, or what the node must allow for a claim whose class
+    /// waits for its first consumer. Any other claim not bound yet keeps the pod waiting,
+    /// as kube-scheduler's "immediate" claims do: one that names its volume already, or
+    /// whose class is missing or binds at once.
+    fn standing(&self, claim: &'a PersistentVolumeClaim, name: &str) -> Result<Standing<'a>, VolumeError> {
         let volume_name = claim.spec.as_ref().and_then(|s| s.volume_name.as_deref()).filter(|v| !v.is_empty());
         let completed = claim.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(BIND_COMPLETED));
         let phase = claim.status.as_ref().and_then(|s| s.phase.as_deref());
@@ -177,14 +190,16 @@ impl<'a> VolumeIndex<'a> {
             (Some(volume), _) if phase == Some("Lost") => {
                 Err(VolumeError::Lost { claim: name.into(), volume: volume.into() })
             }
-            (Some(volume), true) => self.volumes.get(volume).copied().map(Some).ok_or(VolumeError::VolumeMissing),
+            (Some(volume), true) => {
+                self.volumes.get(volume).copied().map(Standing::Bound).ok_or(VolumeError::VolumeMissing)
+            }
             (Some(_), false) => Err(VolumeError::Unbound),
             (None, _) => {
-                let class = claim.spec.as_ref().and_then(|s| s.storage_class_name.as_deref());
-                if class.is_some_and(|c| !c.is_empty()) {
-                    Err(VolumeError::NotBoundYet(name.into()))
-                } else {
-                    Err(VolumeError::Unbound)
+                let class =
+                    class_of(&claim.metadata, claim.spec.as_ref().and_then(|s| s.storage_class_name.as_deref()));
+                match self.classes.get(class.as_str()) {
+                    Some(class) if waits_for_consumer(class) => Ok(Standing::Delayed(self.delayed(claim, class)?)),
+                    _ => Err(VolumeError::Unbound),
                 }
             }
         }
