@@ -1,9 +1,10 @@
 //! Claims that wait for their first consumer (`WaitForFirstConsumer`), as kube-scheduler's
 //! VolumeBinding reads them: where a node may take the pod (a free volume it reaches, or a
 //! volume the class can provision there with room for it), and, once the node is chosen,
-//! how the claim gets its volume there.
+//! how the claim gets its volume there ([`plan`]).
 
 use super::node::{LabelRequirement, Node};
+use super::pods::PodKey;
 
 /// Node terms: a node matches one of them, every requirement of it.
 pub type NodeTerms = Vec<Vec<LabelRequirement>>;
@@ -52,4 +53,66 @@ impl DelayedClaim {
         let can = |terms: &Option<NodeTerms>| terms.as_ref().is_some_and(|t| reaches(node, t));
         (can(&self.provision) && (self.room.is_none() || can(&self.room))).then_some(VolumeChoice::Provision)
     }
+}
+
+/// One delayed claim given a node: how it gets its volume there, or why it cannot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VolumeWrite {
+    /// The pod whose node the claim was given.
+    pub pod: PodKey,
+    pub namespace: String,
+    pub claim: String,
+    pub node: String,
+    pub choice: Result<VolumeChoice, String>,
+}
+
+impl VolumeWrite {
+    pub fn object(&self) -> String {
+        format!("PersistentVolumeClaim {}/{}", self.namespace, self.claim)
+    }
+}
+
+/// The volume writes of a placed gang: each delayed claim of each pod, given the pod's node,
+/// a free volume not already `taken` (by another claim of the gang, or of a gang placed
+/// before it in the same cycle: the engine counts no volumes, so two gangs may have counted
+/// on the same one), or provisioning. A claim two pods on different nodes share cannot
+/// follow both: the second says so. A plan with a claim that cannot be served fails its
+/// gang's binding before anything is written, and the next cycle sees the volume taken.
+pub fn plan<'a>(
+    placed: impl IntoIterator<Item = (&'a PodKey, &'a [DelayedClaim], &'a Node)>,
+    taken: &mut Vec<String>,
+) -> Vec<VolumeWrite> {
+    let mut writes: Vec<VolumeWrite> = Vec::new();
+    for (pod, claims, node) in placed {
+        for claim in claims {
+            let same = |w: &&VolumeWrite| w.namespace == claim.namespace && w.claim == claim.name;
+            if let Some(first) = writes.iter().find(same) {
+                if first.node != node.name {
+                    let why = format!(
+                        "PersistentVolumeClaim {}/{} is used by pods placed on {} and {}; it can have a volume on one node only",
+                        claim.namespace, claim.name, first.node, node.name
+                    );
+                    writes.push(VolumeWrite { choice: Err(why), ..first.clone() });
+                }
+                continue;
+            }
+            let choice = claim.choose(node, taken).ok_or_else(|| {
+                format!(
+                    "PersistentVolumeClaim {}/{} can have no volume on node {}: node(s) didn't find available persistent volumes to bind",
+                    claim.namespace, claim.name, node.name
+                )
+            });
+            if let Ok(VolumeChoice::Bind(volume)) = &choice {
+                taken.push(volume.clone());
+            }
+            writes.push(VolumeWrite {
+                pod: pod.clone(),
+                namespace: claim.namespace.clone(),
+                claim: claim.name.clone(),
+                node: node.name.clone(),
+                choice,
+            });
+        }
+    }
+    writes
 }

@@ -14,3 +14,4 @@ pub mod run;
 pub mod scenarios;
 pub mod table;
 pub mod tracker;
+pub mod volumes;

@@ -92,6 +92,10 @@ pub struct SimReport {
     /// Pods evicted by reclaim or preemption, one entry per pod, in order.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub evictions: Vec<EvictionResult>,
+    /// The claims the pods use through their volumes: the node each was given, the
+    /// volume it is bound to.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub claims: Vec<super::volumes::ClaimResult>,
     /// What a person should know about how the input was read (a quota key on devices
     /// whose DeviceClass does not exist).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -222,9 +226,10 @@ impl Driver for YamlRun<'_> {
 
     fn decided(&mut self, outcome: CycleOutcome, _: &mut CycleMemory) {
         let assembled = self.assembled.take().expect("a cycle decides on the snapshot its source gave");
+        let (outcome, rolled_back) = super::volumes::bind_delayed_claims(self.objects, &assembled.snapshot, outcome);
         let placed = apply(self.objects, &assembled.snapshot, &outcome);
         self.evictions.extend(evict(self.objects, &outcome.evictions, self.cycle, self.now));
-        self.done = placed == 0 && outcome.evictions.is_empty();
+        self.done = placed == 0 && rolled_back == 0 && outcome.evictions.is_empty();
         self.last = outcome;
     }
 }
@@ -412,5 +417,9 @@ fn report(objects: &ClusterObjects, config: &Config, last: &CycleOutcome, now: i
         })
         .collect();
     let notes = state.devices.problems.iter().map(|p| format!("quota key on devices: {p}; it counts none")).collect();
-    SimReport { pods, gangs, queues, evictions: Vec::new(), notes }
+    let claims = super::volumes::claim_results(
+        objects,
+        pods.iter().map(|p| (p.namespace.as_str(), p.name.as_str(), p.node.as_deref())),
+    );
+    SimReport { pods, gangs, queues, evictions: Vec::new(), claims, notes }
 }

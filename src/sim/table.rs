@@ -30,6 +30,15 @@ pub fn report_table(report: &SimReport) -> String {
             );
         }
     }
+    if !report.claims.is_empty() {
+        let width = report.claims.iter().map(|c| c.namespace.len() + c.name.len() + 1).max().unwrap_or(5).max(5);
+        let _ = writeln!(out, "\n{:<width$}  {:<20}  VOLUME", "CLAIM", "NODE");
+        for c in &report.claims {
+            let name = format!("{}/{}", c.namespace, c.name);
+            let node = c.node.as_deref().unwrap_or("<pending>");
+            let _ = writeln!(out, "{name:<width$}  {node:<20}  {}", c.volume.as_deref().unwrap_or("<unbound>"));
+        }
+    }
     if !report.evictions.is_empty() {
         let _ = writeln!(out, "\n{:<5}  {:<40}  {:<10}  {:<30}  FOR", "CYCLE", "EVICTED POD", "REASON", "GANG");
         for e in &report.evictions {

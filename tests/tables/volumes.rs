@@ -1,6 +1,8 @@
-//! Volumes backed by claims, as kube-scheduler's VolumeBinding and VolumeZone read them once
-//! the claims are bound: a pod goes where its bound volumes can be reached, and a claim that
-//! is missing or not bound yet makes it wait, saying so.
+//! Volumes backed by claims, as kube-scheduler's VolumeBinding and VolumeZone read them: a
+//! pod goes where its bound volumes can be reached; a claim whose class waits for its first
+//! consumer is given its pod's node (a free volume there, or one provisioned where the class
+//! allows), and the report says which; a claim that is missing or that must be bound first
+//! makes the pod wait, saying so.
 
 use super::between_pods::{NODES, pod, pod_report, simulate};
 
@@ -65,7 +67,7 @@ fn a_pod_whose_volume_is_pinned_to_a_full_node_waits_in_kube_schedulers_words() 
 }
 
 #[test]
-fn a_claim_missing_or_not_bound_yet_makes_its_pod_wait_saying_so() {
+fn a_claim_missing_or_bound_at_once_but_not_yet_makes_its_pod_wait_saying_so() {
     let unbound = "---
 apiVersion: v1
 kind: PersistentVolumeClaim
@@ -82,12 +84,87 @@ spec: {accessModes: [ReadWriteOnce], storageClassName: standard-wffc, resources:
     let report = simulate("unbound", &yaml);
     let reason = |name: &str| pod_report(&report, name)["reason"].as_str().unwrap_or_default().to_string();
     assert_eq!(reason("missing"), "Pod default/missing: persistentvolumeclaim \"absent\" not found");
-    assert!(
-        reason("waiting").starts_with("Pod default/waiting: persistentvolumeclaim \"fresh\" is not bound: choosing a node for a WaitForFirstConsumer claim is not honoured by Muster yet"),
-        "{}",
-        reason("waiting")
-    );
+    // Its class does not exist: kube-scheduler treats it as bound at once, by the volume
+    // controller, and waits for that.
+    assert_eq!(reason("waiting"), "Pod default/waiting: pod has unbound immediate PersistentVolumeClaims");
     for name in ["missing", "waiting"] {
         assert!(pod_report(&report, name)["node"].is_null());
     }
+}
+
+/// A StorageClass `name` that waits for the first consumer, with `extra` (unindented).
+fn delayed_class(name: &str, provisioner: &str, extra: &str) -> String {
+    format!(
+        "---\napiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {{name: {name}}}\nprovisioner: {provisioner}\nvolumeBindingMode: WaitForFirstConsumer\n{extra}"
+    )
+}
+
+fn claim(name: &str, class: &str, size: &str) -> String {
+    format!(
+        "---\napiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: {name}, namespace: default}}\nspec: {{accessModes: [ReadWriteOnce], storageClassName: {class}, resources: {{requests: {{storage: {size}}}}}}}\n"
+    )
+}
+
+/// A free local volume of `class` on `node`, of `size`.
+fn local_volume(name: &str, class: &str, node: &str, size: &str) -> String {
+    format!(
+        "---\napiVersion: v1\nkind: PersistentVolume\nmetadata: {{name: {name}}}\nspec:\n  capacity: {{storage: {size}}}\n  accessModes: [ReadWriteOnce]\n  storageClassName: {class}\n  local: {{path: /mnt/{name}}}\n  nodeAffinity: {{required: {{nodeSelectorTerms: [{{matchExpressions: [{{key: kubernetes.io/hostname, operator: In, values: [{node}]}}]}}]}}}}\nstatus: {{phase: Available}}\n"
+    )
+}
+
+fn claim_report<'r>(report: &'r serde_json::Value, name: &str) -> &'r serde_json::Value {
+    report["claims"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("{name} in {report}"))
+}
+
+#[test]
+fn a_delayed_claim_is_given_its_pods_node_where_its_class_can_provision() {
+    let zone_b = "allowedTopologies: [{matchLabelExpressions: [{key: topology.kubernetes.io/zone, values: [b]}]}]\n";
+    let yaml = [
+        NODES.to_string(),
+        delayed_class("zonal-b", "disk.example.com", zone_b),
+        delayed_class("anywhere", "disk.example.com", ""),
+        claim("in-b", "zonal-b", "10Gi"),
+        claim("free", "anywhere", "10Gi"),
+        pod("uses-b", &mounting("in-b")),
+        pod("uses-free", &mounting("free")),
+    ]
+    .concat();
+    let report = simulate("delayed", &yaml);
+    assert_eq!(pod_report(&report, "uses-b")["node"], "n2", "the class provisions in zone b only");
+    let given = claim_report(&report, "in-b");
+    assert_eq!((given["node"].as_str(), given["volume"].as_str()), (Some("n2"), Some("pvc-default-in-b")));
+    let node = pod_report(&report, "uses-free")["node"].clone();
+    assert!(node.is_string());
+    assert_eq!(claim_report(&report, "free")["node"], node, "a claim is given its pod's node");
+}
+
+#[test]
+fn delayed_claims_take_free_local_volumes_one_each_and_wait_in_kube_schedulers_words_without_one() {
+    let yaml = [
+        NODES.to_string(),
+        delayed_class("local", "kubernetes.io/no-provisioner", ""),
+        local_volume("small-n1", "local", "n1", "5Gi"),
+        local_volume("big-n1", "local", "n1", "50Gi"),
+        claim("a", "local", "10Gi"),
+        claim("b", "local", "10Gi"),
+        pod("first", &mounting("a")),
+        pod("second", &mounting("b")),
+    ]
+    .concat();
+    let report = simulate("local", &yaml);
+    let nodes: Vec<&serde_json::Value> = ["first", "second"].iter().map(|p| &pod_report(&report, p)["node"]).collect();
+    // Only n1 has a volume large enough, and only one: one pod gets it, the other waits.
+    let placed: Vec<&&serde_json::Value> = nodes.iter().filter(|n| n.is_string()).collect();
+    assert_eq!(placed.len(), 1, "{report}");
+    assert_eq!(placed[0].as_str(), Some("n1"));
+    let waiting = if nodes[0].is_null() { "first" } else { "second" };
+    let reason = pod_report(&report, waiting)["reason"].as_str().unwrap_or_default().to_string();
+    assert!(reason.contains("node(s) didn't find available persistent volumes to bind"), "{reason}");
+    let bound: Vec<&str> = ["a", "b"].iter().filter_map(|c| claim_report(&report, c)["volume"].as_str()).collect();
+    assert_eq!(bound, ["big-n1"], "the smallest free volume that fits, taken once");
 }

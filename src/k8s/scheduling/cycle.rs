@@ -287,6 +287,8 @@ fn bindings(
     gang_index: &HashMap<&GangKey, &Gang>,
 ) -> Vec<Binding> {
     let mut bindings = Vec::with_capacity(outcome.placements.len());
+    // Free volumes promised to delayed claims of the gangs bound before.
+    let mut taken = Vec::new();
     for placement in &outcome.placements {
         let gang = gang_index[&placement.gang];
         let pods: Vec<(PodKey, String)> = placement
@@ -307,10 +309,13 @@ fn bindings(
         );
         let pending: HashMap<&PodKey, &[DelayedClaim]> =
             gang.pods.iter().map(|p| (&p.key, p.constraints.delayed.as_slice())).collect();
-        let volumes = volumes::plan(placement.pods.iter().filter_map(|(pod, node)| {
-            let delayed = pending.get(pod).filter(|d| !d.is_empty())?;
-            Some((pod, *delayed, &assembled.snapshot.nodes[*node as usize]))
-        }));
+        let volumes = volumes::plan(
+            placement.pods.iter().filter_map(|(pod, node)| {
+                let delayed = pending.get(pod).filter(|d| !d.is_empty())?;
+                Some((pod, *delayed, &assembled.snapshot.nodes[*node as usize]))
+            }),
+            &mut taken,
+        );
         bindings.push((
             GangBinding {
                 gang: placement.gang.clone(),

@@ -14,9 +14,8 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use crate::convert::volumes::SELECTED_NODE;
-use crate::engine::model::{DelayedClaim, PodKey};
-use crate::engine::node::Node;
 use crate::engine::volumes::VolumeChoice;
+pub use crate::engine::volumes::{VolumeWrite, plan};
 use crate::k8s::client::request::{self, Operation, RequestError, Retry};
 
 /// The annotation the volume controller sets once it has bound a claim to its volume.
@@ -28,63 +27,6 @@ const BOUND_BY_CONTROLLER: &str = "pv.kubernetes.io/bound-by-controller";
 /// How often the claims are read while the binder waits for them.
 const POLL: Duration = Duration::from_secs(1);
 
-/// One delayed claim given a node: how it gets its volume there, or why it cannot.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct VolumeWrite {
-    /// The pod whose node the claim was given.
-    pub pod: PodKey,
-    pub namespace: String,
-    pub claim: String,
-    pub node: String,
-    pub choice: Result<VolumeChoice, String>,
-}
-
-impl VolumeWrite {
-    fn object(&self) -> String {
-        format!("PersistentVolumeClaim {}/{}", self.namespace, self.claim)
-    }
-}
-
-/// The volume writes of a placed gang: each delayed claim of each pod, given the pod's node,
-/// a free volume not already chosen for another claim of the gang, or provisioning. A claim
-/// two pods on different nodes share cannot follow both: the second says so.
-pub fn plan<'a>(placed: impl IntoIterator<Item = (&'a PodKey, &'a [DelayedClaim], &'a Node)>) -> Vec<VolumeWrite> {
-    let mut writes: Vec<VolumeWrite> = Vec::new();
-    let mut taken: Vec<String> = Vec::new();
-    for (pod, claims, node) in placed {
-        for claim in claims {
-            let same = |w: &&VolumeWrite| w.namespace == claim.namespace && w.claim == claim.name;
-            if let Some(first) = writes.iter().find(same) {
-                if first.node != node.name {
-                    let why = format!(
-                        "PersistentVolumeClaim {}/{} is used by pods placed on {} and {}; it can have a volume on one node only",
-                        claim.namespace, claim.name, first.node, node.name
-                    );
-                    writes.push(VolumeWrite { choice: Err(why), ..first.clone() });
-                }
-                continue;
-            }
-            let choice = claim.choose(node, &taken).ok_or_else(|| {
-                format!(
-                    "PersistentVolumeClaim {}/{} can have no volume on node {}: node(s) didn't find available persistent volumes to bind",
-                    claim.namespace, claim.name, node.name
-                )
-            });
-            if let Ok(VolumeChoice::Bind(volume)) = &choice {
-                taken.push(volume.clone());
-            }
-            writes.push(VolumeWrite {
-                pod: pod.clone(),
-                namespace: claim.namespace.clone(),
-                claim: claim.name.clone(),
-                node: node.name.clone(),
-                choice,
-            });
-        }
-    }
-    writes
-}
-
 /// Sends the writes and waits, up to `timeout`, until every claim is bound. `fenced` is
 /// asked before each request is sent.
 pub async fn bind(
@@ -94,9 +36,12 @@ pub async fn bind(
     writes: &[VolumeWrite],
     timeout: Duration,
 ) -> Result<(), String> {
+    if let Some(Err(why)) = writes.iter().map(|w| &w.choice).find(|c| c.is_err()) {
+        return Err(why.clone());
+    }
     for write in writes {
         fenced().map_err(|e| e.to_string())?;
-        let choice = write.choice.as_ref().map_err(String::clone)?;
+        let Ok(choice) = &write.choice else { continue };
         let sent = match choice {
             VolumeChoice::Provision => {
                 select_node(client, retry, write, Some(&write.node)).await.map_err(|e| e.to_string())
