@@ -205,3 +205,6 @@ impl<'a> VolumeIndex<'a> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

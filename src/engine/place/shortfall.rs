@@ -89,8 +89,11 @@ impl Workspace<'_> {
             let tables = self.shapes[*shape_id].tables.take();
             let shape = &mut self.shapes[*shape_id];
             if !matches!(scope, Scope::Domain { .. }) {
+                // Pods of different shapes may be turned away by the same nodes for the same
+                // reason: a node counts once per reason, as in kube-scheduler's message.
                 for (rejection, count) in &shape.static_rejections.counts {
-                    *nodes.counts.entry(rejection.clone()).or_default() += count;
+                    let counted = nodes.counts.entry(rejection.clone()).or_default();
+                    *counted = (*counted).max(*count);
                 }
             }
             for &node in shape.candidates.iter() {

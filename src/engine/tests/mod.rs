@@ -5,3 +5,4 @@ mod admission;
 mod between_pods;
 mod preempt;
 mod preemption_policy;
+mod volumes;
