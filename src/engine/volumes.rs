@@ -63,7 +63,20 @@ pub struct VolumeWrite {
     pub namespace: String,
     pub claim: String,
     pub node: String,
-    pub choice: Result<VolumeChoice, String>,
+    pub choice: Result<VolumeChoice, VolumeConflict>,
+}
+
+/// Why a delayed claim cannot have its volume where its pod was placed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum VolumeConflict {
+    #[error(
+        "PersistentVolumeClaim {namespace}/{claim} is used by pods placed on {first} and {second}; it can have a volume on one node only"
+    )]
+    Shared { namespace: String, claim: String, first: String, second: String },
+    #[error(
+        "PersistentVolumeClaim {namespace}/{claim} can have no volume on node {node}: node(s) didn't find available persistent volumes to bind"
+    )]
+    NoVolume { namespace: String, claim: String, node: String },
 }
 
 impl VolumeWrite {
@@ -88,19 +101,20 @@ pub fn plan<'a>(
             let same = |w: &&VolumeWrite| w.namespace == claim.namespace && w.claim == claim.name;
             if let Some(first) = writes.iter().find(same) {
                 if first.node != node.name {
-                    let why = format!(
-                        "PersistentVolumeClaim {}/{} is used by pods placed on {} and {}; it can have a volume on one node only",
-                        claim.namespace, claim.name, first.node, node.name
-                    );
+                    let why = VolumeConflict::Shared {
+                        namespace: claim.namespace.clone(),
+                        claim: claim.name.clone(),
+                        first: first.node.clone(),
+                        second: node.name.clone(),
+                    };
                     writes.push(VolumeWrite { choice: Err(why), ..first.clone() });
                 }
                 continue;
             }
-            let choice = claim.choose(node, taken).ok_or_else(|| {
-                format!(
-                    "PersistentVolumeClaim {}/{} can have no volume on node {}: node(s) didn't find available persistent volumes to bind",
-                    claim.namespace, claim.name, node.name
-                )
+            let choice = claim.choose(node, taken).ok_or_else(|| VolumeConflict::NoVolume {
+                namespace: claim.namespace.clone(),
+                claim: claim.name.clone(),
+                node: node.name.clone(),
             });
             if let Ok(VolumeChoice::Bind(volume)) = &choice {
                 taken.push(volume.clone());

@@ -77,7 +77,10 @@ fn a_gang_without_a_volume_for_every_pod_waits_whole_saying_why() {
     let bound: Vec<&VolumeChoice> = writes.iter().filter_map(|w| w.choice.as_ref().ok()).collect();
     assert!(bound.len() <= 2, "each volume given once: {writes:?}");
     assert!(
-        writes.iter().any(|w| w.choice.as_ref().is_err_and(|e| e.contains("didn't find available persistent volumes")))
+        writes.iter().any(|w| w
+            .choice
+            .as_ref()
+            .is_err_and(|e| e.to_string().contains("didn't find available persistent volumes")))
     );
     // Nowhere to provision and no volume: the gang waits, in kube-scheduler's words.
     let snapshot = gang(cluster(), 2, |i| claim(format!("data-{i}")));
@@ -105,7 +108,10 @@ fn a_claim_shared_by_pods_on_two_nodes_cannot_follow_both() {
     ];
     let writes = plan(placed, &mut Vec::new());
     assert_eq!(writes[0].choice, Ok(VolumeChoice::Provision));
-    assert!(writes[1].choice.as_ref().is_err_and(|e| e.contains("used by pods placed on n1 and n3")), "{writes:?}");
+    assert!(
+        writes[1].choice.as_ref().is_err_and(|e| e.to_string().contains("used by pods placed on n1 and n3")),
+        "{writes:?}"
+    );
     // On one node, it is given once.
     let placed = [
         (&pods[0].key, pods[0].constraints.delayed.as_slice(), &snapshot.nodes[0]),

@@ -37,7 +37,7 @@ pub async fn bind(
     timeout: Duration,
 ) -> Result<(), String> {
     if let Some(Err(why)) = writes.iter().map(|w| &w.choice).find(|c| c.is_err()) {
-        return Err(why.clone());
+        return Err(why.to_string());
     }
     for write in writes {
         fenced().map_err(|e| e.to_string())?;
