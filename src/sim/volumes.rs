@@ -160,12 +160,7 @@ pub fn claim_results<'a>(
     let mut results = Vec::new();
     for (namespace, name, node) in pods {
         let Some(pod) = specs.get(&(namespace.to_string(), name.to_string())) else { continue };
-        for volume in pod.spec.as_ref().and_then(|s| s.volumes.as_ref()).into_iter().flatten() {
-            let claim = match (&volume.persistent_volume_claim, &volume.ephemeral) {
-                (Some(source), _) => source.claim_name.clone(),
-                (None, Some(_)) => format!("{name}-{}", volume.name),
-                (None, None) => continue,
-            };
+        for claim in crate::convert::volumes::claim_names(pod) {
             let bound = by_key.get(&(namespace.to_string(), claim.clone()));
             let volume = bound.and_then(|c| c.spec.as_ref()?.volume_name.clone()).filter(|v| !v.is_empty());
             results.push(ClaimResult {

@@ -168,3 +168,45 @@ fn delayed_claims_take_free_local_volumes_one_each_and_wait_in_kube_schedulers_w
     let bound: Vec<&str> = ["a", "b"].iter().filter_map(|c| claim_report(&report, c)["volume"].as_str()).collect();
     assert_eq!(bound, ["big-n1"], "the smallest free volume that fits, taken once");
 }
+
+#[test]
+fn a_read_write_once_pod_claim_serves_one_pod_the_others_wait_in_kube_schedulers_words() {
+    let once = |name: &str| {
+        bound_claim(name, "", "").replace("accessModes: [ReadWriteOnce]", "accessModes: [ReadWriteOncePod]")
+    };
+    let holder = format!(
+        "---\napiVersion: v1\nkind: Pod\nmetadata: {{name: holder}}\nspec:\n  nodeName: n1\n  containers: [{{name: c, image: i}}]\n{}",
+        mounting("held")
+    );
+    let yaml = [
+        NODES.to_string(),
+        once("held"),
+        once("free"),
+        holder,
+        pod("wants-held", &mounting("held")),
+        pod("a-first", &mounting("free")),
+        pod("b-second", &mounting("free")),
+    ]
+    .concat();
+    let report = simulate("once", &yaml);
+    let reason = |name: &str| pod_report(&report, name)["reason"].as_str().unwrap_or_default().to_string();
+    assert!(pod_report(&report, "wants-held")["node"].is_null());
+    assert_eq!(
+        reason("wants-held"),
+        "Pod default/wants-held: node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode already in-use by another pod (persistentvolumeclaim \"held\", used by pod holder)"
+    );
+    // Two pods waiting for one such claim: the first (by creation, then name) has it.
+    assert!(pod_report(&report, "a-first")["node"].is_string(), "{report}");
+    assert!(pod_report(&report, "b-second")["node"].is_null());
+    assert!(reason("b-second").contains("used by pod a-first"), "{}", reason("b-second"));
+}
+
+#[test]
+fn an_inline_disk_whose_conflicts_are_not_checked_makes_its_pod_wait_naming_the_field() {
+    let disk = "  volumes: [{name: d, awsElasticBlockStore: {volumeID: vol-1}}]\n";
+    let report = simulate("inline", &[NODES.to_string(), pod("ebs", disk)].concat());
+    let pod = pod_report(&report, "ebs");
+    assert!(pod["node"].is_null());
+    let reason = pod["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("spec.volumes[].awsElasticBlockStore is not honoured by Muster yet"), "{reason}");
+}

@@ -230,6 +230,14 @@ impl Folding<'_, '_, '_> {
                 return;
             }
         };
+        if let Some(field) = volumes::inline_disk_field(pod) {
+            let why = format!(
+                "{}: {field} is not honoured by Muster yet (the same disk mounted by two pods of a node is not checked; docs/scheduling.md)",
+                describe("Pod", &pod.metadata)
+            );
+            part.rejected.push((pod_key, rejection(why, true)));
+            return;
+        }
         // Where its claims' volumes let it run, read afresh: claims bind apart from pods.
         if volumes::uses_claims(pod) {
             let index = ctx.volumes.get_or_init(|| VolumeIndex::new(ctx.view));
@@ -241,7 +249,7 @@ impl Folding<'_, '_, '_> {
                 }
                 Err(e) => {
                     let why = format!("{}: {e}", describe("Pod", &pod.metadata));
-                    part.rejected.push((pod_key.clone(), rejection(why, e.unsupported())));
+                    part.rejected.push((pod_key.clone(), rejection(why, false)));
                     return;
                 }
             }

@@ -16,8 +16,10 @@ use super::view::ClusterView;
 use crate::engine::model::{DelayedClaim, LabelRequirement};
 
 mod delayed;
+mod once;
 
 pub use delayed::{SELECTED_NODE, class_of, waits_for_consumer};
+pub use once::{claim_names, inline_disk_field};
 
 /// The annotation the volume controller sets once it has bound a claim to its volume.
 const BIND_COMPLETED: &str = "pv.kubernetes.io/bind-completed";
@@ -47,22 +49,15 @@ pub enum VolumeError {
     #[error("pod has unbound immediate PersistentVolumeClaims")]
     Unbound,
     #[error(
-        "persistentvolumeclaim \"{0}\" has access mode ReadWriteOncePod, which is not honoured by Muster yet (docs/scheduling.md); the pod waits rather than share it"
+        "node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode already in-use by another pod (persistentvolumeclaim \"{claim}\", used by pod {holder})"
     )]
-    ReadWriteOncePod(String),
+    ReadWriteOncePod { claim: String, holder: String },
     #[error("node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)")]
     VolumeMissing,
     /// The volume's node affinity does not read ("PersistentVolume pv-1: unknown node
     /// selector operator").
     #[error(transparent)]
     Affinity(super::core::Error),
-}
-
-impl VolumeError {
-    /// Whether the claim asks what Muster does not honour yet.
-    pub fn unsupported(&self) -> bool {
-        matches!(self, VolumeError::ReadWriteOncePod(_))
-    }
 }
 
 /// The claims and volumes of a cluster, by name, for the pods that use them.
@@ -72,6 +67,8 @@ pub struct VolumeIndex<'a> {
     classes: HashMap<&'a str, &'a StorageClass>,
     drivers: HashMap<&'a str, &'a CSIDriver>,
     capacities: Vec<&'a CSIStorageCapacity>,
+    /// Who has each ReadWriteOncePod claim first.
+    once: once::OncePods<'a>,
 }
 
 /// Where the volumes a pod's claims are bound to let it run: the node terms of each volume
@@ -101,8 +98,10 @@ impl<'a> VolumeIndex<'a> {
         let key = |c: &&'a PersistentVolumeClaim| {
             (c.metadata.namespace.as_deref().unwrap_or_default(), c.metadata.name.as_deref().unwrap_or_default())
         };
+        let claims = view.persistent_volume_claims.iter().map(|c| (key(c), *c)).collect();
         VolumeIndex {
-            claims: view.persistent_volume_claims.iter().map(|c| (key(c), *c)).collect(),
+            once: once::OncePods::new(&view.pods, &claims),
+            claims,
             volumes: view.persistent_volumes.iter().filter_map(|v| Some((v.metadata.name.as_deref()?, *v))).collect(),
             classes: view.storage_classes.iter().filter_map(|c| Some((c.metadata.name.as_deref()?, *c))).collect(),
             drivers: view.csi_drivers.iter().filter_map(|d| Some((d.metadata.name.as_deref()?, *d))).collect(),
@@ -171,9 +170,11 @@ impl<'a> VolumeIndex<'a> {
             let pod = pod.metadata.name.clone().unwrap_or_default();
             return Err(VolumeError::NotOwner { namespace: namespace.into(), claim: name.into(), pod });
         }
-        let modes = claim.spec.as_ref().and_then(|s| s.access_modes.as_ref());
-        if modes.is_some_and(|m| m.iter().any(|m| m == "ReadWriteOncePod")) {
-            return Err(VolumeError::ReadWriteOncePod(name.into()));
+        let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
+        if once::once(claim)
+            && let Some(holder) = self.once.holder(namespace, name, pod_name)
+        {
+            return Err(VolumeError::ReadWriteOncePod { claim: name.into(), holder: holder.into() });
         }
         Ok(claim)
     }
