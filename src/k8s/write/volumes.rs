@@ -177,3 +177,35 @@ async fn bound(client: &kube::Client, retry: Retry, write: &VolumeWrite) -> Resu
         _ => Ok(false),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::model::PodKey;
+    use crate::engine::volumes::VolumeConflict;
+
+    /// A client to an address where nothing listens: any request sent fails to connect.
+    fn nowhere() -> kube::Client {
+        kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap())).unwrap()
+    }
+
+    fn write(claim: &str, choice: Result<VolumeChoice, VolumeConflict>) -> VolumeWrite {
+        let pod = PodKey { namespace: "ml".into(), name: format!("{claim}-pod") };
+        VolumeWrite { pod, namespace: "ml".into(), claim: claim.into(), node: "n1".into(), choice }
+    }
+
+    #[tokio::test]
+    async fn nothing_is_sent_behind_a_closed_fence_or_for_a_gang_with_a_claim_it_cannot_serve() {
+        let retry = Retry::new(Duration::from_secs(1));
+        let fenced = || Err(RequestError::Fenced);
+        let writes = [write("a", Ok(VolumeChoice::Provision))];
+        let why = bind(&nowhere(), retry, &fenced, &writes, Duration::from_secs(1)).await.unwrap_err();
+        assert!(why.contains("not sent: this replica may no longer lead"), "{why}");
+        let open = || Ok(());
+        let conflict = VolumeConflict::NoVolume { namespace: "ml".into(), claim: "b".into(), node: "n1".into() };
+        let writes = [write("a", Ok(VolumeChoice::Provision)), write("b", Err(conflict))];
+        let why = bind(&nowhere(), retry, &open, &writes, Duration::from_secs(1)).await.unwrap_err();
+        // The conflict, not a failed connection: the first claim was not written either.
+        assert!(why.starts_with("PersistentVolumeClaim ml/b can have no volume on node n1"), "{why}");
+    }
+}
