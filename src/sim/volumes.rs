@@ -16,13 +16,10 @@ use serde_json::json;
 use super::controllers::key_of;
 use crate::convert::assemble::ClusterObjects;
 use crate::convert::objects::touch;
-use crate::convert::volumes::{SELECTED_NODE, class_of};
+use crate::convert::volumes::{BIND_COMPLETED, SELECTED_NODE, class_of};
 use crate::engine::CycleOutcome;
 use crate::engine::model::{DelayedClaim, PodKey, Snapshot};
 use crate::engine::volumes::{VolumeChoice, VolumeWrite, plan};
-
-/// The annotation the volume controller sets once it has bound a claim to its volume.
-const BIND_COMPLETED: &str = "pv.kubernetes.io/bind-completed";
 
 /// Gives the placed pods' delayed claims their nodes and binds them, as the binder would;
 /// a placement whose claims cannot all be served (a free volume another gang of the cycle

@@ -1,7 +1,7 @@
 //! A claim that waits for its first consumer, read as kube-scheduler's volume binder reads
 //! it: the free volumes it could be bound to (as the PV controller matches them: class,
 //! size, volume mode, attributes class, access modes, the claim's selector; a volume
-//! already promised to the claim wins), where its class can provision one (the class's
+//! already promised to the claim wins; only volumes of the claim's class are looked at), where its class can provision one (the class's
 //! allowed topologies), and, when the CSI driver publishes its capacities, where there is
 //! room for it. A claim already given a node keeps it.
 
@@ -88,7 +88,7 @@ impl VolumeIndex<'_> {
         let selector = crate::convert::pod_rules::selector(&object, selector).map_err(VolumeError::Affinity)?;
         let class_name = class.metadata.name.as_deref().unwrap_or_default();
         let mut found: Vec<(i64, &PersistentVolume)> = Vec::new();
-        for &volume in self.volumes.values() {
+        for &volume in self.by_class.get(class_name).into_iter().flatten() {
             let Some(vspec) = volume.spec.as_ref() else { continue };
             let size = storage(vspec.capacity.as_ref());
             let promised = vspec.claim_ref.as_ref().is_some_and(|r| {
@@ -111,11 +111,7 @@ impl VolumeIndex<'_> {
             let available = volume.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Available");
             let selected = selector.as_ref().is_none_or(|s| s.iter().all(|r| r.matches(&labels)));
             let has = vspec.access_modes.as_deref().unwrap_or_default();
-            if available
-                && selected
-                && class_of(&volume.metadata, vspec.storage_class_name.as_deref()) == class_name
-                && modes.iter().all(|m| has.contains(m))
-            {
+            if available && selected && modes.iter().all(|m| has.contains(m)) {
                 found.push((size, volume));
             }
         }

@@ -22,7 +22,7 @@ pub use delayed::{SELECTED_NODE, class_of, waits_for_consumer};
 pub use once::{claim_names, inline_disk_field};
 
 /// The annotation the volume controller sets once it has bound a claim to its volume.
-const BIND_COMPLETED: &str = "pv.kubernetes.io/bind-completed";
+pub const BIND_COMPLETED: &str = "pv.kubernetes.io/bind-completed";
 
 /// The labels on a volume VolumeZone reads, zones and regions, beta names first.
 const ZONE_LABELS: [&str; 4] = [
@@ -64,6 +64,8 @@ pub enum VolumeError {
 pub struct VolumeIndex<'a> {
     claims: HashMap<(&'a str, &'a str), &'a PersistentVolumeClaim>,
     volumes: HashMap<&'a str, &'a PersistentVolume>,
+    /// The volumes of each class, for the claims that wait for their first consumer.
+    by_class: HashMap<String, Vec<&'a PersistentVolume>>,
     classes: HashMap<&'a str, &'a StorageClass>,
     drivers: HashMap<&'a str, &'a CSIDriver>,
     capacities: Vec<&'a CSIStorageCapacity>,
@@ -99,10 +101,16 @@ impl<'a> VolumeIndex<'a> {
             (c.metadata.namespace.as_deref().unwrap_or_default(), c.metadata.name.as_deref().unwrap_or_default())
         };
         let claims = view.persistent_volume_claims.iter().map(|c| (key(c), *c)).collect();
+        let mut by_class: HashMap<String, Vec<&'a PersistentVolume>> = HashMap::new();
+        for &volume in &view.persistent_volumes {
+            let class = class_of(&volume.metadata, volume.spec.as_ref().and_then(|s| s.storage_class_name.as_deref()));
+            by_class.entry(class).or_default().push(volume);
+        }
         VolumeIndex {
             once: once::OncePods::new(&view.pods, &claims),
             claims,
             volumes: view.persistent_volumes.iter().filter_map(|v| Some((v.metadata.name.as_deref()?, *v))).collect(),
+            by_class,
             classes: view.storage_classes.iter().filter_map(|c| Some((c.metadata.name.as_deref()?, *c))).collect(),
             drivers: view.csi_drivers.iter().filter_map(|d| Some((d.metadata.name.as_deref()?, *d))).collect(),
             capacities: view.csi_storage_capacities.clone(),

@@ -62,6 +62,9 @@ impl<'a> OncePods<'a> {
         claims: &HashMap<(&'a str, &'a str), &'a PersistentVolumeClaim>,
     ) -> OncePods<'a> {
         let mut users = OncePods::default();
+        if !claims.values().any(|c| once(c)) {
+            return users;
+        }
         for &pod in pods {
             let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
             let name = pod.metadata.name.as_deref().unwrap_or_default();

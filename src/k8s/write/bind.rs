@@ -212,9 +212,7 @@ impl Binder {
             }
         }
         if let Some(failed) = failed {
-            for done in written.iter().rev() {
-                claims::undo(&self.client, self.retry, done, &Default::default()).await;
-            }
+            self.undo_claims(&written, &Default::default()).await;
             return BindOutcome::RolledBack { evicted: Vec::new(), errors: vec![failed] };
         }
         if let Some(metrics) = self.metrics.as_ref().filter(|_| !binding.claims.is_empty()) {
@@ -225,9 +223,7 @@ impl Binder {
             let bound = volumes::bind(&self.client, self.retry, &fenced, &binding.volumes, self.volume_timeout).await;
             if let Err(why) = bound {
                 volumes::undo(&self.client, self.retry, &fenced, &binding.volumes).await;
-                for done in written.iter().rev() {
-                    claims::undo(&self.client, self.retry, done, &Default::default()).await;
-                }
+                self.undo_claims(&written, &Default::default()).await;
                 let pod = binding.volumes[0].pod.clone();
                 return BindOutcome::RolledBack { evicted: Vec::new(), errors: vec![(pod, BindError::Volume(why))] };
             }
@@ -259,9 +255,7 @@ impl Binder {
         let keep: std::collections::HashSet<String> =
             bound.iter().filter_map(|p| binding.uids.get(p).cloned()).collect();
         if !errors.is_empty() {
-            for done in written.iter().rev() {
-                claims::undo(&self.client, self.retry, done, &keep).await;
-            }
+            self.undo_claims(&written, &keep).await;
         }
         if bound.len() >= binding.needed {
             return BindOutcome::Bound { bound, failed: errors };
@@ -279,6 +273,14 @@ impl Binder {
             }
         }
         BindOutcome::RolledBack { evicted, errors }
+    }
+
+    /// Undoes the claim writes, newest first, keeping the reservations of the pods whose
+    /// UIDs are in `keep`.
+    async fn undo_claims(&self, written: &[ClaimDone], keep: &std::collections::HashSet<String>) {
+        for done in written.iter().rev() {
+            claims::undo(&self.client, self.retry, done, keep).await;
+        }
     }
 
     async fn bind_pod(

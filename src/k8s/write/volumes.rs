@@ -13,13 +13,10 @@ use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use crate::convert::volumes::SELECTED_NODE;
+use crate::convert::volumes::{BIND_COMPLETED, SELECTED_NODE};
 use crate::engine::volumes::VolumeChoice;
 pub use crate::engine::volumes::{VolumeWrite, plan};
 use crate::k8s::client::request::{self, Operation, RequestError, Retry};
-
-/// The annotation the volume controller sets once it has bound a claim to its volume.
-const BIND_COMPLETED: &str = "pv.kubernetes.io/bind-completed";
 
 /// The annotation that says the binding of a volume was not asked for by its user.
 const BOUND_BY_CONTROLLER: &str = "pv.kubernetes.io/bound-by-controller";

@@ -17,7 +17,7 @@ use serde_json::json;
 
 use super::cluster::TestCluster;
 
-pub const SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
+pub use muster::convert::volumes::SELECTED_NODE;
 
 /// What the provisioner is told to do and what it saw.
 #[derive(Default)]
