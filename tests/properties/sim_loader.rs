@@ -233,8 +233,12 @@ fn check(text: &str, import_queues: bool) -> Result<(), TestCaseError> {
                 Error::Invalid { object, .. } | Error::Duplicate { object, .. } => {
                     // "Kind name" or "Kind namespace/name".
                     let (kind, name) = object.split_once(' ').unwrap_or((object, ""));
-                    // A namespace holds no '/'; a name may (the text may say so).
-                    let name = name.split_once('/').map_or(name, |(_, name)| name);
+                    // A namespace holds no '/'; a name may (the text may say so), and a
+                    // cluster-scoped object's name may be "/" itself.
+                    let name = match name.split_once('/') {
+                        Some((_, rest)) if !rest.is_empty() => rest,
+                        _ => name,
+                    };
                     prop_assert!(!kind.is_empty() && !name.is_empty(), "{}", shown);
                     prop_assert!(text.contains(kind) && text.contains(name), "{} names no object of the text", shown);
                     prop_assert!(shown.contains(object.as_str()), "{}", shown);
