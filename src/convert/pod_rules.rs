@@ -1,17 +1,24 @@
 //! A pod's rules between pods read into the engine's terms (`engine::pods`): its host
-//! ports, required pod affinity and anti-affinity terms with their namespaces resolved, and
-//! its hard topology spread constraints with their defaults and `matchLabelKeys`, as
-//! kube-scheduler 1.37 reads them (docs/kube-scheduler-semantics.md, sections 1 to 3).
+//! ports, pod affinity and anti-affinity terms (required and preferred) with their
+//! namespaces resolved and `matchLabelKeys`/`mismatchLabelKeys` merged into their selectors
+//! (as the API server does when it admits a pod; a pod read from a file has not been
+//! through one), and its topology spread constraints with their defaults and
+//! `matchLabelKeys`, as kube-scheduler 1.37 reads them (docs/kube-scheduler-semantics.md,
+//! sections 1 to 3).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Container, Namespace, Pod, PodAffinityTerm, PodSpec, TopologySpreadConstraint};
+use k8s_openapi::api::core::v1::{
+    Container, Namespace, Pod, PodAffinityTerm, PodSpec, TopologySpreadConstraint, WeightedPodAffinityTerm,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use super::core::{Error, Result, describe};
 use crate::engine::model::{LabelRequirement, SelectorOperator};
-use crate::engine::pods::{BoundPod, HostPort, Labels, Namespaces, PodRules, PodSelector, PodTerm, SpreadRule};
+use crate::engine::pods::{
+    BoundPod, HostPort, Labels, Namespaces, PodRules, PodSelector, PodTerm, SpreadRule, WeightedTerm,
+};
 
 /// A pod's labels, shared.
 pub fn labels(pod: &Pod) -> Labels {
@@ -26,28 +33,33 @@ pub fn pod_rules(pod: &Pod, namespaces: &[&Namespace]) -> Result<Option<Arc<PodR
     let own = pod.metadata.namespace.as_deref().unwrap_or("default");
     let labels = pod.metadata.labels.clone().unwrap_or_default();
     let affinity = spec.affinity.as_ref();
+    let pod_affinity = affinity.and_then(|a| a.pod_affinity.as_ref());
+    let anti = affinity.and_then(|a| a.pod_anti_affinity.as_ref());
     let terms = |terms: Option<&Vec<PodAffinityTerm>>| -> Result<Vec<PodTerm>> {
-        terms.into_iter().flatten().map(|t| term(&object, own, t, namespaces)).collect()
+        terms.into_iter().flatten().map(|t| term(&object, own, &labels, t, namespaces)).collect()
+    };
+    let weighted = |terms: Option<&Vec<WeightedPodAffinityTerm>>| -> Result<Vec<WeightedTerm>> {
+        let read = |t: &WeightedPodAffinityTerm| -> Result<WeightedTerm> {
+            Ok(WeightedTerm { weight: t.weight, term: term(&object, own, &labels, &t.pod_affinity_term, namespaces)? })
+        };
+        terms.into_iter().flatten().map(read).collect()
+    };
+    let spreads = |when: &str| -> Result<Vec<SpreadRule>> {
+        let constraints = spec.topology_spread_constraints.iter().flatten();
+        constraints.filter(|c| c.when_unsatisfiable == when).map(|c| spread(&object, c, &labels)).collect()
     };
     let rules = PodRules {
         ports: host_ports(spec),
-        affinity: terms(
-            affinity
-                .and_then(|a| a.pod_affinity.as_ref())
-                .and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref()),
+        affinity: terms(pod_affinity.and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref()))?,
+        anti_affinity: terms(anti.and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref()))?,
+        spread: spreads("DoNotSchedule")?,
+        preferred_affinity: weighted(
+            pod_affinity.and_then(|a| a.preferred_during_scheduling_ignored_during_execution.as_ref()),
         )?,
-        anti_affinity: terms(
-            affinity
-                .and_then(|a| a.pod_anti_affinity.as_ref())
-                .and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref()),
+        preferred_anti_affinity: weighted(
+            anti.and_then(|a| a.preferred_during_scheduling_ignored_during_execution.as_ref()),
         )?,
-        spread: spec
-            .topology_spread_constraints
-            .iter()
-            .flatten()
-            .filter(|c| c.when_unsatisfiable == "DoNotSchedule")
-            .map(|c| spread(&object, c, &labels))
-            .collect::<Result<_>>()?,
+        soft_spread: spreads("ScheduleAnyway")?,
     };
     Ok((!rules.is_empty()).then(|| Arc::new(rules)))
 }
@@ -82,7 +94,13 @@ fn host_ports(spec: &PodSpec) -> Vec<HostPort> {
     found
 }
 
-fn term(object: &str, own: &str, t: &PodAffinityTerm, namespaces: &[&Namespace]) -> Result<PodTerm> {
+fn term(
+    object: &str,
+    own: &str,
+    labels: &BTreeMap<String, String>,
+    t: &PodAffinityTerm,
+    namespaces: &[&Namespace],
+) -> Result<PodTerm> {
     let listed = t.namespaces.clone().unwrap_or_default();
     let names = match &t.namespace_selector {
         None if listed.is_empty() => Namespaces::Only(vec![own.to_string()]),
@@ -113,25 +131,33 @@ fn term(object: &str, own: &str, t: &PodAffinityTerm, namespaces: &[&Namespace])
         }
         all => all,
     };
-    Ok(PodTerm {
-        namespaces: names,
-        selector: selector(object, t.label_selector.as_ref())?,
-        topology_key: t.topology_key.clone(),
-    })
+    let mut selector = selector(object, t.label_selector.as_ref())?;
+    if let Some(requirements) = selector.as_mut() {
+        add_label_keys(requirements, t.match_label_keys.iter().flatten(), SelectorOperator::In, labels);
+        add_label_keys(requirements, t.mismatch_label_keys.iter().flatten(), SelectorOperator::NotIn, labels);
+    }
+    Ok(PodTerm { namespaces: names, selector, topology_key: t.topology_key.clone() })
+}
+
+/// Adds `key <operator> (the pod's value)` for each of `keys` the pod has a label for
+/// (`matchLabelKeys` with In, `mismatchLabelKeys` with NotIn).
+fn add_label_keys<'k>(
+    requirements: &mut Vec<LabelRequirement>,
+    keys: impl Iterator<Item = &'k String>,
+    operator: SelectorOperator,
+    labels: &BTreeMap<String, String>,
+) {
+    for key in keys {
+        if let Some(value) = labels.get(key) {
+            requirements.push(LabelRequirement { key: key.clone(), operator, values: vec![value.clone()] });
+        }
+    }
 }
 
 fn spread(object: &str, c: &TopologySpreadConstraint, labels: &BTreeMap<String, String>) -> Result<SpreadRule> {
     let mut selector = selector(object, c.label_selector.as_ref())?;
     if let Some(requirements) = selector.as_mut() {
-        for key in c.match_label_keys.iter().flatten() {
-            if let Some(value) = labels.get(key) {
-                requirements.push(LabelRequirement {
-                    key: key.clone(),
-                    operator: SelectorOperator::In,
-                    values: vec![value.clone()],
-                });
-            }
-        }
+        add_label_keys(requirements, c.match_label_keys.iter().flatten(), SelectorOperator::In, labels);
     }
     let policy = |value: Option<&String>, default_honor: bool, field: &'static str| match value.map(String::as_str) {
         None => Ok(default_honor),
@@ -235,7 +261,7 @@ spec:
     }
 
     #[test]
-    fn spread_takes_its_defaults_and_match_label_keys_and_leaves_schedule_anyway_out() {
+    fn spread_takes_its_defaults_and_match_label_keys_and_keeps_schedule_anyway_apart() {
         let p = pod("metadata: {name: p, namespace: web, labels: {app: web, pod-template-hash: abc}}
 spec:
   containers: [{name: a}]
@@ -244,10 +270,46 @@ spec:
   - {maxSkew: 2, topologyKey: host, whenUnsatisfiable: ScheduleAnyway, labelSelector: {matchLabels: {app: web}}}");
         let rules = pod_rules(&p, &[]).expect("read").expect("rules");
         assert_eq!(rules.spread.len(), 1);
+        assert_eq!(
+            rules.soft_spread.iter().map(|r| (r.max_skew, r.topology_key.as_str())).collect::<Vec<_>>(),
+            [(2, "host")]
+        );
         let rule = &rules.spread[0];
         assert_eq!((rule.max_skew, rule.min_domains, rule.honor_affinity, rule.honor_taints), (1, 1, true, false));
         let keys: Vec<&str> = rule.selector.as_ref().expect("selector").iter().map(|r| r.key.as_str()).collect();
         assert_eq!(keys, ["app", "pod-template-hash"]);
+    }
+
+    #[test]
+    fn preferred_terms_keep_their_weights_and_label_keys_join_the_selector() {
+        let p = pod("metadata: {name: p, namespace: web, labels: {app: web, tenant: t1}}
+spec:
+  containers: [{name: a}]
+  affinity:
+    podAffinity:
+      preferredDuringSchedulingIgnoredDuringExecution:
+      - weight: 30
+        podAffinityTerm: {topologyKey: zone, labelSelector: {matchLabels: {app: db}}, matchLabelKeys: [tenant]}
+    podAntiAffinity:
+      preferredDuringSchedulingIgnoredDuringExecution:
+      - weight: 70
+        podAffinityTerm: {topologyKey: host, labelSelector: {matchLabels: {app: web}}, mismatchLabelKeys: [tenant, absent]}");
+        let rules = pod_rules(&p, &[]).expect("read").expect("rules");
+        let show = |w: &WeightedTerm| {
+            let selector = w.term.selector.as_ref().expect("selector");
+            let parts: Vec<String> =
+                selector.iter().map(|r| format!("{} {:?} {:?}", r.key, r.operator, r.values)).collect();
+            (w.weight, w.term.topology_key.clone(), parts)
+        };
+        assert_eq!(
+            show(&rules.preferred_affinity[0]),
+            (30, "zone".into(), vec!["app In [\"db\"]".to_string(), "tenant In [\"t1\"]".into()])
+        );
+        assert_eq!(
+            show(&rules.preferred_anti_affinity[0]),
+            (70, "host".into(), vec!["app In [\"web\"]".to_string(), "tenant NotIn [\"t1\"]".into()])
+        );
+        assert!(rules.pulls() && rules.prefers());
     }
 
     #[test]

@@ -12,6 +12,7 @@
 mod domains;
 mod gpu_kinds;
 mod memory;
+mod prefer;
 mod reserve;
 mod rules;
 mod score;

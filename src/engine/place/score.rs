@@ -4,6 +4,7 @@ use super::Workspace;
 use crate::engine::dra::model::SubRequest;
 use crate::engine::filter::preference;
 use crate::engine::model::{Gang, NodeConstraints, NodeIdx, PendingPod, TaintEffect};
+use crate::engine::node::Node;
 use crate::engine::resources::ResourceId;
 use crate::engine::topology::DomainChoice;
 
@@ -131,23 +132,14 @@ impl Workspace<'_> {
     }
 
     /// Puts the candidates the pod prefers first, as kube-scheduler's NodeAffinity (weight
-    /// 2) and TaintToleration (weight 3) scores rank them, each normalised over the
-    /// candidates to 0..=100: the matched preferred terms' weights against the most any
-    /// candidate matches, and the untolerated PreferNoSchedule taints, fewest best. Nothing
+    /// 2) and TaintToleration (weight 3) scores rank them ([`node_preferences`]). Nothing
     /// changes for a pod without preferred terms on nodes without such taints.
     pub(super) fn prefer(&self, keys: &mut [SortKey], constraints: &NodeConstraints) {
-        let nodes = &self.snapshot.nodes;
-        let tainted = |n: NodeIdx| nodes[n as usize].taints.iter().any(|t| t.effect == TaintEffect::PreferNoSchedule);
-        if constraints.preferred.is_empty() && !keys.iter().any(|&(_, n)| tainted(n)) {
-            return;
-        }
-        let parts: Vec<(i64, i64)> = keys.iter().map(|&(_, n)| preference(&nodes[n as usize], constraints)).collect();
-        let most_affinity = parts.iter().map(|p| p.0).max().unwrap_or(0);
-        let most_taints = parts.iter().map(|p| p.1).max().unwrap_or(0);
-        for (key, (affinity, taints)) in keys.iter_mut().zip(parts) {
-            let affinity = if most_affinity > 0 { affinity * 100 / most_affinity } else { 0 };
-            let taints = if most_taints > 0 { 100 - taints * 100 / most_taints } else { 100 };
-            key.0.0 = -(2 * affinity + 3 * taints);
+        let nodes: Vec<NodeIdx> = keys.iter().map(|&(_, n)| n).collect();
+        if let Some(scores) = node_preferences(&self.snapshot.nodes, &nodes, constraints) {
+            for (key, score) in keys.iter_mut().zip(scores) {
+                key.0.0 = -score;
+            }
         }
     }
 
@@ -182,4 +174,25 @@ impl Workspace<'_> {
         per_pod.sort_unstable_by(|a, b| b.cmp(a));
         (key, per_pod.iter().take(needed).sum())
     }
+}
+
+/// The score a pod's node preferences give each of `among`, as kube-scheduler's NodeAffinity
+/// (weight 2) and TaintToleration (weight 3) give it, each normalised over `among` to
+/// 0..=100: the matched preferred terms' weights against the most any node matches, and the
+/// untolerated PreferNoSchedule taints, fewest best. None when nothing could tell the nodes
+/// apart (no preferred terms, no such taints).
+pub(super) fn node_preferences(nodes: &[Node], among: &[NodeIdx], constraints: &NodeConstraints) -> Option<Vec<i64>> {
+    let tainted = |n: NodeIdx| nodes[n as usize].taints.iter().any(|t| t.effect == TaintEffect::PreferNoSchedule);
+    if constraints.preferred.is_empty() && !among.iter().any(|&n| tainted(n)) {
+        return None;
+    }
+    let parts: Vec<(i64, i64)> = among.iter().map(|&n| preference(&nodes[n as usize], constraints)).collect();
+    let most_affinity = parts.iter().map(|p| p.0).max().unwrap_or(0);
+    let most_taints = parts.iter().map(|p| p.1).max().unwrap_or(0);
+    let score = |(affinity, taints): (i64, i64)| {
+        let affinity = if most_affinity > 0 { affinity * 100 / most_affinity } else { 0 };
+        let taints = if most_taints > 0 { 100 - taints * 100 / most_taints } else { 100 };
+        2 * affinity + 3 * taints
+    };
+    Some(parts.into_iter().map(score).collect())
 }

@@ -11,7 +11,7 @@ use crate::engine::resources::{Capacity, Demand};
 use crate::engine::topology::DomainIndex;
 
 /// What a tentative placement took from a node: a shape's demand, or a node's own variant.
-enum Delta {
+pub(super) enum Delta {
     Shape(usize),
     Own(Arc<Demand>),
 }
@@ -128,6 +128,18 @@ impl Workspace<'_> {
             if order.is_none() && !open {
                 self.shapes[*shape_id].sorted_candidates();
             }
+            if members.iter().any(|&m| self.scored(*shape_id, &gang.pods[m])) {
+                let list = match order {
+                    Some(order) => order,
+                    None if open => self.shapes[*shape_id].open.as_deref().cloned().unwrap_or_default(),
+                    None => self.shapes[*shape_id].candidates.to_vec(),
+                };
+                if let Err(e) = self.place_by_score(*shape_id, &list, gang, &mut next, &mut fit, &mut deltas) {
+                    error = Some(e);
+                    break 'shapes;
+                }
+                continue;
+            }
             let start = if order.is_some() { 0 } else { self.shapes[*shape_id].cursor };
             // Pods checked one by one against the rules between pods may find room on a node
             // passed over once others are placed (a spread's least domain fills): the nodes
@@ -235,7 +247,7 @@ impl Workspace<'_> {
     /// Puts as many of the shape's `remaining` pods on `node` as fit there (with their
     /// claims), recording them in `fit` and the capacity taken in `deltas`.
     #[allow(clippy::too_many_arguments)]
-    fn fill_node(
+    pub(super) fn fill_node(
         &mut self,
         shape_id: usize,
         node: NodeIdx,

@@ -10,6 +10,6 @@ pub mod model;
 pub mod rejection;
 
 pub use model::{
-    BoundPod, BoundPods, HostPort, Labels, Namespaces, PodKey, PodRules, PodSelector, PodTerm, SpreadRule,
+    BoundPod, BoundPods, HostPort, Labels, Namespaces, PodKey, PodRules, PodSelector, PodTerm, SpreadRule, WeightedTerm,
 };
 pub use rejection::PodRejection;

@@ -1,6 +1,7 @@
-//! The rules between pods as the engine holds them: a pod's host ports, its required pod
-//! affinity and anti-affinity terms, its hard topology spread constraints, and the pods
-//! already bound to each node that those rules are counted over.
+//! The rules between pods as the engine holds them: a pod's host ports, its pod affinity
+//! and anti-affinity terms (required, and preferred with their weights), its topology
+//! spread constraints (hard, and `ScheduleAnyway`), and the pods already bound to each node
+//! that those rules are counted over.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -85,7 +86,14 @@ impl PodTerm {
     }
 }
 
-/// A topology spread constraint with `whenUnsatisfiable: DoNotSchedule`.
+/// A preferred pod affinity or anti-affinity term and its weight (1 to 100).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct WeightedTerm {
+    pub weight: i32,
+    pub term: PodTerm,
+}
+
+/// A topology spread constraint (`whenUnsatisfiable` says in which list a pod holds it).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct SpreadRule {
     pub max_skew: i32,
@@ -110,19 +118,49 @@ impl SpreadRule {
     }
 }
 
-/// What a pod requires of the pods around it. A pod with none of it has no rules (`None`
-/// where it is held).
+/// What a pod requires of the pods around it, and what it prefers. A pod with none of it
+/// has no rules (`None` where it is held).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct PodRules {
     pub ports: Vec<HostPort>,
     pub affinity: Vec<PodTerm>,
     pub anti_affinity: Vec<PodTerm>,
+    /// `whenUnsatisfiable: DoNotSchedule`.
     pub spread: Vec<SpreadRule>,
+    pub preferred_affinity: Vec<WeightedTerm>,
+    pub preferred_anti_affinity: Vec<WeightedTerm>,
+    /// `whenUnsatisfiable: ScheduleAnyway`.
+    pub soft_spread: Vec<SpreadRule>,
 }
 
 impl PodRules {
     pub fn is_empty(&self) -> bool {
-        self.ports.is_empty() && self.affinity.is_empty() && self.anti_affinity.is_empty() && self.spread.is_empty()
+        self.ports.is_empty()
+            && self.affinity.is_empty()
+            && self.anti_affinity.is_empty()
+            && self.spread.is_empty()
+            && !self.prefers()
+    }
+
+    /// Whether it has preferences (preferred terms, `ScheduleAnyway` spread): its pods'
+    /// nodes are then chosen by score.
+    pub fn prefers(&self) -> bool {
+        !self.preferred_affinity.is_empty() || !self.preferred_anti_affinity.is_empty() || !self.soft_spread.is_empty()
+    }
+
+    /// Each term by which this pod, once placed, draws or repels the pods it selects in
+    /// kube-scheduler's InterPodAffinity score, with its signed weight: its required
+    /// affinity at 1 (`hardPodAffinityWeight`), its preferred affinity at its weight, its
+    /// preferred anti-affinity at minus its weight.
+    pub fn each_pull(&self, mut f: impl FnMut(i32, &PodTerm)) {
+        self.affinity.iter().for_each(|t| f(1, t));
+        self.preferred_affinity.iter().for_each(|w| f(w.weight, &w.term));
+        self.preferred_anti_affinity.iter().for_each(|w| f(-w.weight, &w.term));
+    }
+
+    /// Whether it has a term [`PodRules::each_pull`] gives.
+    pub fn pulls(&self) -> bool {
+        !self.affinity.is_empty() || !self.preferred_affinity.is_empty() || !self.preferred_anti_affinity.is_empty()
     }
 }
 
@@ -144,10 +182,16 @@ pub struct BoundPods {
     pub on_node: Vec<Arc<Vec<Arc<BoundPod>>>>,
     /// How many of them have required anti-affinity.
     anti_affine: usize,
+    /// How many of them pull or repel other pods in scoring ([`PodRules::pulls`]).
+    pulling: usize,
 }
 
 fn anti_affine(pod: &BoundPod) -> bool {
     pod.rules.as_ref().is_some_and(|r| !r.anti_affinity.is_empty())
+}
+
+fn pulling(pod: &BoundPod) -> bool {
+    pod.rules.as_ref().is_some_and(|r| r.pulls())
 }
 
 impl BoundPods {
@@ -160,6 +204,7 @@ impl BoundPods {
             self.on_node.resize_with(node + 1, Default::default);
         }
         self.anti_affine += anti_affine(&pod) as usize;
+        self.pulling += pulling(&pod) as usize;
         let pods = Arc::make_mut(&mut self.on_node[node]);
         // Sorted by key: a list brought up to date equals one made afresh.
         let at = pods.partition_point(|p| p.key < pod.key);
@@ -171,6 +216,7 @@ impl BoundPods {
             && let Ok(i) = pods.binary_search_by(|p| p.key.cmp(key))
         {
             self.anti_affine -= anti_affine(&pods[i]) as usize;
+            self.pulling -= pulling(&pods[i]) as usize;
             Arc::make_mut(pods).remove(i);
         }
     }
@@ -179,5 +225,10 @@ impl BoundPods {
     /// be checked against).
     pub fn any_anti_affinity(&self) -> bool {
         self.anti_affine > 0
+    }
+
+    /// Whether any bound pod pulls or repels others in scoring.
+    pub fn any_pulls(&self) -> bool {
+        self.pulling > 0
     }
 }

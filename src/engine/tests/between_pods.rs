@@ -10,15 +10,15 @@ use crate::engine::model::{LabelRequirement, NodeConstraints, PodKey, SelectorOp
 use crate::engine::pods::{BoundPod, BoundPods, Namespaces, PodRules, PodTerm, SpreadRule};
 use crate::engine::{CycleConfig, schedule};
 
-fn labels(pairs: &[(&str, &str)]) -> crate::engine::pods::Labels {
+pub(super) fn labels(pairs: &[(&str, &str)]) -> crate::engine::pods::Labels {
     Arc::new(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>())
 }
 
-fn app(value: &str) -> Option<Vec<LabelRequirement>> {
+pub(super) fn app(value: &str) -> Option<Vec<LabelRequirement>> {
     Some(vec![LabelRequirement { key: "app".into(), operator: SelectorOperator::In, values: vec![value.into()] }])
 }
 
-fn spread(max_skew: i32, min_domains: i32) -> SpreadRule {
+pub(super) fn spread(max_skew: i32, min_domains: i32) -> SpreadRule {
     SpreadRule {
         max_skew,
         topology_key: "zone".into(),
@@ -29,12 +29,12 @@ fn spread(max_skew: i32, min_domains: i32) -> SpreadRule {
     }
 }
 
-fn term(key: &str, value: &str) -> PodTerm {
+pub(super) fn term(key: &str, value: &str) -> PodTerm {
     PodTerm { namespaces: Namespaces::Only(vec!["default".into()]), selector: app(value), topology_key: key.into() }
 }
 
 /// Nodes `n1`… with 8 CPUs, in the zones given.
-fn cluster(zones: &[&str]) -> SnapshotBuilder {
+pub(super) fn cluster(zones: &[&str]) -> SnapshotBuilder {
     let mut builder = SnapshotBuilder::new();
     for (i, zone) in zones.iter().enumerate() {
         let name = format!("n{}", i + 1);
@@ -44,7 +44,7 @@ fn cluster(zones: &[&str]) -> SnapshotBuilder {
 }
 
 /// A gang of `pods` one-CPU pods labelled app=web with `rules`, all needed at once.
-fn web(builder: SnapshotBuilder, name: &str, pods: usize, rules: PodRules) -> SnapshotBuilder {
+pub(super) fn web(builder: SnapshotBuilder, name: &str, pods: usize, rules: PodRules) -> SnapshotBuilder {
     let rules = Some(Arc::new(rules));
     builder.gang(name, pods, pods, &[("cpu", 1000)]).with_last_gang(|g| {
         for pod in &mut g.pods {
@@ -54,7 +54,7 @@ fn web(builder: SnapshotBuilder, name: &str, pods: usize, rules: PodRules) -> Sn
 }
 
 /// Where each placed pod went, by node name.
-fn nodes_of(snapshot: &Snapshot) -> Vec<String> {
+pub(super) fn nodes_of(snapshot: &Snapshot) -> Vec<String> {
     let outcome = schedule(snapshot, &CycleConfig::default());
     let mut nodes: Vec<String> = outcome
         .placements
@@ -65,7 +65,7 @@ fn nodes_of(snapshot: &Snapshot) -> Vec<String> {
     nodes
 }
 
-fn zone_counts(snapshot: &Snapshot, nodes: &[String]) -> BTreeMap<String, usize> {
+pub(super) fn zone_counts(snapshot: &Snapshot, nodes: &[String]) -> BTreeMap<String, usize> {
     let mut counts = BTreeMap::new();
     for name in nodes {
         let node = snapshot.nodes.iter().find(|n| &n.name == name).unwrap();

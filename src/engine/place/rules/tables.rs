@@ -80,33 +80,61 @@ impl<'s> TermCount<'s> {
     }
 }
 
-/// Bound pods whose required anti-affinity a pod of `namespace` with `labels` matches,
-/// per topology key and value of their nodes.
-pub(super) struct Shield<'s> {
+/// Which terms of the pods around a pod reach it: their required anti-affinity (a shield,
+/// which refuses it nodes), or the terms kube-scheduler's InterPodAffinity score counts for
+/// it ([`PodRules::each_pull`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Reach {
+    Shield = 0,
+    Pull = 1,
+}
+
+impl Reach {
+    pub const ALL: [Reach; 2] = [Reach::Shield, Reach::Pull];
+
+    /// Each such term of `rules`, with its signed weight.
+    pub fn each_term(self, rules: &PodRules, mut f: impl FnMut(i32, &PodTerm)) {
+        match self {
+            Reach::Shield => rules.anti_affinity.iter().for_each(|t| f(1, t)),
+            Reach::Pull => rules.each_pull(f),
+        }
+    }
+}
+
+/// Pods whose terms of one reach a pod of `namespace` with `labels` matches: their weights
+/// summed per topology key and value of their nodes.
+pub(super) struct Reached<'s> {
+    pub reach: Reach,
     pub namespace: String,
     pub labels: Labels,
     pub counts: HashMap<&'s str, HashMap<&'s str, i32>>,
 }
 
-impl<'s> Shield<'s> {
+impl<'s> Reached<'s> {
     pub fn add(&mut self, pod: &Counted<'_, 's>) {
         let Some(rules) = pod.rules else { return };
-        for term in &rules.anti_affinity {
-            self.add_term(term, pod);
-        }
+        self.reach.each_term(rules, |weight, term| self.add_term(term, weight, pod));
     }
 
-    pub fn add_term(&mut self, term: &PodTerm, pod: &Counted<'_, 's>) {
+    pub fn add_term(&mut self, term: &PodTerm, weight: i32, pod: &Counted<'_, 's>) {
         if term.matches(&self.namespace, &self.labels)
             && let Some((key, value)) = pod.node.labels.get_key_value(&term.topology_key)
         {
-            bump(self.counts.entry(key.as_str()).or_default(), value, pod.sign);
+            bump(self.counts.entry(key.as_str()).or_default(), value, pod.sign * weight);
         }
     }
 
     /// Whether a pod it shields is refused on `node`.
     pub fn refuses(&self, node: &Node) -> bool {
         self.counts.iter().any(|(key, values)| node.labels.get(*key).is_some_and(|v| values.contains_key(v.as_str())))
+    }
+
+    /// What the pods it pulls by gain on `node`.
+    pub fn score(&self, node: &Node) -> i64 {
+        let on = |(key, values): (&&str, &HashMap<&str, i32>)| {
+            node.labels.get(*key).and_then(|v| values.get(v.as_str())).map_or(0, |&w| i64::from(w))
+        };
+        self.counts.iter().map(on).sum()
     }
 }
 

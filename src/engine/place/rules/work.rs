@@ -1,15 +1,16 @@
-//! One cycle's view of the rules between pods: the tables (`tables`) made on first use from
-//! the bound pods and the cycle's own changes, then kept up to date as pods are placed (a
-//! gang's own pods count for each other) or given back in a trial, and undone with the
-//! placement that made them. Labels (`index`) find what a change touches, so its cost
-//! follows the tables it concerns, not every table made.
+//! One cycle's view of the rules between pods: the tables (`tables`) made on first use
+//! (`make`) from the bound pods and the cycle's own changes, then kept up to date as pods
+//! are placed (a gang's own pods count for each other) or given back in a trial, and undone
+//! with the placement that made them. Labels (`index`) find what a change touches, so its
+//! cost follows the tables it concerns, not every table made.
 
 use foldhash::{HashMap, HashMapExt};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::index::LabelIndex;
-use super::tables::{AffinityCount, Counted, Eligibility, Shield, SpreadCount, TermCount};
-use crate::engine::model::{NodeConstraints, NodeIdx, PodKey};
+use super::tables::{AffinityCount, Counted, Eligibility, Reach, Reached, SpreadCount, TermCount};
+use crate::engine::model::{NodeIdx, PodKey};
 use crate::engine::node::Node;
 use crate::engine::pods::{BoundPods, HostPort, Labels, PodRejection, PodRules, PodTerm, SpreadRule};
 
@@ -41,65 +42,104 @@ impl Change {
 
 /// A table, by kind and index.
 #[derive(Clone, Copy, Debug)]
-enum Table {
+pub(super) enum Table {
     Affinity(usize),
-    Anti(usize),
+    Term(usize),
     Spread(usize),
 }
 
 /// A pod the tables count: a bound one (node, place in its list) or a change.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum PodRef {
+pub(super) enum PodRef {
     Bound(u32, u32),
     Change(u32),
 }
 
-/// The bound pods and changes by label, and those with anti-affinity by their terms'
-/// selectors: made when the first table is.
+/// The bound pods and changes by label, and by the selectors of their terms of each
+/// [`Reach`]: made when the first table is.
 #[derive(Default)]
 struct PodIndex {
     by_label: LabelIndex<PodRef>,
-    holders: LabelIndex<PodRef>,
+    reaching: [LabelIndex<PodRef>; 2],
 }
 
-/// The tables one shape's pods are checked against: indices into [`PodWork`]'s.
+impl PodIndex {
+    fn file(&mut self, labels: &BTreeMap<String, String>, rules: Option<&PodRules>, at: PodRef) {
+        self.by_label.file_labels(labels, at);
+        for reach in Reach::ALL {
+            let index = &mut self.reaching[reach as usize];
+            rules.into_iter().for_each(|r| reach.each_term(r, |_, term| index.file_selector(&term.selector, at)));
+        }
+    }
+
+    fn unfile(&mut self, labels: &Labels, rules: Option<&PodRules>) {
+        self.by_label.unfile_labels(labels);
+        for reach in Reach::ALL {
+            let index = &mut self.reaching[reach as usize];
+            rules.into_iter().for_each(|r| reach.each_term(r, |_, term| index.unfile_selector(&term.selector)));
+        }
+    }
+}
+
+/// The [`Reached`] tables of one reach: by labels (equal labels, one table), then
+/// namespace; and by each label.
+#[derive(Default)]
+pub(super) struct ReachTables<'s> {
+    pub(super) tables: Vec<Reached<'s>>,
+    ids: HashMap<Labels, Vec<usize>>,
+    by_label: LabelIndex<usize>,
+}
+
+/// The tables one shape's pods are checked against and scored by: indices into
+/// [`PodWork`]'s.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct ShapeTables {
-    affinity: Option<usize>,
-    anti: Vec<usize>,
-    spread: Vec<usize>,
-    ports: bool,
+    pub(super) affinity: Option<usize>,
+    pub(super) anti: Vec<usize>,
+    pub(super) spread: Vec<usize>,
+    pub(super) ports: bool,
+    /// Preferred terms: signed weight (anti-affinity negative), term table.
+    pub(super) preferred: Vec<(i32, usize)>,
+    /// `ScheduleAnyway` constraints' spread tables.
+    pub(super) soft_spread: Vec<usize>,
+}
+
+impl ShapeTables {
+    /// Whether the shape's own rules score nodes.
+    pub fn prefers(&self) -> bool {
+        !self.preferred.is_empty() || !self.soft_spread.is_empty()
+    }
 }
 
 /// One cycle's view of the rules between pods.
 pub(crate) struct PodWork<'s> {
-    nodes: &'s [Node],
+    pub(super) nodes: &'s [Node],
     bound: &'s BoundPods,
     changes: Vec<Change>,
-    /// Whether any pod, bound or placed, has required anti-affinity: every placement is then
-    /// checked against it.
-    holders: bool,
-    ports: Option<HashMap<NodeIdx, Vec<(HostPort, i32)>>>,
-    affinity: Vec<AffinityCount<'s>>,
-    anti: Vec<TermCount<'s>>,
-    spread: Vec<SpreadCount<'s>>,
+    /// Per [`Reach`], whether any pod, bound or placed, has such terms: every placement is
+    /// then checked against the required anti-affinity, and scored by the others.
+    reaching: [bool; 2],
+    pub(super) ports: Option<HashMap<NodeIdx, Vec<(HostPort, i32)>>>,
+    pub(super) affinity: Vec<AffinityCount<'s>>,
+    /// Pods matching one term per value of its key: a required anti-affinity term's, or a
+    /// preferred term's.
+    pub(super) terms: Vec<TermCount<'s>>,
+    pub(super) spread: Vec<SpreadCount<'s>>,
     /// The tables above by what they count, so that a shape finds its own at once.
-    affinity_ids: HashMap<Vec<PodTerm>, usize>,
-    anti_ids: HashMap<PodTerm, usize>,
-    spread_ids: HashMap<(String, SpreadRule, Eligibility), usize>,
+    pub(super) affinity_ids: HashMap<Vec<PodTerm>, usize>,
+    pub(super) term_ids: HashMap<PodTerm, usize>,
+    pub(super) spread_ids: HashMap<(String, SpreadRule, Eligibility), usize>,
     /// The tables above by their selectors.
-    tables: LabelIndex<Table>,
-    shields: Vec<Shield<'s>>,
-    /// Shields by labels (equal labels, one shield), then namespace; and by each label.
-    shield_ids: HashMap<Labels, Vec<usize>>,
-    shield_labels: LabelIndex<usize>,
+    pub(super) tables: LabelIndex<Table>,
+    /// Per [`Reach`], what the pods around a pod's labels reach it with.
+    pub(super) reaches: [ReachTables<'s>; 2],
     pods: Option<PodIndex>,
     /// The domains of spread constraints, by who counts them and the key.
-    domains: Vec<(Eligibility, String, Arc<Vec<&'s str>>)>,
+    pub(super) domains: Vec<(Eligibility, String, Arc<Vec<&'s str>>)>,
     namespaces: HashMap<String, Arc<str>>,
     /// Scratch lists for [`PodWork::apply`], kept between calls.
     touched: Vec<Table>,
-    reached: Vec<usize>,
+    hits: Vec<usize>,
 }
 
 impl<'s> PodWork<'s> {
@@ -108,33 +148,36 @@ impl<'s> PodWork<'s> {
             nodes,
             bound,
             changes: Vec::new(),
-            holders: bound.any_anti_affinity(),
+            reaching: [bound.any_anti_affinity(), bound.any_pulls()],
             ports: None,
             affinity: Vec::new(),
-            anti: Vec::new(),
+            terms: Vec::new(),
             spread: Vec::new(),
             affinity_ids: HashMap::new(),
-            anti_ids: HashMap::new(),
+            term_ids: HashMap::new(),
             spread_ids: HashMap::new(),
             tables: LabelIndex::default(),
-            shields: Vec::new(),
-            shield_ids: HashMap::new(),
-            shield_labels: LabelIndex::default(),
+            reaches: Default::default(),
             pods: None,
             domains: Vec::new(),
             namespaces: HashMap::new(),
             touched: Vec::new(),
-            reached: Vec::new(),
+            hits: Vec::new(),
         }
     }
 
     /// Whether some pod, bound or placed, has required anti-affinity, which may refuse any
     /// pod a node.
     pub fn anti_affinity_anywhere(&self) -> bool {
-        self.holders
+        self.reaching[Reach::Shield as usize]
     }
 
-    fn counted(&self, pod: PodRef) -> Counted<'_, 's> {
+    /// Whether some pod, bound or placed, pulls or repels others in scoring.
+    pub fn pulls_anywhere(&self) -> bool {
+        self.reaching[Reach::Pull as usize]
+    }
+
+    pub(super) fn counted(&self, pod: PodRef) -> Counted<'_, 's> {
         let nodes: &'s [Node] = self.nodes;
         match pod {
             PodRef::Bound(node, i) => {
@@ -154,7 +197,7 @@ impl<'s> PodWork<'s> {
     }
 
     /// Every pod the tables count: the bound ones, then the cycle's changes, in order.
-    fn all(&self) -> impl Iterator<Item = PodRef> + '_ {
+    pub(super) fn all(&self) -> impl Iterator<Item = PodRef> + '_ {
         let nodes = self.bound.on_node.iter().enumerate().take(self.nodes.len());
         let bound = nodes.flat_map(|(n, pods)| (0..pods.len()).map(move |i| PodRef::Bound(n as u32, i as u32)));
         bound.chain((0..self.changes.len()).map(|i| PodRef::Change(i as u32)))
@@ -166,10 +209,7 @@ impl<'s> PodWork<'s> {
             let mut index = PodIndex::default();
             for pod in self.all().collect::<Vec<_>>() {
                 let counted = self.counted(pod);
-                index.by_label.file_labels(counted.labels, pod);
-                for term in counted.rules.map(|r| r.anti_affinity.as_slice()).unwrap_or_default() {
-                    index.holders.file_selector(&term.selector, pod);
-                }
+                index.file(counted.labels, counted.rules, pod);
             }
             self.pods = Some(index);
         }
@@ -177,94 +217,13 @@ impl<'s> PodWork<'s> {
     }
 
     /// The pods a selector could match (all of them when it cannot be narrowed), in order.
-    fn selected(&mut self, selector: &crate::engine::pods::PodSelector) -> Vec<PodRef> {
+    pub(super) fn selected(&mut self, selector: &crate::engine::pods::PodSelector) -> Vec<PodRef> {
         let mut found = Vec::new();
         match self.pod_index().by_label.for_selector(selector, |p| found.push(p)) {
             Some(()) => found.sort_unstable(),
             None => found = self.all().collect(),
         }
         found
-    }
-
-    /// The tables for a shape of pods in `namespace` with these rules and node constraints.
-    pub fn tables(&mut self, namespace: &str, rules: &PodRules, constraints: &Arc<NodeConstraints>) -> ShapeTables {
-        let mut tables = ShapeTables { ports: !rules.ports.is_empty(), ..Default::default() };
-        if tables.ports && self.ports.is_none() {
-            let mut ports: HashMap<NodeIdx, Vec<(HostPort, i32)>> = HashMap::new();
-            for pod in self.all() {
-                let pod = self.counted(pod);
-                if let Some(r) = pod.rules.filter(|r| !r.ports.is_empty()) {
-                    count_ports(ports.entry(pod.index).or_default(), &r.ports, pod.sign);
-                }
-            }
-            self.ports = Some(ports);
-        }
-        if let Some(first) = rules.affinity.first() {
-            tables.affinity = Some(match self.affinity_ids.get(&rules.affinity) {
-                Some(&i) => i,
-                None => {
-                    let mut table = AffinityCount::new(&rules.affinity);
-                    for pod in self.selected(&first.selector) {
-                        table.add(&self.counted(pod));
-                    }
-                    self.affinity.push(table);
-                    self.tables.file_selector(&first.selector, Table::Affinity(self.affinity.len() - 1));
-                    self.affinity_ids.insert(rules.affinity.clone(), self.affinity.len() - 1);
-                    self.affinity.len() - 1
-                }
-            });
-        }
-        for term in &rules.anti_affinity {
-            tables.anti.push(match self.anti_ids.get(term) {
-                Some(&i) => i,
-                None => {
-                    let mut table = TermCount { term: term.clone(), counts: HashMap::new() };
-                    for pod in self.selected(&term.selector) {
-                        table.add(&self.counted(pod));
-                    }
-                    self.anti.push(table);
-                    self.tables.file_selector(&term.selector, Table::Anti(self.anti.len() - 1));
-                    self.anti_ids.insert(term.clone(), self.anti.len() - 1);
-                    self.anti.len() - 1
-                }
-            });
-        }
-        let keys: Vec<String> = rules.spread.iter().map(|r| r.topology_key.clone()).collect();
-        for rule in &rules.spread {
-            let eligibility = Eligibility {
-                keys: keys.clone(),
-                honor_affinity: rule.honor_affinity,
-                honor_taints: rule.honor_taints,
-                constraints: constraints.clone(),
-            };
-            let id = (namespace.to_string(), rule.clone(), eligibility);
-            tables.spread.push(match self.spread_ids.get(&id) {
-                Some(&i) => i,
-                None => {
-                    let domains = self.domains(id.2.clone(), &rule.topology_key);
-                    let mut table = SpreadCount::new(namespace, rule, id.2.clone(), &domains);
-                    for pod in self.selected(&rule.selector) {
-                        table.add(&self.counted(pod));
-                    }
-                    self.spread.push(table);
-                    self.tables.file_selector(&rule.selector, Table::Spread(self.spread.len() - 1));
-                    self.spread_ids.insert(id, self.spread.len() - 1);
-                    self.spread.len() - 1
-                }
-            });
-        }
-        tables
-    }
-
-    /// A spread's domains, found once per cycle for each way of counting them.
-    fn domains(&mut self, eligibility: Eligibility, key: &str) -> Arc<Vec<&'s str>> {
-        let found = self.domains.iter().find(|(e, k, _)| k == key && *e == eligibility);
-        if let Some((_, _, domains)) = found {
-            return domains.clone();
-        }
-        let domains = Arc::new(eligibility.domains(self.nodes, key));
-        self.domains.push((eligibility, key.to_string(), domains.clone()));
-        domains
     }
 
     /// Whether a pod of the shape (`namespace`, `labels`, `rules`) may go on `node`, in
@@ -309,7 +268,7 @@ impl<'s> PodWork<'s> {
                 }
             }
             for &i in &tables.anti {
-                let table = &self.anti[i];
+                let table = &self.terms[i];
                 if let Some(value) = node_ref.labels.get(&table.term.topology_key)
                     && table.counts.get(value.as_str()).is_some_and(|&c| c > 0)
                 {
@@ -317,35 +276,38 @@ impl<'s> PodWork<'s> {
                 }
             }
         }
-        if self.holders {
-            let shield = self.shield(namespace, labels);
-            if self.shields[shield].refuses(node_ref) {
+        if self.anti_affinity_anywhere() {
+            let shield = self.reached(Reach::Shield, namespace, labels);
+            if self.reaches[Reach::Shield as usize].tables[shield].refuses(node_ref) {
                 return Err(PodRejection::ExistingAntiAffinity);
             }
         }
         Ok(())
     }
 
-    /// The shield for pods of `namespace` with `labels`, made on first use.
-    fn shield(&mut self, namespace: &str, labels: &Labels) -> usize {
-        let found =
-            self.shield_ids.get(labels).into_iter().flatten().find(|&&i| self.shields[i].namespace == namespace);
+    /// What the pods around a pod of `namespace` with `labels` reach it with, made on first
+    /// use.
+    pub(super) fn reached(&mut self, reach: Reach, namespace: &str, labels: &Labels) -> usize {
+        let set = &self.reaches[reach as usize];
+        let found = set.ids.get(labels).into_iter().flatten().find(|&&i| set.tables[i].namespace == namespace);
         if let Some(&i) = found {
             return i;
         }
-        let mut shield = Shield { namespace: namespace.to_string(), labels: labels.clone(), counts: HashMap::new() };
-        // The pods whose anti-affinity terms could match these labels, each once.
-        let mut holders = Vec::new();
-        self.pod_index().holders.for_labels(labels, |p| holders.push(p));
-        holders.sort_unstable();
-        holders.dedup();
-        for pod in holders {
-            shield.add(&self.counted(pod));
+        let mut table =
+            Reached { reach, namespace: namespace.to_string(), labels: labels.clone(), counts: HashMap::new() };
+        // The pods whose terms could match these labels, each once.
+        let mut reaching = Vec::new();
+        self.pod_index().reaching[reach as usize].for_labels(labels, |p| reaching.push(p));
+        reaching.sort_unstable();
+        reaching.dedup();
+        for pod in reaching {
+            table.add(&self.counted(pod));
         }
-        let id = self.shields.len();
-        self.shield_labels.file_labels(labels, id);
-        self.shields.push(shield);
-        self.shield_ids.entry(labels.clone()).or_default().push(id);
+        let set = &mut self.reaches[reach as usize];
+        let id = set.tables.len();
+        set.by_label.file_labels(labels, id);
+        set.tables.push(table);
+        set.ids.entry(labels.clone()).or_default().push(id);
         id
     }
 
@@ -396,24 +358,19 @@ impl<'s> PodWork<'s> {
             self.apply(i, -1);
             let change = self.changes.pop().expect("above the mark");
             if let Some(index) = self.pods.as_mut() {
-                index.by_label.unfile_labels(&change.labels);
-                for term in change.rules.iter().flat_map(|r| r.anti_affinity.iter()) {
-                    index.holders.unfile_selector(&term.selector);
-                }
+                index.unfile(&change.labels, change.rules.as_deref());
             }
         }
     }
 
     fn record(&mut self, change: Change) {
-        if change.rules.as_ref().is_some_and(|r| !r.anti_affinity.is_empty()) {
-            self.holders = true;
+        if let Some(rules) = &change.rules {
+            self.reaching[Reach::Shield as usize] |= !rules.anti_affinity.is_empty();
+            self.reaching[Reach::Pull as usize] |= rules.pulls();
         }
         let at = PodRef::Change(self.changes.len() as u32);
         if let Some(index) = self.pods.as_mut() {
-            index.by_label.file_labels(&change.labels, at);
-            for term in change.rules.iter().flat_map(|r| r.anti_affinity.iter()) {
-                index.holders.file_selector(&term.selector, at);
-            }
+            index.file(&change.labels, change.rules.as_deref(), at);
         }
         self.changes.push(change);
         self.apply(self.changes.len() - 1, 1);
@@ -421,7 +378,7 @@ impl<'s> PodWork<'s> {
 
     /// Counts change `i` (`direction` 1), or takes it back (-1), in every table it concerns.
     fn apply(&mut self, i: usize, direction: i32) {
-        let (mut touched, mut reached) = (std::mem::take(&mut self.touched), std::mem::take(&mut self.reached));
+        let (mut touched, mut hits) = (std::mem::take(&mut self.touched), std::mem::take(&mut self.hits));
         let pod = self.changes[i].counted(self.nodes, direction);
         if let Some(ports) = self.ports.as_mut()
             && let Some(r) = pod.rules.filter(|r| !r.ports.is_empty())
@@ -433,25 +390,28 @@ impl<'s> PodWork<'s> {
         for &table in &touched {
             match table {
                 Table::Affinity(t) => self.affinity[t].add(&pod),
-                Table::Anti(t) => self.anti[t].add(&pod),
+                Table::Term(t) => self.terms[t].add(&pod),
                 Table::Spread(t) => self.spread[t].add(&pod),
             }
         }
-        for term in pod.rules.map(|r| r.anti_affinity.as_slice()).unwrap_or_default() {
-            reached.clear();
-            if self.shield_labels.for_selector(&term.selector, |s| reached.push(s)).is_none() {
-                reached.extend(0..self.shields.len());
-            }
-            for &s in &reached {
-                self.shields[s].add_term(term, &pod);
-            }
+        for (reach, set) in Reach::ALL.into_iter().zip(self.reaches.iter_mut()) {
+            let Some(rules) = pod.rules else { break };
+            reach.each_term(rules, |weight, term| {
+                hits.clear();
+                if set.by_label.for_selector(&term.selector, |s| hits.push(s)).is_none() {
+                    hits.extend(0..set.tables.len());
+                }
+                for &s in &hits {
+                    set.tables[s].add_term(term, weight, &pod);
+                }
+            });
         }
-        (self.touched, self.reached) = (touched, reached);
+        (self.touched, self.hits) = (touched, hits);
     }
 }
 
 /// Counts `ports` in use on a node `sign` times more.
-fn count_ports(used: &mut Vec<(HostPort, i32)>, ports: &[HostPort], sign: i32) {
+pub(super) fn count_ports(used: &mut Vec<(HostPort, i32)>, ports: &[HostPort], sign: i32) {
     for port in ports {
         match used.iter_mut().find(|(p, _)| p == port) {
             Some((_, n)) => *n += sign,

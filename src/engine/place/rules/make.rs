@@ -1,0 +1,111 @@
+//! The tables a shape of pods is checked against and scored by, made on first use from the
+//! bound pods and the cycle's changes, and shared by every shape that counts the same.
+
+use foldhash::{HashMap, HashMapExt};
+use std::sync::Arc;
+
+use super::tables::{AffinityCount, Eligibility, SpreadCount, TermCount};
+use super::work::{PodWork, ShapeTables, Table, count_ports};
+use crate::engine::model::{NodeConstraints, NodeIdx};
+use crate::engine::pods::{HostPort, PodRules, PodTerm, SpreadRule};
+
+impl<'s> PodWork<'s> {
+    /// The tables for a shape of pods in `namespace` with these rules and node constraints.
+    pub fn tables(&mut self, namespace: &str, rules: &PodRules, constraints: &Arc<NodeConstraints>) -> ShapeTables {
+        let mut tables = ShapeTables { ports: !rules.ports.is_empty(), ..Default::default() };
+        if tables.ports && self.ports.is_none() {
+            let mut ports: HashMap<NodeIdx, Vec<(HostPort, i32)>> = HashMap::new();
+            for pod in self.all() {
+                let pod = self.counted(pod);
+                if let Some(r) = pod.rules.filter(|r| !r.ports.is_empty()) {
+                    count_ports(ports.entry(pod.index).or_default(), &r.ports, pod.sign);
+                }
+            }
+            self.ports = Some(ports);
+        }
+        if let Some(first) = rules.affinity.first() {
+            tables.affinity = Some(match self.affinity_ids.get(&rules.affinity) {
+                Some(&i) => i,
+                None => {
+                    let mut table = AffinityCount::new(&rules.affinity);
+                    for pod in self.selected(&first.selector) {
+                        table.add(&self.counted(pod));
+                    }
+                    self.affinity.push(table);
+                    self.tables.file_selector(&first.selector, Table::Affinity(self.affinity.len() - 1));
+                    self.affinity_ids.insert(rules.affinity.clone(), self.affinity.len() - 1);
+                    self.affinity.len() - 1
+                }
+            });
+        }
+        tables.anti = rules.anti_affinity.iter().map(|term| self.term_table(term)).collect();
+        let preferred = rules.preferred_affinity.iter().map(|w| (w.weight, &w.term));
+        let preferred = preferred.chain(rules.preferred_anti_affinity.iter().map(|w| (-w.weight, &w.term)));
+        tables.preferred = preferred.map(|(weight, term)| (weight, self.term_table(term))).collect();
+        tables.spread = self.spread_tables(namespace, &rules.spread, constraints);
+        tables.soft_spread = self.spread_tables(namespace, &rules.soft_spread, constraints);
+        tables
+    }
+
+    /// The table of pods matching `term`, made on first use.
+    fn term_table(&mut self, term: &PodTerm) -> usize {
+        if let Some(&i) = self.term_ids.get(term) {
+            return i;
+        }
+        let mut table = TermCount { term: term.clone(), counts: HashMap::new() };
+        for pod in self.selected(&term.selector) {
+            table.add(&self.counted(pod));
+        }
+        self.terms.push(table);
+        self.tables.file_selector(&term.selector, Table::Term(self.terms.len() - 1));
+        self.term_ids.insert(term.clone(), self.terms.len() - 1);
+        self.terms.len() - 1
+    }
+
+    /// The tables of a list of spread constraints (each counts only nodes with every key
+    /// of the list), made on first use.
+    fn spread_tables(
+        &mut self,
+        namespace: &str,
+        rules: &[SpreadRule],
+        constraints: &Arc<NodeConstraints>,
+    ) -> Vec<usize> {
+        let keys: Vec<String> = rules.iter().map(|r| r.topology_key.clone()).collect();
+        let mut found = Vec::with_capacity(rules.len());
+        for rule in rules {
+            let eligibility = Eligibility {
+                keys: keys.clone(),
+                honor_affinity: rule.honor_affinity,
+                honor_taints: rule.honor_taints,
+                constraints: constraints.clone(),
+            };
+            let id = (namespace.to_string(), rule.clone(), eligibility);
+            found.push(match self.spread_ids.get(&id) {
+                Some(&i) => i,
+                None => {
+                    let domains = self.domains(id.2.clone(), &rule.topology_key);
+                    let mut table = SpreadCount::new(namespace, rule, id.2.clone(), &domains);
+                    for pod in self.selected(&rule.selector) {
+                        table.add(&self.counted(pod));
+                    }
+                    self.spread.push(table);
+                    self.tables.file_selector(&rule.selector, Table::Spread(self.spread.len() - 1));
+                    self.spread_ids.insert(id, self.spread.len() - 1);
+                    self.spread.len() - 1
+                }
+            });
+        }
+        found
+    }
+
+    /// A spread's domains, found once per cycle for each way of counting them.
+    fn domains(&mut self, eligibility: Eligibility, key: &str) -> Arc<Vec<&'s str>> {
+        let found = self.domains.iter().find(|(e, k, _)| k == key && *e == eligibility);
+        if let Some((_, _, domains)) = found {
+            return domains.clone();
+        }
+        let domains = Arc::new(eligibility.domains(self.nodes, key));
+        self.domains.push((eligibility, key.to_string(), domains.clone()));
+        domains
+    }
+}
