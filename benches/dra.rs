@@ -85,7 +85,7 @@ fn cluster(device_quota: bool) -> Snapshot {
         }));
         objects.pods.push(pod);
     }
-    let assembled = assemble(&objects, "muster", 0);
+    let assembled = assemble(&objects, &muster::config::Config::default(), 0);
     assert!(assembled.problems.is_empty(), "{:?}", assembled.problems);
     assembled.snapshot
 }

@@ -43,7 +43,7 @@ fn cluster() -> ClusterObjects {
 fn bench(c: &mut Criterion) {
     let config = Config::default();
     let objects = cluster();
-    let assembled = assemble(&objects, "muster", NOW);
+    let assembled = assemble(&objects, &muster::config::Config::default(), NOW);
     let outcome = muster::engine::schedule(&assembled.snapshot, &config.cycle());
     let waits: HashMap<_, _> = outcome.waiting.iter().map(|w| (w.gang.clone(), w.to_string())).collect();
     let gpus = gpu_usage(&objects.view(), &assembled.groups, &config.topology);

@@ -199,7 +199,7 @@ pub fn explain_objects(objects: &ClusterObjects, config: &Config, target: &Targe
         }
     };
 
-    let assembled = assemble(objects, &config.scheduler_name, now);
+    let assembled = assemble(objects, config, now);
     if let Target::Pod { namespace, name } = target {
         let key = crate::engine::model::PodKey { namespace: namespace.clone(), name: name.clone() };
         if let Some(rejected) = assembled.rejected_pods.get(&key) {

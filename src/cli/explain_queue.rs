@@ -40,7 +40,7 @@ fn tree_lines(tree: &QueueTree, mark: usize, out: &mut String) {
 
 /// Explains queue `name` over objects already read; `None` when no such queue exists.
 pub fn explain_queue(objects: &ClusterObjects, config: &Config, name: &str, now: i64) -> Option<String> {
-    let assembled = assemble(objects, &config.scheduler_name, now);
+    let assembled = assemble(objects, config, now);
     let snapshot: &Snapshot = &assembled.snapshot;
     let tree = &snapshot.queues;
     let q = tree.get(name)?;

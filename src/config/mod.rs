@@ -9,7 +9,10 @@ use crate::engine::preempt::PreemptionConfig;
 use crate::engine::topology::DomainChoice;
 use crate::engine::{CycleConfig, Queueing, Scoring};
 
+mod plugins;
 mod sections;
+
+pub use plugins::{DefaultConstraint, DefaultingType, Plugins, PodTopologySpreadArgs};
 
 pub use sections::{
     Backoff, ClientConnection, EvictionRetry, LeaderElection, Limits, MinRuntimeResolution, Preemption, QueueImport,
@@ -128,6 +131,9 @@ pub struct Config {
     pub eviction: EvictionRetry,
     pub limits: Limits,
     pub client_connection: ClientConnection,
+    /// What a kube-scheduler profile sets that Muster reads: score weights, InterPodAffinity's
+    /// and PodTopologySpread's arguments.
+    pub plugins: Plugins,
 }
 
 impl Default for Config {
@@ -160,6 +166,7 @@ impl Default for Config {
             eviction: EvictionRetry::default(),
             limits: Limits::default(),
             client_connection: ClientConnection::default(),
+            plugins: Plugins::default(),
         }
     }
 }
@@ -184,6 +191,7 @@ impl Config {
         if self.scheduler_name.trim().is_empty() {
             return Err("schedulerName must not be empty".into());
         }
+        self.plugins.check()?;
         if self.backoff.initial_seconds == 0 || self.backoff.max_seconds < self.backoff.initial_seconds {
             return Err("backoff needs 0 < initialSeconds <= maxSeconds".into());
         }
@@ -270,6 +278,7 @@ impl Config {
                 ScoringStrategy::BinPack => Scoring::BinPack,
                 ScoringStrategy::Spread => Scoring::Spread,
             },
+            weights: self.plugins.weights(),
             queueing: match self.queueing {
                 QueueingPolicy::Backfill => Queueing::Backfill,
                 QueueingPolicy::StrictFifo => Queueing::StrictFifo,
@@ -338,6 +347,7 @@ struct PartialConfig {
     eviction: Option<EvictionRetry>,
     limits: Option<Limits>,
     client_connection: Option<ClientConnection>,
+    plugins: Option<Plugins>,
 }
 
 #[derive(Deserialize, Default)]
@@ -394,6 +404,7 @@ impl PartialConfig {
             eviction: self.eviction.unwrap_or(d.eviction),
             limits: self.limits.unwrap_or(d.limits),
             client_connection: self.client_connection.unwrap_or(d.client_connection),
+            plugins: self.plugins.unwrap_or(d.plugins),
         }
     }
 }

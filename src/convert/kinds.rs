@@ -62,6 +62,13 @@ macro_rules! object_kinds {
             storage_classes: ::k8s_openapi::api::storage::v1::StorageClass => others,
             csi_drivers: ::k8s_openapi::api::storage::v1::CSIDriver => others,
             csi_storage_capacities: ::k8s_openapi::api::storage::v1::CSIStorageCapacity => others,
+            /// What PodTopologySpread's default constraints select a pod's fellows by: the
+            /// Services that select it and the controller that owns it (kept as their
+            /// selectors alone).
+            services: ::k8s_openapi::api::core::v1::Service => others,
+            replication_controllers: ::k8s_openapi::api::core::v1::ReplicationController => others,
+            replica_sets: ::k8s_openapi::api::apps::v1::ReplicaSet => others,
+            stateful_sets: ::k8s_openapi::api::apps::v1::StatefulSet => others,
         }
     };
 }

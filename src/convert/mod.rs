@@ -8,9 +8,10 @@
 //! - [`membership`]: which gang a pod belongs to;
 //! - [`gang_spec`]: what a gang asks, read from PodGroups of five kinds ([`groups`]) or the
 //!   workloads that own its pods ([`workloads`]);
-//! - [`core`], [`pod_rules`], [`dra`], [`queues`], [`volumes`]: nodes and pods, the rules
-//!   between pods (host ports, pod affinity, spread), DRA devices and claims, queues of three
-//!   kinds, the volumes pods' claims are bound to, into the model;
+//! - [`core`], [`pod_rules`], [`default_spread`], [`dra`], [`queues`], [`volumes`]: nodes
+//!   and pods, the rules between pods (host ports, pod affinity, spread, and the spread
+//!   pods that set none get), DRA devices and claims, queues of three kinds, the volumes
+//!   pods' claims are bound to, into the model;
 //! - [`allocation`], [`status`]: decisions back into objects;
 //! - [`rows`]: the snapshot builder the two replays share, which start from CSV rows: rows
 //!   written as objects and read through this same conversion.
@@ -18,6 +19,7 @@
 pub mod allocation;
 pub mod assemble;
 pub mod core;
+pub mod default_spread;
 pub mod dra;
 pub mod gang_spec;
 pub mod groups;

@@ -60,6 +60,7 @@ pub fn pod_rules(pod: &Pod, namespaces: &[&Namespace]) -> Result<Option<Arc<PodR
             anti.and_then(|a| a.preferred_during_scheduling_ignored_during_execution.as_ref()),
         )?,
         soft_spread: spreads("ScheduleAnyway")?,
+        system_spread: false,
     };
     Ok((!rules.is_empty()).then(|| Arc::new(rules)))
 }

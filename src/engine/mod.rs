@@ -28,4 +28,4 @@ pub mod volumes;
 pub use cycle::{
     CycleConfig, CycleMemory, CycleOutcome, Placement, Queueing, schedule, schedule_remembering, schedule_with,
 };
-pub use place::Scoring;
+pub use place::{Scoring, Weights};

@@ -14,7 +14,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Service, ServiceAccount};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -39,6 +39,10 @@ struct Scenario {
     nodes: Vec<ScenarioNode>,
     #[serde(default)]
     bound: Vec<ScenarioPod>,
+    /// Headless Services made in the scenario's namespace before its pods (name to
+    /// selector): kube-scheduler's default spread constraints select by them.
+    #[serde(default)]
+    services: BTreeMap<String, BTreeMap<String, String>>,
     pods: Vec<ScenarioPod>,
     placed: Vec<String>,
     /// Where a pod must go, where kube-scheduler's scores decide it (pod to node).
@@ -220,6 +224,11 @@ async fn create_pods(cluster: &TestCluster, scenarios: &[Scenario], prefix: &str
         let names = Names { id: cluster.id.clone(), index };
         let namespace = names.namespace(prefix);
         create_namespace(cluster, &namespace).await;
+        let services: Api<Service> = Api::namespaced(cluster.client.clone(), &namespace);
+        for (name, selector) in &s.services {
+            let service = json!({"metadata": {"name": name}, "spec": {"clusterIP": "None", "selector": selector}});
+            cluster.create(&services, &serde_json::from_value(service).expect("a service")).await;
+        }
         let pods: Api<Pod> = Api::namespaced(cluster.client.clone(), &namespace);
         let mut last = String::new();
         for p in s.bound.iter().chain(&s.pods) {

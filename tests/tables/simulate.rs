@@ -32,7 +32,7 @@ fn temp_yaml(name: &str, text: &str) -> PathBuf {
 fn all_three_podgroup_kinds_are_gangs_and_the_json_follows_the_contract() {
     let path = fixture("three-kinds.yaml");
     let (report, stderr) = simulate_json(&["--cluster", path.to_str().unwrap()]);
-    assert!(stderr.contains("skipped Service research/dashboard"), "{stderr}");
+    assert!(stderr.contains("skipped ConfigMap research/dashboard"), "{stderr}");
 
     let pods = report["pods"].as_array().unwrap();
     let names: Vec<&str> = pods.iter().map(|p| p["name"].as_str().unwrap()).collect();

@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::Pod;
 
 use super::memo::Conversions;
 use crate::convert::core::describe;
+use crate::convert::default_spread::{SpreadOwners, add_defaults};
 use crate::convert::pod_rules;
 use crate::convert::status::{Rejection, Unplaced};
 use crate::convert::volumes::{self, VolumeIndex};
@@ -29,6 +30,7 @@ use crate::engine::dra::model::DraSnapshot;
 use crate::engine::model::{
     Ending, Gang, GangKey, GangKind, Node as EngineNode, PendingPod, PodKey, RunningGang, RunningPod,
 };
+use crate::engine::pods::PodRules;
 use crate::engine::topology::{DomainIndex, GangTopology};
 
 /// What a gang's pods are read against: everything in the snapshot but pods.
@@ -46,6 +48,8 @@ pub(super) struct Context<'v, 'a> {
     pub held: std::cell::OnceCell<HeldDevices<'v>>,
     /// The claims and volumes pods' volumes name, made the first time a pod has one.
     pub volumes: std::cell::OnceCell<VolumeIndex<'a>>,
+    /// What selects pods for default spread constraints, made the first time a pod sets none.
+    pub owners: std::cell::OnceCell<SpreadOwners<'a>>,
     pub dra: &'v DraSnapshot,
     pub served: &'v HashSet<String>,
     pub node_index: &'v HashMap<String, usize>,
@@ -212,6 +216,22 @@ impl Folding<'_, '_, '_> {
     /// A pod not bound: noted as unbound, and unless it is terminating or gated, converted
     /// and added to the pending gang (or rejected with why), which it may block, raise in
     /// priority, date earlier or give a topology.
+    /// The pod's rules between pods, with the default spread constraints when it sets none.
+    fn rules(&self, pod: &Pod, memo: &Conversions) -> crate::convert::core::Result<Option<Arc<PodRules>>> {
+        let ctx = self.ctx;
+        let rules = pod_rules::pod_rules(pod, &ctx.view.namespaces)?;
+        let defaults = &memo.spread_defaults;
+        if defaults.constraints.is_empty() {
+            return Ok(rules);
+        }
+        let owners = ctx.owners.get_or_init(|| SpreadOwners::new(ctx.view));
+        let mut with = rules.as_deref().cloned().unwrap_or_default();
+        if !add_defaults(pod, &mut with, defaults, owners)? {
+            return Ok(rules);
+        }
+        Ok(Some(Arc::new(with)))
+    }
+
     fn unbound_pod(&self, pod: &Pod, memo: &mut Conversions, part: &mut GangPart, waiting: &mut Waiting) {
         let (key, group, ctx) = (self.key, self.group, self.ctx);
         let spec = pod.spec.as_ref();
@@ -254,7 +274,7 @@ impl Folding<'_, '_, '_> {
                 }
             }
         }
-        let rules = match pod_rules::pod_rules(pod, &ctx.view.namespaces) {
+        let rules = match self.rules(pod, memo) {
             Ok(rules) => rules,
             Err(e) => {
                 part.rejected.push((pod_key, rejection(e.to_string(), false)));

@@ -354,6 +354,7 @@ impl<'v, 'a> Context<'v, 'a> {
             // What running pods' claims hold, for queues to account and evictions to free.
             held: std::cell::OnceCell::new(),
             volumes: std::cell::OnceCell::new(),
+            owners: std::cell::OnceCell::new(),
             dra: &base.dra,
             served: &base.served,
             node_index: &base.node_index,

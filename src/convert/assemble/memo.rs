@@ -44,6 +44,8 @@ pub struct Conversions {
     names_fresh: bool,
     /// `limits.adHocTopologyLevels`.
     pub(super) ad_hoc_levels: usize,
+    /// `plugins.podTopologySpread`: the spread pods that set none get.
+    pub(super) spread_defaults: crate::convert::default_spread::SpreadDefaults,
     /// Snapshots made afresh rather than brought up to date.
     pub(super) rebuilds: u64,
 }
@@ -61,6 +63,7 @@ impl Conversions {
         let levels = &config.topology;
         Conversions {
             ad_hoc_levels: config.limits.ad_hoc_topology_levels,
+            spread_defaults: crate::convert::default_spread::SpreadDefaults::new(&config.plugins.pod_topology_spread),
             names: ResourceNames::default(),
             interner: ConstraintsInterner::default(),
             pod_count: 0,

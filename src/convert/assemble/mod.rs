@@ -67,10 +67,10 @@ impl Memo {
     }
 }
 
-/// Builds the snapshot for the scheduler called `scheduler_name`, as of `now` (seconds
-/// since the Unix epoch), converting every object afresh.
-pub fn assemble(objects: &ClusterObjects, scheduler_name: &str, now: i64) -> Assembled {
-    assemble_view(&objects.view(), scheduler_name, now, &mut Memo::default())
+/// Builds the snapshot for the configuration's scheduler, as of `now` (seconds since the
+/// Unix epoch), converting every object afresh.
+pub fn assemble(objects: &ClusterObjects, config: &crate::config::Config, now: i64) -> Assembled {
+    assemble_view(&objects.view(), &config.scheduler_name, now, &mut Memo::new(config))
 }
 
 /// Builds the snapshot from a view, converting only objects `memo` has not seen as they

@@ -10,7 +10,7 @@ use super::admission::QueueState;
 use super::claims::ClaimPlacement;
 use super::dra::selectors::SelectorCache;
 use super::model::{Gang, GangKey, NodeIdx, PodKey, Reservation, Snapshot};
-use super::place::{CapacityMemory, Scoring};
+use super::place::{CapacityMemory, Scoring, Weights};
 use super::preempt::{Eviction, PreemptionConfig};
 use super::reason::Waiting;
 use super::topology::DomainChoice;
@@ -39,6 +39,8 @@ pub enum Queueing {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CycleConfig {
     pub scoring: Scoring,
+    /// The weights of the preference scores computed as kube-scheduler computes them.
+    pub weights: Weights,
     /// How a gang's domain is chosen among those that could hold it.
     pub domain_choice: DomainChoice,
     pub queueing: Queueing,

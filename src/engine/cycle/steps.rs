@@ -64,8 +64,14 @@ impl<'s> Cycle<'s> {
     ) -> Cycle<'s> {
         selectors.trim(&snapshot.dra, snapshot.now, config.device_search.selector_idle_seconds);
         let devices = std::sync::Arc::new(DeviceCharges::new(snapshot, selectors));
-        let mut workspace =
-            Workspace::new(snapshot, config.scoring, config.domain_choice, selectors, config.device_search, capacity);
+        let mut workspace = Workspace::new(
+            snapshot,
+            (config.scoring, config.weights),
+            config.domain_choice,
+            selectors,
+            config.device_search,
+            capacity,
+        );
         let mut outcome = CycleOutcome::default();
         let tree = &snapshot.queues;
         let needs = GangNeeds::new(snapshot, &devices);

@@ -32,7 +32,7 @@ use super::topology::DomainChoice;
 pub use memory::CapacityMemory;
 use rules::work::PodWork;
 pub(crate) use score::Key;
-pub use score::Scoring;
+pub use score::{Scoring, Weights};
 use shapes::{Shape, ShapeKey};
 pub use shortfall::Shortfall;
 pub use timed::{Backfilled, Timed};
@@ -62,6 +62,7 @@ pub(crate) enum Scope {
 pub struct Workspace<'s> {
     pub(crate) snapshot: &'s Snapshot,
     scoring: Scoring,
+    weights: Weights,
     pub(crate) domain_choice: DomainChoice,
     free: memory::FreeCapacity,
     /// Per topology level, per domain: the free capacity of its nodes, kept with `free`.
@@ -94,7 +95,7 @@ pub struct Workspace<'s> {
 impl<'s> Workspace<'s> {
     pub fn new(
         snapshot: &'s Snapshot,
-        scoring: Scoring,
+        (scoring, weights): (Scoring, Weights),
         domain_choice: DomainChoice,
         selectors: &'s mut SelectorCache,
         limits: crate::engine::dra::allocate::SearchLimits,
@@ -110,6 +111,7 @@ impl<'s> Workspace<'s> {
         Workspace {
             snapshot,
             scoring,
+            weights,
             domain_choice,
             pack_level,
             free,
@@ -120,7 +122,7 @@ impl<'s> Workspace<'s> {
             shape_ids: HashMap::new(),
             accelerators,
             claims: ClaimWork::new(&snapshot.dra, selectors, limits),
-            pods: PodWork::new(&snapshot.nodes, &snapshot.bound),
+            pods: PodWork::new(&snapshot.nodes, &snapshot.bound, weights.hard_pod_affinity),
             grown: false,
             shortfall_memo: None,
             journal: None,

@@ -21,6 +21,15 @@ impl Workspace<'_> {
             || self.pods.pulled(&pod.key.namespace, &pod.labels)
     }
 
+    /// The nodes an unscoped placement of the shape goes through: the open ones while
+    /// capacity has not grown (`open`), else every candidate.
+    pub(super) fn scan_list(&self, shape: usize, open: bool) -> Vec<NodeIdx> {
+        match &self.shapes[shape].open {
+            Some(list) if open => list.to_vec(),
+            _ => self.shapes[shape].candidates.to_vec(),
+        }
+    }
+
     /// The nodes of `list` that can take `pod` (of the shape) now, best first by score,
     /// ties in the list's order.
     fn ranked(&mut self, shape: usize, list: &[NodeIdx], pod: &PendingPod) -> Vec<NodeIdx> {
@@ -37,9 +46,9 @@ impl Workspace<'_> {
             }
         }
         let mut scores = Vec::new();
-        self.pods.scores(tables.as_ref(), namespace, labels, &feasible, &mut scores);
+        self.pods.scores(tables.as_ref(), namespace, labels, &feasible, &self.weights, &mut scores);
         self.shapes[shape].tables = tables;
-        if let Some(preferred) = node_preferences(&self.snapshot.nodes, &feasible, &pod.constraints) {
+        if let Some(preferred) = node_preferences(&self.snapshot.nodes, &feasible, &pod.constraints, &self.weights) {
             scores.iter_mut().zip(preferred).for_each(|(s, p)| *s += p);
         }
         let mut order: Vec<(i64, usize)> = scores.iter().enumerate().map(|(i, &s)| (-s, i)).collect();

@@ -8,6 +8,31 @@ use crate::engine::node::Node;
 use crate::engine::resources::ResourceId;
 use crate::engine::topology::DomainChoice;
 
+/// The weights of kube-scheduler's scores that Muster computes, as a scheduling profile
+/// names them (its default profile's by default); 0 turns a score off.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Weights {
+    pub node_affinity: i64,
+    pub taint_toleration: i64,
+    pub inter_pod_affinity: i64,
+    pub pod_topology_spread: i64,
+    /// InterPodAffinity's `hardPodAffinityWeight`: what a bound pod's required affinity
+    /// adds for the pods it selects.
+    pub hard_pod_affinity: i32,
+}
+
+impl Default for Weights {
+    fn default() -> Self {
+        Weights {
+            node_affinity: 2,
+            taint_toleration: 3,
+            inter_pod_affinity: 2,
+            pod_topology_spread: 2,
+            hard_pod_affinity: 1,
+        }
+    }
+}
+
 /// How nodes are ordered for a pod.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Scoring {
@@ -131,12 +156,12 @@ impl Workspace<'_> {
         candidates.iter().map(|&n| scored(n)).collect()
     }
 
-    /// Puts the candidates the pod prefers first, as kube-scheduler's NodeAffinity (weight
-    /// 2) and TaintToleration (weight 3) scores rank them ([`node_preferences`]). Nothing
-    /// changes for a pod without preferred terms on nodes without such taints.
+    /// Puts the candidates the pod prefers first, as kube-scheduler's NodeAffinity and
+    /// TaintToleration scores rank them ([`node_preferences`]). Nothing changes for a pod
+    /// without preferred terms on nodes without such taints.
     pub(super) fn prefer(&self, keys: &mut [SortKey], constraints: &NodeConstraints) {
         let nodes: Vec<NodeIdx> = keys.iter().map(|&(_, n)| n).collect();
-        if let Some(scores) = node_preferences(&self.snapshot.nodes, &nodes, constraints) {
+        if let Some(scores) = node_preferences(&self.snapshot.nodes, &nodes, constraints, &self.weights) {
             for (key, score) in keys.iter_mut().zip(scores) {
                 key.0.0 = -score;
             }
@@ -177,11 +202,16 @@ impl Workspace<'_> {
 }
 
 /// The score a pod's node preferences give each of `among`, as kube-scheduler's NodeAffinity
-/// (weight 2) and TaintToleration (weight 3) give it, each normalised over `among` to
-/// 0..=100: the matched preferred terms' weights against the most any node matches, and the
-/// untolerated PreferNoSchedule taints, fewest best. None when nothing could tell the nodes
-/// apart (no preferred terms, no such taints).
-pub(super) fn node_preferences(nodes: &[Node], among: &[NodeIdx], constraints: &NodeConstraints) -> Option<Vec<i64>> {
+/// and TaintToleration give it, each normalised over `among` to 0..=100 and weighted: the
+/// matched preferred terms' weights against the most any node matches, and the untolerated
+/// PreferNoSchedule taints, fewest best. None when nothing could tell the nodes apart (no
+/// preferred terms, no such taints).
+pub(super) fn node_preferences(
+    nodes: &[Node],
+    among: &[NodeIdx],
+    constraints: &NodeConstraints,
+    weights: &Weights,
+) -> Option<Vec<i64>> {
     let tainted = |n: NodeIdx| nodes[n as usize].taints.iter().any(|t| t.effect == TaintEffect::PreferNoSchedule);
     if constraints.preferred.is_empty() && !among.iter().any(|&n| tainted(n)) {
         return None;
@@ -192,7 +222,7 @@ pub(super) fn node_preferences(nodes: &[Node], among: &[NodeIdx], constraints: &
     let score = |(affinity, taints): (i64, i64)| {
         let affinity = if most_affinity > 0 { affinity * 100 / most_affinity } else { 0 };
         let taints = if most_taints > 0 { 100 - taints * 100 / most_taints } else { 100 };
-        2 * affinity + 3 * taints
+        weights.node_affinity * affinity + weights.taint_toleration * taints
     };
     Some(parts.into_iter().map(score).collect())
 }

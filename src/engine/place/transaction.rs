@@ -129,11 +129,7 @@ impl Workspace<'_> {
                 self.shapes[*shape_id].sorted_candidates();
             }
             if members.iter().any(|&m| self.scored(*shape_id, &gang.pods[m])) {
-                let list = match order {
-                    Some(order) => order,
-                    None if open => self.shapes[*shape_id].open.as_deref().cloned().unwrap_or_default(),
-                    None => self.shapes[*shape_id].candidates.to_vec(),
-                };
+                let list = order.unwrap_or_else(|| self.scan_list(*shape_id, open));
                 if let Err(e) = self.place_by_score(*shape_id, &list, gang, &mut next, &mut fit, &mut deltas) {
                     error = Some(e);
                     break 'shapes;

@@ -131,6 +131,9 @@ pub struct PodRules {
     pub preferred_anti_affinity: Vec<WeightedTerm>,
     /// `whenUnsatisfiable: ScheduleAnyway`.
     pub soft_spread: Vec<SpreadRule>,
+    /// The spread constraints are kube-scheduler's own defaults (`System`): a node without
+    /// one constraint's key still counts, and scores, for the others.
+    pub system_spread: bool,
 }
 
 impl PodRules {
@@ -150,10 +153,10 @@ impl PodRules {
 
     /// Each term by which this pod, once placed, draws or repels the pods it selects in
     /// kube-scheduler's InterPodAffinity score, with its signed weight: its required
-    /// affinity at 1 (`hardPodAffinityWeight`), its preferred affinity at its weight, its
-    /// preferred anti-affinity at minus its weight.
-    pub fn each_pull(&self, mut f: impl FnMut(i32, &PodTerm)) {
-        self.affinity.iter().for_each(|t| f(1, t));
+    /// affinity at `hard` (`hardPodAffinityWeight`), its preferred affinity at its weight,
+    /// its preferred anti-affinity at minus its weight.
+    pub fn each_pull(&self, hard: i32, mut f: impl FnMut(i32, &PodTerm)) {
+        self.affinity.iter().for_each(|t| f(hard, t));
         self.preferred_affinity.iter().for_each(|w| f(w.weight, &w.term));
         self.preferred_anti_affinity.iter().for_each(|w| f(-w.weight, &w.term));
     }

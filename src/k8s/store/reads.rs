@@ -8,7 +8,10 @@ use std::marker::PhantomData;
 use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
-use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{
+    Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service,
+};
 use k8s_openapi::api::resource::v1::{DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::scheduling::v1beta1::PodGroup as KubernetesPodGroup;
@@ -116,6 +119,10 @@ pub fn reads(sources: &Sources) -> Vec<Box<dyn Read>> {
         read::<StorageClass, StorageClass>(),
         read::<CSIDriver, CSIDriver>(),
         read::<CSIStorageCapacity, CSIStorageCapacity>(),
+        read::<Service, Service>(),
+        read::<ReplicationController, ReplicationController>(),
+        read::<ReplicaSet, ReplicaSet>(),
+        read::<StatefulSet, StatefulSet>(),
     ];
     let mut when = |on: bool, kind: fn() -> Box<dyn Read>| {
         if on {

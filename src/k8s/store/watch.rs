@@ -5,7 +5,8 @@ use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::apps::v1::{ReplicaSetSpec, StatefulSetSpec};
+use k8s_openapi::api::core::v1::{Node, Pod, ReplicationControllerSpec, ServiceSpec};
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use kube::api::DynamicObject;
 use kube::runtime::WatchStreamExt;
@@ -197,6 +198,30 @@ macro_rules! cached_group {
     };
 }
 
+/// The kinds PodTopologySpread's default constraints read: only their selectors are kept,
+/// so the status a controller rewrites with every pod it makes changes nothing.
+macro_rules! cached_selector {
+    ($kind:ty, $field:ident, $keep:expr) => {
+        impl Cached for $kind {
+            fn store(cache: &mut Cache) -> &mut Store<Self> {
+                &mut cache.$field
+            }
+            fn slim(self) -> Self {
+                let meta = self.metadata;
+                let spec = $keep(self.spec);
+                let metadata = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                    name: meta.name,
+                    namespace: meta.namespace,
+                    uid: meta.uid,
+                    resource_version: meta.resource_version,
+                    ..Default::default()
+                };
+                Self { metadata, spec, ..Default::default() }
+            }
+        }
+    };
+}
+
 /// Every other kind is kept as it comes: its `Cached` impl is made from the list of kinds.
 macro_rules! cached {
     ([] $($(#[$doc:meta])* $field:ident: $kind:ty => $change:ident,)*) => {
@@ -217,6 +242,28 @@ macro_rules! cached {
     };
     (@one kai_groups, $kind:ty) => {
         cached_group!($kind, kai_groups, GangKind::Kai);
+    };
+    (@one services, $kind:ty) => {
+        cached_selector!($kind, services, |spec: Option<ServiceSpec>| {
+            spec.map(|s| ServiceSpec { selector: s.selector, ..Default::default() })
+        });
+    };
+    (@one replication_controllers, $kind:ty) => {
+        cached_selector!($kind, replication_controllers, |spec: Option<ReplicationControllerSpec>| {
+            spec.map(|s| ReplicationControllerSpec { selector: s.selector, ..Default::default() })
+        });
+    };
+    (@one replica_sets, $kind:ty) => {
+        cached_selector!($kind, replica_sets, |s: ReplicaSetSpec| ReplicaSetSpec {
+            selector: s.selector,
+            ..Default::default()
+        });
+    };
+    (@one stateful_sets, $kind:ty) => {
+        cached_selector!($kind, stateful_sets, |s: StatefulSetSpec| StatefulSetSpec {
+            selector: s.selector,
+            ..Default::default()
+        });
     };
     (@one $field:ident, $kind:ty) => {
         impl Cached for $kind {

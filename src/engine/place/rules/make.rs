@@ -42,8 +42,9 @@ impl<'s> PodWork<'s> {
         let preferred = rules.preferred_affinity.iter().map(|w| (w.weight, &w.term));
         let preferred = preferred.chain(rules.preferred_anti_affinity.iter().map(|w| (-w.weight, &w.term)));
         tables.preferred = preferred.map(|(weight, term)| (weight, self.term_table(term))).collect();
-        tables.spread = self.spread_tables(namespace, &rules.spread, constraints);
-        tables.soft_spread = self.spread_tables(namespace, &rules.soft_spread, constraints);
+        tables.spread = self.spread_tables(namespace, &rules.spread, constraints, rules.system_spread);
+        tables.soft_spread = self.spread_tables(namespace, &rules.soft_spread, constraints, rules.system_spread);
+        tables.system_spread = rules.system_spread;
         tables
     }
 
@@ -63,18 +64,20 @@ impl<'s> PodWork<'s> {
     }
 
     /// The tables of a list of spread constraints (each counts only nodes with every key
-    /// of the list), made on first use.
+    /// of the list, or with its own key for kube-scheduler's `system` defaults), made on
+    /// first use.
     fn spread_tables(
         &mut self,
         namespace: &str,
         rules: &[SpreadRule],
         constraints: &Arc<NodeConstraints>,
+        system: bool,
     ) -> Vec<usize> {
         let keys: Vec<String> = rules.iter().map(|r| r.topology_key.clone()).collect();
         let mut found = Vec::with_capacity(rules.len());
         for rule in rules {
             let eligibility = Eligibility {
-                keys: keys.clone(),
+                keys: if system { vec![rule.topology_key.clone()] } else { keys.clone() },
                 honor_affinity: rule.honor_affinity,
                 honor_taints: rule.honor_taints,
                 constraints: constraints.clone(),

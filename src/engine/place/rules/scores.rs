@@ -2,16 +2,15 @@
 //! preferences between pods, over the nodes that can take a pod now: the pod's preferred
 //! pod affinity and anti-affinity terms, the terms of the pods around it that select it,
 //! and its `ScheduleAnyway` spread constraints, each plugin normalised to 0..=100 over those
-//! nodes as kube-scheduler 1.37 normalises it, and weighted as its default profile weighs
-//! it (2 each).
+//! nodes as kube-scheduler 1.37 normalises it, and weighted as the configuration says (its
+//! default profile's 2 each by default).
 
 use super::tables::Reach;
 use super::work::{PodWork, ShapeTables};
 use crate::engine::model::NodeIdx;
+use crate::engine::place::score::Weights;
 use crate::engine::pods::Labels;
 
-/// kube-scheduler's default profile weighs both InterPodAffinity and PodTopologySpread 2.
-const WEIGHT: i64 = 2;
 /// The best normalised score of one plugin.
 const MAX: i64 = 100;
 /// PodTopologySpread counts a hostname domain per node, not by looking its value up.
@@ -35,6 +34,7 @@ impl PodWork<'_> {
         namespace: &str,
         labels: &Labels,
         feasible: &[NodeIdx],
+        weights: &Weights,
         out: &mut Vec<i64>,
     ) {
         out.clear();
@@ -44,7 +44,7 @@ impl PodWork<'_> {
         let (least, most) = (raw.iter().copied().min().unwrap_or(0), raw.iter().copied().max().unwrap_or(0));
         if most > least {
             for (total, &s) in out.iter_mut().zip(&raw) {
-                *total += WEIGHT * (MAX as f64 * (s - least) as f64 / (most - least) as f64) as i64;
+                *total += weights.inter_pod_affinity * (MAX as f64 * (s - least) as f64 / (most - least) as f64) as i64;
             }
         }
         if let Some(tables) = tables.filter(|t| !t.soft_spread.is_empty()) {
@@ -52,7 +52,7 @@ impl PodWork<'_> {
             let counted = spread.iter().flatten();
             let (least, most) = (counted.clone().copied().min().unwrap_or(0), counted.copied().max().unwrap_or(0));
             for (total, s) in out.iter_mut().zip(spread) {
-                *total += WEIGHT
+                *total += weights.pod_topology_spread
                     * match s {
                         None => 0,
                         Some(_) if most == 0 => MAX,
@@ -90,12 +90,13 @@ impl PodWork<'_> {
     }
 
     /// PodTopologySpread before normalisation: per node (None for one without every key of
-    /// the constraints), each constraint's matching pods in the node's domain, weighted by
-    /// the log of how many domains the feasible nodes make, plus its `maxSkew` less one.
+    /// the constraints, unless they are kube-scheduler's own defaults), each constraint
+    /// whose key the node has: its matching pods in the node's domain, weighted by the log
+    /// of how many domains the counted feasible nodes make, plus its `maxSkew` less one.
     fn spread_scores(&self, tables: &ShapeTables, feasible: &[NodeIdx]) -> Vec<Option<i64>> {
         let rules: Vec<_> = tables.soft_spread.iter().map(|&t| &self.spread[t]).collect();
-        let counted =
-            |n: NodeIdx| rules.iter().all(|t| self.nodes[n as usize].labels.contains_key(&t.rule.topology_key));
+        let has = |n: NodeIdx, key: &str| self.nodes[n as usize].labels.contains_key(key);
+        let counted = |n: NodeIdx| tables.system_spread || rules.iter().all(|t| has(n, &t.rule.topology_key));
         let kept: Vec<NodeIdx> = feasible.iter().copied().filter(|&n| counted(n)).collect();
         let weights: Vec<f64> = rules
             .iter()
@@ -103,8 +104,10 @@ impl PodWork<'_> {
                 let size = match t.rule.topology_key.as_str() {
                     HOSTNAME => kept.len(),
                     key => {
-                        let mut values: Vec<&str> =
-                            kept.iter().map(|&n| self.nodes[n as usize].labels[key].as_str()).collect();
+                        // A node without the key makes the domain "" (as kube-scheduler
+                        // counts it under its own defaults).
+                        let value = |n: NodeIdx| self.nodes[n as usize].labels.get(key).map_or("", String::as_str);
+                        let mut values: Vec<&str> = kept.iter().map(|&n| value(n)).collect();
                         values.sort_unstable();
                         values.dedup();
                         values.len()
@@ -113,23 +116,15 @@ impl PodWork<'_> {
                 ((size + 2) as f64).ln()
             })
             .collect();
-        feasible
-            .iter()
-            .map(|&n| {
-                let node = &self.nodes[n as usize];
-                counted(n).then(|| {
-                    let score: f64 = rules
-                        .iter()
-                        .zip(&weights)
-                        .map(|(t, w)| {
-                            let value = node.labels[&t.rule.topology_key].as_str();
-                            let count = t.counts.get(value).copied().unwrap_or(0);
-                            count as f64 * w + f64::from(t.rule.max_skew - 1)
-                        })
-                        .sum();
-                    score.round() as i64
-                })
-            })
-            .collect()
+        let score = |n: NodeIdx| -> i64 {
+            let node = &self.nodes[n as usize];
+            let each = rules.iter().zip(&weights).filter_map(|(t, w)| {
+                let value = node.labels.get(&t.rule.topology_key)?;
+                let count = t.counts.get(value.as_str()).copied().unwrap_or(0);
+                Some(count as f64 * w + f64::from(t.rule.max_skew - 1))
+            });
+            each.sum::<f64>().round() as i64
+        };
+        feasible.iter().map(|&n| counted(n).then(|| score(n))).collect()
     }
 }

@@ -92,11 +92,12 @@ pub(super) enum Reach {
 impl Reach {
     pub const ALL: [Reach; 2] = [Reach::Shield, Reach::Pull];
 
-    /// Each such term of `rules`, with its signed weight.
-    pub fn each_term(self, rules: &PodRules, mut f: impl FnMut(i32, &PodTerm)) {
+    /// Each such term of `rules`, with its signed weight (`hard`: a required affinity
+    /// term's in scoring).
+    pub fn each_term(self, rules: &PodRules, hard: i32, mut f: impl FnMut(i32, &PodTerm)) {
         match self {
             Reach::Shield => rules.anti_affinity.iter().for_each(|t| f(1, t)),
-            Reach::Pull => rules.each_pull(f),
+            Reach::Pull => rules.each_pull(hard, f),
         }
     }
 }
@@ -105,6 +106,8 @@ impl Reach {
 /// summed per topology key and value of their nodes.
 pub(super) struct Reached<'s> {
     pub reach: Reach,
+    /// The weight of a required affinity term in scoring.
+    pub hard: i32,
     pub namespace: String,
     pub labels: Labels,
     pub counts: HashMap<&'s str, HashMap<&'s str, i32>>,
@@ -113,7 +116,7 @@ pub(super) struct Reached<'s> {
 impl<'s> Reached<'s> {
     pub fn add(&mut self, pod: &Counted<'_, 's>) {
         let Some(rules) = pod.rules else { return };
-        self.reach.each_term(rules, |weight, term| self.add_term(term, weight, pod));
+        self.reach.each_term(rules, self.hard, |weight, term| self.add_term(term, weight, pod));
     }
 
     pub fn add_term(&mut self, term: &PodTerm, weight: i32, pod: &Counted<'_, 's>) {

@@ -68,7 +68,7 @@ impl PodIndex {
         self.by_label.file_labels(labels, at);
         for reach in Reach::ALL {
             let index = &mut self.reaching[reach as usize];
-            rules.into_iter().for_each(|r| reach.each_term(r, |_, term| index.file_selector(&term.selector, at)));
+            rules.into_iter().for_each(|r| reach.each_term(r, 1, |_, term| index.file_selector(&term.selector, at)));
         }
     }
 
@@ -76,7 +76,7 @@ impl PodIndex {
         self.by_label.unfile_labels(labels);
         for reach in Reach::ALL {
             let index = &mut self.reaching[reach as usize];
-            rules.into_iter().for_each(|r| reach.each_term(r, |_, term| index.unfile_selector(&term.selector)));
+            rules.into_iter().for_each(|r| reach.each_term(r, 1, |_, term| index.unfile_selector(&term.selector)));
         }
     }
 }
@@ -102,6 +102,8 @@ pub(crate) struct ShapeTables {
     pub(super) preferred: Vec<(i32, usize)>,
     /// `ScheduleAnyway` constraints' spread tables.
     pub(super) soft_spread: Vec<usize>,
+    /// They are kube-scheduler's own defaults ([`PodRules::system_spread`]).
+    pub(super) system_spread: bool,
 }
 
 impl ShapeTables {
@@ -115,6 +117,8 @@ impl ShapeTables {
 pub(crate) struct PodWork<'s> {
     pub(super) nodes: &'s [Node],
     bound: &'s BoundPods,
+    /// The weight of a required affinity term in scoring.
+    hard: i32,
     changes: Vec<Change>,
     /// Per [`Reach`], whether any pod, bound or placed, has such terms: every placement is
     /// then checked against the required anti-affinity, and scored by the others.
@@ -143,9 +147,11 @@ pub(crate) struct PodWork<'s> {
 }
 
 impl<'s> PodWork<'s> {
-    pub fn new(nodes: &'s [Node], bound: &'s BoundPods) -> PodWork<'s> {
+    /// `hard`: the weight of a required affinity term in scoring (`hardPodAffinityWeight`).
+    pub fn new(nodes: &'s [Node], bound: &'s BoundPods, hard: i32) -> PodWork<'s> {
         PodWork {
             nodes,
+            hard,
             bound,
             changes: Vec::new(),
             reaching: [bound.any_anti_affinity(), bound.any_pulls()],
@@ -293,8 +299,13 @@ impl<'s> PodWork<'s> {
         if let Some(&i) = found {
             return i;
         }
-        let mut table =
-            Reached { reach, namespace: namespace.to_string(), labels: labels.clone(), counts: HashMap::new() };
+        let mut table = Reached {
+            reach,
+            hard: self.hard,
+            namespace: namespace.to_string(),
+            labels: labels.clone(),
+            counts: HashMap::new(),
+        };
         // The pods whose terms could match these labels, each once.
         let mut reaching = Vec::new();
         self.pod_index().reaching[reach as usize].for_labels(labels, |p| reaching.push(p));
@@ -396,7 +407,7 @@ impl<'s> PodWork<'s> {
         }
         for (reach, set) in Reach::ALL.into_iter().zip(self.reaches.iter_mut()) {
             let Some(rules) = pod.rules else { break };
-            reach.each_term(rules, |weight, term| {
+            reach.each_term(rules, self.hard, |weight, term| {
                 hits.clear();
                 if set.by_label.for_selector(&term.selector, |s| hits.push(s)).is_none() {
                     hits.extend(0..set.tables.len());
