@@ -62,6 +62,8 @@ macro_rules! object_kinds {
             storage_classes: ::k8s_openapi::api::storage::v1::StorageClass => others,
             csi_drivers: ::k8s_openapi::api::storage::v1::CSIDriver => others,
             csi_storage_capacities: ::k8s_openapi::api::storage::v1::CSIStorageCapacity => others,
+            /// How many volumes each node's CSI drivers may attach.
+            csi_nodes: ::k8s_openapi::api::storage::v1::CSINode => others,
             /// What PodTopologySpread's default constraints select a pod's fellows by: the
             /// Services that select it and the controller that owns it (kept as their
             /// selectors alone).

@@ -15,6 +15,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use super::core::{Error, Result, describe};
+use super::volumes::ClaimAttachments;
 use crate::engine::model::{LabelRequirement, SelectorOperator};
 use crate::engine::pods::{
     BoundPod, HostPort, Labels, Namespaces, PodRules, PodSelector, PodTerm, SpreadRule, WeightedTerm,
@@ -50,6 +51,7 @@ pub fn pod_rules(pod: &Pod, namespaces: &[&Namespace]) -> Result<Option<Arc<PodR
     };
     let rules = PodRules {
         ports: host_ports(spec),
+        attach: Vec::new(),
         affinity: terms(pod_affinity.and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref()))?,
         anti_affinity: terms(anti.and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref()))?,
         spread: spreads("DoNotSchedule")?,
@@ -65,13 +67,21 @@ pub fn pod_rules(pod: &Pod, namespaces: &[&Namespace]) -> Result<Option<Arc<PodR
     Ok((!rules.is_empty()).then(|| Arc::new(rules)))
 }
 
-/// A bound pod as the rules between pods count it; its rules are left out if they cannot
-/// be read (the API server validated them; nothing placed later should fail for them).
-pub fn bound_pod(pod: &Pod, namespaces: &[&Namespace]) -> BoundPod {
+/// A bound pod as the rules between pods count it, with the volumes its claims attach;
+/// its rules are left out if they cannot be read (the API server validated them; nothing
+/// placed later should fail for them).
+pub fn bound_pod(pod: &Pod, namespaces: &[&Namespace], attachments: &ClaimAttachments) -> BoundPod {
+    let mut rules = pod_rules(pod, namespaces).ok().flatten();
+    let attach = attachments.of(pod);
+    if !attach.is_empty() {
+        let mut with = rules.as_deref().cloned().unwrap_or_default();
+        with.attach = attach;
+        rules = Some(Arc::new(with));
+    }
     BoundPod {
         key: super::view::pod_key(&pod.metadata),
         labels: labels(pod),
-        rules: pod_rules(pod, namespaces).ok().flatten(),
+        rules,
         terminating: pod.metadata.deletion_timestamp.is_some(),
     }
 }

@@ -11,7 +11,7 @@ pub use super::node::{
     LabelRequirement, Node, NodeIdx, SelectorOperator, Taint, TaintEffect, Toleration, TolerationOperator,
 };
 pub use super::pods::PodKey;
-use super::pods::{BoundPods, Labels, PodRules};
+use super::pods::{BoundPods, Labels, PodRules, VolumeLimits};
 use super::queues::QueueTree;
 use super::resources::{Demand, ResourceNames};
 use super::topology::{DomainIndex, GangTopology};
@@ -319,6 +319,8 @@ pub struct Snapshot {
     /// Every pod bound to each node, whichever scheduler placed it, with its labels and
     /// rules: what pod affinity, anti-affinity, spread and host ports are decided on.
     pub bound: Arc<BoundPods>,
+    /// How many volumes each node's CSI drivers may attach (CSINodes).
+    pub volume_limits: Arc<VolumeLimits>,
     /// Bound pods of Muster's with a known runtime bound, in any order; not opportunistic
     /// ones, which leave whenever a reservation needs their capacity (timed backfill counts
     /// them from `running`).

@@ -210,3 +210,47 @@ fn an_inline_disk_whose_conflicts_are_not_checked_makes_its_pod_wait_naming_the_
     let reason = pod["reason"].as_str().unwrap_or_default();
     assert!(reason.contains("spec.volumes[].awsElasticBlockStore is not honoured by Muster yet"), "{reason}");
 }
+
+/// A node's CSINode, letting driver `ebs.example` attach `count` volumes there.
+fn csi_node(node: &str, count: u32) -> String {
+    format!(
+        "---
+apiVersion: storage.k8s.io/v1
+kind: CSINode
+metadata: {{name: {node}}}
+spec: {{drivers: [{{name: ebs.example, nodeID: {node}, allocatable: {{count: {count}}}}}]}}
+"
+    )
+}
+
+#[test]
+fn a_nodes_csi_attach_limit_counts_each_volume_once_and_the_pod_past_it_waits() {
+    let csi = |handle: &str| format!("  csi: {{driver: ebs.example, volumeHandle: {handle}}}\n");
+    let old = "---\napiVersion: v1\nkind: Pod\nmetadata: {name: old}\nspec:\n  nodeName: n2\n  containers: [{name: c, image: i}]\n";
+    let on_n2 = "  nodeSelector: {kubernetes.io/hostname: n2}\n";
+    let yaml = [
+        NODES.to_string(),
+        csi_node("n1", 1),
+        csi_node("n2", 2),
+        bound_claim("c0", &csi("vol-0"), ""),
+        bound_claim("c1", &csi("vol-1"), ""),
+        bound_claim("c2", &csi("vol-2"), ""),
+        bound_claim("c3", &csi("vol-3"), ""),
+        format!("{old}{}", mounting("c0")),
+        pod("p1", &mounting("c1")),
+        pod("p2", &mounting("c2")),
+        pod("p3", &mounting("c3")),
+        // vol-0 is attached to n2 already: a second pod using it attaches nothing more.
+        pod("shared", &format!("{}{on_n2}", mounting("c0"))),
+    ]
+    .concat();
+    let report = simulate("attach-limits", &yaml);
+    let placed: Vec<&str> = ["p1", "p2", "p3"].iter().filter_map(|p| pod_report(&report, p)["node"].as_str()).collect();
+    let mut sorted = placed.clone();
+    sorted.sort();
+    assert_eq!(sorted, ["n1", "n2"], "one more volume fits on each node");
+    let waiting = ["p1", "p2", "p3"].into_iter().find(|p| pod_report(&report, p)["node"].is_null()).unwrap();
+    let reason = pod_report(&report, waiting)["reason"].as_str().unwrap_or_default().to_string();
+    assert!(reason.contains("2 node(s) exceed max volume count"), "{reason}");
+    assert_eq!(pod_report(&report, "shared")["node"], "n2", "{report}");
+}

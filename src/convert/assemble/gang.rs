@@ -48,6 +48,8 @@ pub(super) struct Context<'v, 'a> {
     pub held: std::cell::OnceCell<HeldDevices<'v>>,
     /// The claims and volumes pods' volumes name, made the first time a pod has one.
     pub volumes: std::cell::OnceCell<VolumeIndex<'a>>,
+    /// What each claim attaches to its pod's node.
+    pub attachments: &'v crate::convert::volumes::ClaimAttachments,
     /// What selects pods for default spread constraints, made the first time a pod sets none.
     pub owners: std::cell::OnceCell<SpreadOwners<'a>>,
     pub dra: &'v DraSnapshot,
@@ -220,15 +222,18 @@ impl Folding<'_, '_, '_> {
     fn rules(&self, pod: &Pod, memo: &Conversions) -> crate::convert::core::Result<Option<Arc<PodRules>>> {
         let ctx = self.ctx;
         let rules = pod_rules::pod_rules(pod, &ctx.view.namespaces)?;
+        let attach = ctx.attachments.of(pod);
         let defaults = &memo.spread_defaults;
-        if defaults.constraints.is_empty() {
-            return Ok(rules);
-        }
-        let owners = ctx.owners.get_or_init(|| SpreadOwners::new(ctx.view));
+        let owners = (!defaults.constraints.is_empty()).then(|| ctx.owners.get_or_init(|| SpreadOwners::new(ctx.view)));
         let mut with = rules.as_deref().cloned().unwrap_or_default();
-        if !add_defaults(pod, &mut with, defaults, owners)? {
+        let spread = match owners {
+            Some(owners) => add_defaults(pod, &mut with, defaults, owners)?,
+            None => false,
+        };
+        if !spread && attach.is_empty() {
             return Ok(rules);
         }
+        with.attach = attach;
         Ok(Some(Arc::new(with)))
     }
 

@@ -16,12 +16,13 @@ use crate::convert::journal::{JournalMark, ObjectKey, Seen};
 use crate::convert::pod_rules;
 use crate::convert::status::Rejection;
 use crate::convert::view::{ClusterView, gang_key};
+use crate::convert::volumes::{ClaimAttachments, volume_limits};
 use crate::convert::{dra, dra::ClaimIndex};
 use crate::convert::{groups, groups::GroupSpec};
 use crate::convert::{queues, queues::QueueRules};
 use crate::engine::dra::model::DraSnapshot;
 use crate::engine::model::{GangKey, Node as EngineNode, PodKey};
-use crate::engine::pods::BoundPods;
+use crate::engine::pods::{BoundPods, VolumeLimits};
 use crate::engine::queues::QueueTree;
 use crate::engine::resources::Demand;
 use crate::engine::topology::DomainIndex;
@@ -39,6 +40,9 @@ pub(super) struct Base {
     pub queues: QueueTree,
     /// The pods bound to each node, as the rules between pods count them.
     pub bound: Arc<BoundPods>,
+    /// What each claim attaches to its pod's node, and how many each node may attach.
+    pub attachments: ClaimAttachments,
+    pub volume_limits: Arc<VolumeLimits>,
     pub facts: Arc<HashMap<GangKey, GroupSpec>>,
     /// Nodes and devices left out, with why.
     pub problems: Vec<String>,
@@ -83,7 +87,21 @@ impl Base {
         let queues = QueueTree::build(&specs);
         let facts = Arc::new(groups::group_specs(view));
         let bound = Arc::default();
-        Base { nodes: Arc::new(nodes), node_index, topology, dra, served, queues, bound, facts, problems }
+        let attachments = ClaimAttachments::new(view);
+        let volume_limits = Arc::new(volume_limits(view, &node_index));
+        Base {
+            nodes: Arc::new(nodes),
+            node_index,
+            topology,
+            dra,
+            served,
+            queues,
+            bound,
+            attachments,
+            volume_limits,
+            facts,
+            problems,
+        }
     }
 }
 
@@ -282,7 +300,8 @@ impl Kept {
         match (memo.demand(pod, &|r: &str| served.contains(r)), self.base.node_index.get(node.as_str())) {
             (Ok(demand), Some(&i)) => {
                 Arc::make_mut(&mut self.base.nodes)[i].requested.add(&demand, 1);
-                Arc::make_mut(&mut self.base.bound).add(i, Arc::new(pod_rules::bound_pod(pod, &view.namespaces)));
+                let bound = pod_rules::bound_pod(pod, &view.namespaces, &self.base.attachments);
+                Arc::make_mut(&mut self.base.bound).add(i, Arc::new(bound));
                 Some((i, demand))
             }
             (Err(e), _) => {
@@ -354,6 +373,7 @@ impl<'v, 'a> Context<'v, 'a> {
             // What running pods' claims hold, for queues to account and evictions to free.
             held: std::cell::OnceCell::new(),
             volumes: std::cell::OnceCell::new(),
+            attachments: &base.attachments,
             owners: std::cell::OnceCell::new(),
             dra: &base.dra,
             served: &base.served,

@@ -16,9 +16,11 @@ use super::view::ClusterView;
 use crate::engine::model::{DelayedClaim, LabelRequirement};
 
 mod delayed;
+mod limits;
 mod once;
 
 pub use delayed::{SELECTED_NODE, class_of, waits_for_consumer};
+pub use limits::{ClaimAttachments, volume_limits};
 pub use once::{claim_names, inline_disk_field};
 
 /// The annotation the volume controller sets once it has bound a claim to its volume.

@@ -122,7 +122,7 @@ impl<'s> Workspace<'s> {
             shape_ids: HashMap::new(),
             accelerators,
             claims: ClaimWork::new(&snapshot.dra, selectors, limits),
-            pods: PodWork::new(&snapshot.nodes, &snapshot.bound, weights.hard_pod_affinity),
+            pods: PodWork::new(&snapshot.nodes, &snapshot.bound, &snapshot.volume_limits, weights.hard_pod_affinity),
             grown: false,
             shortfall_memo: None,
             journal: None,

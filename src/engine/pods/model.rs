@@ -86,6 +86,28 @@ impl PodTerm {
     }
 }
 
+/// A volume a pod's claim attaches to its node, as NodeVolumeLimits counts it: its CSI
+/// driver and handle (for a claim not bound yet, its class's provisioner and
+/// `<namespace>/<claim>`). Pods of one node that share a volume attach it once.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Attachment {
+    pub driver: String,
+    pub handle: String,
+}
+
+/// Per node (by index), the most volumes each CSI driver may attach there: its CSINode's
+/// `allocatable.count`. A driver not listed there, or a node without one, has no limit.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct VolumeLimits {
+    pub on_node: Vec<Vec<(String, u32)>>,
+}
+
+impl VolumeLimits {
+    pub fn on(&self, node: NodeIdx) -> &[(String, u32)] {
+        self.on_node.get(node as usize).map_or(&[], Vec::as_slice)
+    }
+}
+
 /// A preferred pod affinity or anti-affinity term and its weight (1 to 100).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct WeightedTerm {
@@ -123,6 +145,8 @@ impl SpreadRule {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct PodRules {
     pub ports: Vec<HostPort>,
+    /// The volumes its claims attach, sorted.
+    pub attach: Vec<Attachment>,
     pub affinity: Vec<PodTerm>,
     pub anti_affinity: Vec<PodTerm>,
     /// `whenUnsatisfiable: DoNotSchedule`.
@@ -139,6 +163,7 @@ pub struct PodRules {
 impl PodRules {
     pub fn is_empty(&self) -> bool {
         self.ports.is_empty()
+            && self.attach.is_empty()
             && self.affinity.is_empty()
             && self.anti_affinity.is_empty()
             && self.spread.is_empty()

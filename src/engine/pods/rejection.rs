@@ -7,6 +7,8 @@ use std::fmt;
 pub enum PodRejection {
     /// A host port the pod asks for is held on the node (NodePorts).
     Ports,
+    /// The node's CSI driver would attach more volumes than its limit (NodeVolumeLimits).
+    VolumeLimit,
     /// The node lacks a hard spread constraint's topology key (PodTopologySpread).
     SpreadLabel,
     /// Placing the pod there would skew its domain past `maxSkew`.
@@ -31,6 +33,7 @@ impl fmt::Display for PodRejection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             PodRejection::Ports => "node(s) didn't have free ports for the requested pod ports",
+            PodRejection::VolumeLimit => "node(s) exceed max volume count",
             PodRejection::SpreadLabel => {
                 "node(s) didn't match pod topology spread constraints (missing required label)"
             }

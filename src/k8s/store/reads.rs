@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::api::resource::v1::{DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::scheduling::v1beta1::PodGroup as KubernetesPodGroup;
-use k8s_openapi::api::storage::v1::{CSIDriver, CSIStorageCapacity, StorageClass};
+use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 use kube::Resource;
 use kube::api::{Api, ListParams};
 use serde::de::DeserializeOwned;
@@ -119,6 +119,7 @@ pub fn reads(sources: &Sources) -> Vec<Box<dyn Read>> {
         read::<StorageClass, StorageClass>(),
         read::<CSIDriver, CSIDriver>(),
         read::<CSIStorageCapacity, CSIStorageCapacity>(),
+        read::<CSINode, CSINode>(),
         read::<Service, Service>(),
         read::<ReplicationController, ReplicationController>(),
         read::<ReplicaSet, ReplicaSet>(),

@@ -5,9 +5,9 @@ use foldhash::{HashMap, HashMapExt};
 use std::sync::Arc;
 
 use super::tables::{AffinityCount, Eligibility, SpreadCount, TermCount};
-use super::work::{PodWork, ShapeTables, Table, count_ports};
+use super::work::{PodWork, ShapeTables, Table, count};
 use crate::engine::model::{NodeConstraints, NodeIdx};
-use crate::engine::pods::{HostPort, PodRules, PodTerm, SpreadRule};
+use crate::engine::pods::{Attachment, HostPort, PodRules, PodTerm, SpreadRule};
 
 impl<'s> PodWork<'s> {
     /// The tables for a shape of pods in `namespace` with these rules and node constraints.
@@ -18,10 +18,21 @@ impl<'s> PodWork<'s> {
             for pod in self.all() {
                 let pod = self.counted(pod);
                 if let Some(r) = pod.rules.filter(|r| !r.ports.is_empty()) {
-                    count_ports(ports.entry(pod.index).or_default(), &r.ports, pod.sign);
+                    count(ports.entry(pod.index).or_default(), &r.ports, pod.sign);
                 }
             }
             self.ports = Some(ports);
+        }
+        tables.attach = !rules.attach.is_empty() && self.limits.on_node.iter().any(|l| !l.is_empty());
+        if tables.attach && self.attached.is_none() {
+            let mut attached: HashMap<NodeIdx, Vec<(Attachment, i32)>> = HashMap::new();
+            for pod in self.all() {
+                let pod = self.counted(pod);
+                if let Some(r) = pod.rules.filter(|r| !r.attach.is_empty()) {
+                    count(attached.entry(pod.index).or_default(), &r.attach, pod.sign);
+                }
+            }
+            self.attached = Some(attached);
         }
         if let Some(first) = rules.affinity.first() {
             tables.affinity = Some(match self.affinity_ids.get(&rules.affinity) {
@@ -110,5 +121,20 @@ impl<'s> PodWork<'s> {
         let domains = Arc::new(eligibility.domains(self.nodes, key));
         self.domains.push((eligibility, key.to_string(), domains.clone()));
         domains
+    }
+}
+
+impl PodWork<'_> {
+    /// Whether a pod attaching `attach` would take a CSI driver of `node` past its limit:
+    /// the volumes attached there, each once however many pods use it, and the pod's that
+    /// are not.
+    pub(super) fn over_limit(&self, node: NodeIdx, attach: &[Attachment]) -> bool {
+        let used = self.attached.as_ref().and_then(|a| a.get(&node)).map_or(&[][..], Vec::as_slice);
+        self.limits.on(node).iter().any(|(driver, limit)| {
+            let held = |a: &Attachment| used.iter().any(|(u, n)| *n > 0 && u == a);
+            let now = used.iter().filter(|(a, n)| *n > 0 && &a.driver == driver).count();
+            let more = attach.iter().filter(|a| &a.driver == driver && !held(a)).count();
+            now + more > *limit as usize
+        })
     }
 }

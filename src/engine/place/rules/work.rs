@@ -12,7 +12,9 @@ use super::index::LabelIndex;
 use super::tables::{AffinityCount, Counted, Eligibility, Reach, Reached, SpreadCount, TermCount};
 use crate::engine::model::{NodeIdx, PodKey};
 use crate::engine::node::Node;
-use crate::engine::pods::{BoundPods, HostPort, Labels, PodRejection, PodRules, PodTerm, SpreadRule};
+use crate::engine::pods::{
+    Attachment, BoundPods, HostPort, Labels, PodRejection, PodRules, PodTerm, SpreadRule, VolumeLimits,
+};
 
 /// A pod placed on a node in this cycle (`sign` 1), or a bound pod given back in a trial (-1).
 #[derive(Clone, Debug)]
@@ -98,6 +100,8 @@ pub(crate) struct ShapeTables {
     pub(super) anti: Vec<usize>,
     pub(super) spread: Vec<usize>,
     pub(super) ports: bool,
+    /// Its pods attach volumes, and some node limits how many.
+    pub(super) attach: bool,
     /// Preferred terms: signed weight (anti-affinity negative), term table.
     pub(super) preferred: Vec<(i32, usize)>,
     /// `ScheduleAnyway` constraints' spread tables.
@@ -124,6 +128,9 @@ pub(crate) struct PodWork<'s> {
     /// then checked against the required anti-affinity, and scored by the others.
     reaching: [bool; 2],
     pub(super) ports: Option<HashMap<NodeIdx, Vec<(HostPort, i32)>>>,
+    /// The volumes attached to each node, counted by the pods that use them.
+    pub(super) attached: Option<HashMap<NodeIdx, Vec<(Attachment, i32)>>>,
+    pub(super) limits: &'s VolumeLimits,
     pub(super) affinity: Vec<AffinityCount<'s>>,
     /// Pods matching one term per value of its key: a required anti-affinity term's, or a
     /// preferred term's.
@@ -148,7 +155,7 @@ pub(crate) struct PodWork<'s> {
 
 impl<'s> PodWork<'s> {
     /// `hard`: the weight of a required affinity term in scoring (`hardPodAffinityWeight`).
-    pub fn new(nodes: &'s [Node], bound: &'s BoundPods, hard: i32) -> PodWork<'s> {
+    pub fn new(nodes: &'s [Node], bound: &'s BoundPods, limits: &'s VolumeLimits, hard: i32) -> PodWork<'s> {
         PodWork {
             nodes,
             hard,
@@ -156,6 +163,8 @@ impl<'s> PodWork<'s> {
             changes: Vec::new(),
             reaching: [bound.any_anti_affinity(), bound.any_pulls()],
             ports: None,
+            attached: None,
+            limits,
             affinity: Vec::new(),
             terms: Vec::new(),
             spread: Vec::new(),
@@ -249,6 +258,9 @@ impl<'s> PodWork<'s> {
                 && rules.ports.iter().any(|want| holds(used, want))
             {
                 return Err(PodRejection::Ports);
+            }
+            if tables.attach && self.over_limit(node, &rules.attach) {
+                return Err(PodRejection::VolumeLimit);
             }
             for &i in &tables.spread {
                 let table = &self.spread[i];
@@ -394,7 +406,12 @@ impl<'s> PodWork<'s> {
         if let Some(ports) = self.ports.as_mut()
             && let Some(r) = pod.rules.filter(|r| !r.ports.is_empty())
         {
-            count_ports(ports.entry(pod.index).or_default(), &r.ports, pod.sign);
+            count(ports.entry(pod.index).or_default(), &r.ports, pod.sign);
+        }
+        if let Some(attached) = self.attached.as_mut()
+            && let Some(r) = pod.rules.filter(|r| !r.attach.is_empty())
+        {
+            count(attached.entry(pod.index).or_default(), &r.attach, pod.sign);
         }
         touched.clear();
         self.tables.for_labels(pod.labels, |t| touched.push(t));
@@ -421,12 +438,12 @@ impl<'s> PodWork<'s> {
     }
 }
 
-/// Counts `ports` in use on a node `sign` times more.
-pub(super) fn count_ports(used: &mut Vec<(HostPort, i32)>, ports: &[HostPort], sign: i32) {
-    for port in ports {
-        match used.iter_mut().find(|(p, _)| p == port) {
+/// Counts `items` (host ports, volumes) in use on a node `sign` times more.
+pub(super) fn count<T: Clone + PartialEq>(used: &mut Vec<(T, i32)>, items: &[T], sign: i32) {
+    for item in items {
+        match used.iter_mut().find(|(p, _)| p == item) {
             Some((_, n)) => *n += sign,
-            None => used.push((port.clone(), sign)),
+            None => used.push((item.clone(), sign)),
         }
     }
     used.retain(|(_, n)| *n != 0);
