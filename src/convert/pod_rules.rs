@@ -15,10 +15,9 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use super::core::{Error, Result, describe};
-use super::volumes::ClaimAttachments;
 use crate::engine::model::{LabelRequirement, SelectorOperator};
 use crate::engine::pods::{
-    BoundPod, HostPort, Labels, Namespaces, PodRules, PodSelector, PodTerm, SpreadRule, WeightedTerm,
+    Attachment, BoundPod, HostPort, Labels, Namespaces, PodRules, PodSelector, PodTerm, SpreadRule, WeightedTerm,
 };
 
 /// A pod's labels, shared.
@@ -67,12 +66,11 @@ pub fn pod_rules(pod: &Pod, namespaces: &[&Namespace]) -> Result<Option<Arc<PodR
     Ok((!rules.is_empty()).then(|| Arc::new(rules)))
 }
 
-/// A bound pod as the rules between pods count it, with the volumes its claims attach;
+/// A bound pod as the rules between pods count it, with the volumes its claims `attach`;
 /// its rules are left out if they cannot be read (the API server validated them; nothing
 /// placed later should fail for them).
-pub fn bound_pod(pod: &Pod, namespaces: &[&Namespace], attachments: &ClaimAttachments) -> BoundPod {
+pub fn bound_pod(pod: &Pod, namespaces: &[&Namespace], attach: Vec<Attachment>) -> BoundPod {
     let mut rules = pod_rules(pod, namespaces).ok().flatten();
-    let attach = attachments.of(pod);
     if !attach.is_empty() {
         let mut with = rules.as_deref().cloned().unwrap_or_default();
         with.attach = attach;

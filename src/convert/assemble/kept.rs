@@ -300,7 +300,7 @@ impl Kept {
         match (memo.demand(pod, &|r: &str| served.contains(r)), self.base.node_index.get(node.as_str())) {
             (Ok(demand), Some(&i)) => {
                 Arc::make_mut(&mut self.base.nodes)[i].requested.add(&demand, 1);
-                let bound = pod_rules::bound_pod(pod, &view.namespaces, &self.base.attachments);
+                let bound = pod_rules::bound_pod(pod, &view.namespaces, self.base.attachments.of(pod));
                 Arc::make_mut(&mut self.base.bound).add(i, Arc::new(bound));
                 Some((i, demand))
             }
