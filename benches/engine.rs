@@ -9,7 +9,7 @@ use muster::engine::build::{GIB, GPU, SnapshotBuilder};
 use muster::engine::model::{
     LabelRequirement, SelectorOperator, Snapshot, Taint, TaintEffect, Toleration, TolerationOperator,
 };
-use muster::engine::pods::{Labels, Namespaces, PodRules, PodTerm, SpreadRule};
+use muster::engine::pods::{Labels, Namespaces, PodRules, PodTerm, SpreadRule, WeightedTerm};
 use muster::engine::{CycleConfig, schedule};
 
 const NODES: usize = 5_000;
@@ -178,12 +178,23 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
+/// The rules of the deployments' pods.
+#[derive(Clone, Copy)]
+enum Rules {
+    None,
+    /// Required anti-affinity on the hostname, DoNotSchedule spread over zones.
+    Required,
+    /// The same as preferences: preferred anti-affinity (weight 100), ScheduleAnyway.
+    Preferred,
+}
+
 /// 5,000 nodes over three zones and 10,000 one-CPU pods of 1,000 deployments of ten, as
 /// kube-scheduler's scheduler_perf SchedulingPodAntiAffinity and TopologySpreading run
-/// them: with `rules`, each pod keeps one replica of its deployment per node (required
-/// anti-affinity on the hostname) and spreads its deployment over the zones (maxSkew 1,
-/// DoNotSchedule); without, the same pods and nodes.
-fn deployments(rules: bool) -> Snapshot {
+/// them: with `Required` rules, each pod keeps one replica of its deployment per node
+/// (required anti-affinity on the hostname) and spreads its deployment over the zones
+/// (maxSkew 1, DoNotSchedule); with `Preferred`, it prefers both; without, the same pods
+/// and nodes.
+fn deployments(rules: Rules) -> Snapshot {
     let mut b = SnapshotBuilder::new();
     for i in 0..NODES {
         let name = format!("node-{i}");
@@ -203,27 +214,35 @@ fn deployments(rules: bool) -> Snapshot {
             operator: SelectorOperator::In,
             values: vec![app.clone()],
         }]);
-        let own = Arc::new(PodRules {
-            anti_affinity: vec![PodTerm {
-                namespaces: Namespaces::Only(vec!["default".into()]),
-                selector: selector.clone(),
-                topology_key: "kubernetes.io/hostname".into(),
-            }],
-            spread: vec![SpreadRule {
-                max_skew: 1,
-                topology_key: "topology.kubernetes.io/zone".into(),
-                selector,
-                min_domains: 1,
-                honor_affinity: true,
-                honor_taints: false,
-            }],
-            ..Default::default()
-        });
+        let term = PodTerm {
+            namespaces: Namespaces::Only(vec!["default".into()]),
+            selector: selector.clone(),
+            topology_key: "kubernetes.io/hostname".into(),
+        };
+        let spread = SpreadRule {
+            max_skew: 1,
+            topology_key: "topology.kubernetes.io/zone".into(),
+            selector,
+            min_domains: 1,
+            honor_affinity: true,
+            honor_taints: false,
+        };
+        let own = match rules {
+            Rules::None => None,
+            Rules::Required => {
+                Some(Arc::new(PodRules { anti_affinity: vec![term], spread: vec![spread], ..Default::default() }))
+            }
+            Rules::Preferred => Some(Arc::new(PodRules {
+                preferred_anti_affinity: vec![WeightedTerm { weight: 100, term }],
+                soft_spread: vec![spread],
+                ..Default::default()
+            })),
+        };
         let labels: Labels = Arc::new([("app".to_string(), app)].into());
         for r in 0..10 {
             b = b.gang(&format!("{d}-{r}"), 1, 1, &[("cpu", 1000), ("memory", GIB)]).with_last_gang(|g| {
                 g.pods[0].labels = labels.clone();
-                g.pods[0].rules = rules.then(|| own.clone());
+                g.pods[0].rules = own.clone();
             });
         }
     }
@@ -233,7 +252,11 @@ fn deployments(rules: bool) -> Snapshot {
 fn bench_rules(c: &mut Criterion) {
     let mut group = c.benchmark_group("rules_between_pods");
     group.sample_size(10);
-    for (name, rules) in [("10000_pods_plain", false), ("10000_pods_anti_affinity_and_spread", true)] {
+    for (name, rules) in [
+        ("10000_pods_plain", Rules::None),
+        ("10000_pods_anti_affinity_and_spread", Rules::Required),
+        ("10000_pods_preferred_anti_affinity_and_spread", Rules::Preferred),
+    ] {
         let snapshot = deployments(rules);
         report(name, &snapshot);
         group.throughput(Throughput::Elements(10_000));
