@@ -30,9 +30,9 @@ impl Workspace<'_> {
         }
     }
 
-    /// The nodes of `list` that can take `pod` (of the shape) now, best first by score,
-    /// ties in the list's order.
-    fn ranked(&mut self, shape: usize, list: &[NodeIdx], pod: &PendingPod) -> Vec<NodeIdx> {
+    /// The nodes of `list` that can take `pod` (of the shape) now, each with its score
+    /// (negated) and place in the list: the best is the least.
+    fn ranked(&mut self, shape: usize, list: &[NodeIdx], pod: &PendingPod) -> Vec<(i64, usize, NodeIdx)> {
         let tables = self.shapes[shape].tables.take();
         let demand = &self.shapes[shape].demand;
         let (namespace, labels) = (&pod.key.namespace, &pod.labels);
@@ -51,9 +51,7 @@ impl Workspace<'_> {
         if let Some(preferred) = node_preferences(&self.snapshot.nodes, &feasible, &pod.constraints, &self.weights) {
             scores.iter_mut().zip(preferred).for_each(|(s, p)| *s += p);
         }
-        let mut order: Vec<(i64, usize)> = scores.iter().enumerate().map(|(i, &s)| (-s, i)).collect();
-        order.sort_unstable();
-        order.into_iter().map(|(_, i)| feasible[i]).collect()
+        scores.iter().zip(feasible).enumerate().map(|(i, (&s, n))| (-s, i, n)).collect()
     }
 
     /// Places the shape's pods `next` gives, each on its best node of `list`, until one
@@ -68,8 +66,11 @@ impl Workspace<'_> {
         deltas: &mut Vec<(NodeIdx, Delta, i64)>,
     ) -> Result<(), (PodKey, String)> {
         while let Some(&&member) = next.peek() {
+            let mut ranked = self.ranked(shape, list, &gang.pods[member]);
             let mut placed = false;
-            for node in self.ranked(shape, list, &gang.pods[member]) {
+            // The best first; the next best only if its claims do not fit there.
+            while let Some(best) = ranked.iter().enumerate().min_by_key(|(_, r)| **r).map(|(i, _)| i) {
+                let (_, _, node) = ranked.swap_remove(best);
                 if self.fill_node(shape, node, 1, gang, next, fit, deltas)? > 0 {
                     placed = true;
                     break;

@@ -5,6 +5,8 @@
 //! nodes as kube-scheduler 1.37 normalises it, and weighted as the configuration says (its
 //! default profile's 2 each by default).
 
+use std::sync::Arc;
+
 use super::tables::Reach;
 use super::work::{PodWork, ShapeTables};
 use crate::engine::model::NodeIdx;
@@ -16,7 +18,7 @@ const MAX: i64 = 100;
 /// PodTopologySpread counts a hostname domain per node, not by looking its value up.
 const HOSTNAME: &str = "kubernetes.io/hostname";
 
-impl PodWork<'_> {
+impl<'s> PodWork<'s> {
     /// Whether pods around a pod of `namespace` with `labels` draw or repel it in scoring.
     pub fn pulled(&mut self, namespace: &str, labels: &Labels) -> bool {
         if !self.pulls_anywhere() {
@@ -62,6 +64,18 @@ impl PodWork<'_> {
         }
     }
 
+    /// Each node's value of label `key` (None: the node has none), found once per cycle.
+    fn values_of(&mut self, key: &str) -> Arc<Vec<Option<&'s str>>> {
+        if let Some(values) = self.key_values.get(key) {
+            return values.clone();
+        }
+        let nodes: &'s [crate::engine::node::Node] = self.nodes;
+        let values: Arc<Vec<Option<&'s str>>> =
+            Arc::new(nodes.iter().map(|n| n.labels.get(key).map(String::as_str)).collect());
+        self.key_values.insert(key.to_string(), values.clone());
+        values
+    }
+
     /// InterPodAffinity before normalisation: per node, the weights of the pod's preferred
     /// terms times the pods they match in the node's domain (anti-affinity negative), plus
     /// what the pods around it reach it with.
@@ -73,19 +87,29 @@ impl PodWork<'_> {
         feasible: &[NodeIdx],
         raw: &mut Vec<i64>,
     ) {
-        let pull = self.pulled(namespace, labels).then(|| self.reached(Reach::Pull, namespace, labels));
-        let pull = pull.map(|id| &self.reaches[Reach::Pull as usize].tables[id]);
-        let preferred = tables.map(|t| t.preferred.as_slice()).unwrap_or_default();
-        for &n in feasible {
-            let node = &self.nodes[n as usize];
-            let mut score = pull.map_or(0, |p| p.score(node));
-            for &(weight, t) in preferred {
-                let table = &self.terms[t];
-                if let Some(value) = node.labels.get(&table.term.topology_key) {
-                    score += i64::from(weight) * i64::from(table.counts.get(value.as_str()).copied().unwrap_or(0));
+        raw.clear();
+        raw.resize(feasible.len(), 0);
+        if self.pulled(namespace, labels) {
+            let id = self.reached(Reach::Pull, namespace, labels);
+            let keys: Vec<&'s str> = self.reaches[Reach::Pull as usize].tables[id].counts.keys().copied().collect();
+            for key in keys {
+                let values = self.values_of(key);
+                let by_value = &self.reaches[Reach::Pull as usize].tables[id].counts[key];
+                for (score, &n) in raw.iter_mut().zip(feasible) {
+                    if let Some(&w) = values[n as usize].and_then(|v| by_value.get(v)) {
+                        *score += i64::from(w);
+                    }
                 }
             }
-            raw.push(score);
+        }
+        for &(weight, t) in tables.map(|t| t.preferred.as_slice()).unwrap_or_default() {
+            let values = self.values_of(&self.terms[t].term.topology_key.clone());
+            let counts = &self.terms[t].counts;
+            for (score, &n) in raw.iter_mut().zip(feasible) {
+                if let Some(&c) = values[n as usize].and_then(|v| counts.get(v)) {
+                    *score += i64::from(weight) * i64::from(c);
+                }
+            }
         }
     }
 
@@ -93,38 +117,55 @@ impl PodWork<'_> {
     /// the constraints, unless they are kube-scheduler's own defaults), each constraint
     /// whose key the node has: its matching pods in the node's domain, weighted by the log
     /// of how many domains the counted feasible nodes make, plus its `maxSkew` less one.
-    fn spread_scores(&self, tables: &ShapeTables, feasible: &[NodeIdx]) -> Vec<Option<i64>> {
+    fn spread_scores(&mut self, tables: &ShapeTables, feasible: &[NodeIdx]) -> Vec<Option<i64>> {
+        let values: Vec<Arc<Vec<Option<&'s str>>>> =
+            tables.soft_spread.iter().map(|&t| self.values_of(&self.spread[t].rule.topology_key.clone())).collect();
         let rules: Vec<_> = tables.soft_spread.iter().map(|&t| &self.spread[t]).collect();
-        let has = |n: NodeIdx, key: &str| self.nodes[n as usize].labels.contains_key(key);
-        let counted = |n: NodeIdx| tables.system_spread || rules.iter().all(|t| has(n, &t.rule.topology_key));
+        let counted = |n: NodeIdx| tables.system_spread || values.iter().all(|v| v[n as usize].is_some());
         let kept: Vec<NodeIdx> = feasible.iter().copied().filter(|&n| counted(n)).collect();
         let weights: Vec<f64> = rules
             .iter()
-            .map(|t| {
+            .zip(&values)
+            .map(|(t, values)| {
                 let size = match t.rule.topology_key.as_str() {
                     HOSTNAME => kept.len(),
-                    key => {
-                        // A node without the key makes the domain "" (as kube-scheduler
-                        // counts it under its own defaults).
-                        let value = |n: NodeIdx| self.nodes[n as usize].labels.get(key).map_or("", String::as_str);
-                        let mut values: Vec<&str> = kept.iter().map(|&n| value(n)).collect();
-                        values.sort_unstable();
-                        values.dedup();
-                        values.len()
-                    }
+                    // A node without the key makes the domain "" (as kube-scheduler counts
+                    // it under its own defaults).
+                    _ => distinct(kept.iter().map(|&n| values[n as usize].unwrap_or(""))),
                 };
                 ((size + 2) as f64).ln()
             })
             .collect();
         let score = |n: NodeIdx| -> i64 {
-            let node = &self.nodes[n as usize];
-            let each = rules.iter().zip(&weights).filter_map(|(t, w)| {
-                let value = node.labels.get(&t.rule.topology_key)?;
-                let count = t.counts.get(value.as_str()).copied().unwrap_or(0);
+            let each = rules.iter().zip(&weights).zip(&values).filter_map(|((t, w), values)| {
+                let count = t.counts.get(values[n as usize]?).copied().unwrap_or(0);
                 Some(count as f64 * w + f64::from(t.rule.max_skew - 1))
             });
             each.sum::<f64>().round() as i64
         };
         feasible.iter().map(|&n| counted(n).then(|| score(n))).collect()
     }
+}
+
+/// How many distinct values `values` holds: looked up in a short list while there are few
+/// (zones, racks: a handful per cluster), in a set past that.
+fn distinct<'v>(values: impl Iterator<Item = &'v str>) -> usize {
+    const FEW: usize = 16;
+    let mut few: Vec<&str> = Vec::with_capacity(FEW);
+    let mut many: Option<std::collections::HashSet<&str>> = None;
+    for value in values {
+        match many.as_mut() {
+            Some(set) => {
+                set.insert(value);
+            }
+            None if few.contains(&value) => {}
+            None if few.len() < FEW => few.push(value),
+            None => {
+                let mut set: std::collections::HashSet<&str> = few.drain(..).collect();
+                set.insert(value);
+                many = Some(set);
+            }
+        }
+    }
+    many.map_or(few.len(), |set| set.len())
 }

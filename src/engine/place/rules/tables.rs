@@ -131,14 +131,6 @@ impl<'s> Reached<'s> {
     pub fn refuses(&self, node: &Node) -> bool {
         self.counts.iter().any(|(key, values)| node.labels.get(*key).is_some_and(|v| values.contains_key(v.as_str())))
     }
-
-    /// What the pods it pulls by gain on `node`.
-    pub fn score(&self, node: &Node) -> i64 {
-        let on = |(key, values): (&&str, &HashMap<&str, i32>)| {
-            node.labels.get(*key).and_then(|v| values.get(v.as_str())).map_or(0, |&w| i64::from(w))
-        };
-        self.counts.iter().map(on).sum()
-    }
 }
 
 /// Which nodes a spread constraint counts: the owning pod's constraint keys, and its node

@@ -148,6 +148,8 @@ pub(crate) struct PodWork<'s> {
     /// The domains of spread constraints, by who counts them and the key.
     pub(super) domains: Vec<(Eligibility, String, Arc<Vec<&'s str>>)>,
     namespaces: HashMap<String, Arc<str>>,
+    /// Each node's value of a label key, by key, for scoring.
+    pub(super) key_values: HashMap<String, Arc<Vec<Option<&'s str>>>>,
     /// Scratch lists for [`PodWork::apply`], kept between calls.
     touched: Vec<Table>,
     hits: Vec<usize>,
@@ -176,6 +178,7 @@ impl<'s> PodWork<'s> {
             pods: None,
             domains: Vec::new(),
             namespaces: HashMap::new(),
+            key_values: HashMap::new(),
             touched: Vec::new(),
             hits: Vec::new(),
         }
