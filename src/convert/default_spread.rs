@@ -15,7 +15,7 @@ use super::pod_rules::selector;
 use super::view::ClusterView;
 use crate::config::{DefaultConstraint, DefaultingType, PodTopologySpreadArgs};
 use crate::engine::model::{LabelRequirement, SelectorOperator};
-use crate::engine::pods::{PodRules, SpreadRule};
+use crate::engine::pods::SpreadRule;
 
 /// The constraints pods that set none get, as configured.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -81,10 +81,10 @@ impl<'a> SpreadOwners<'a> {
     /// The selector of the pods `pod` spreads among; None when nothing selects it.
     fn selector(&self, pod: &Pod) -> Result<Option<Vec<LabelRequirement>>> {
         let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
-        let labels = pod.metadata.labels.clone().unwrap_or_default();
+        let labels = pod.metadata.labels.as_ref();
         let mut merged: BTreeMap<&str, &str> = BTreeMap::new();
         for service in self.services.get(namespace).into_iter().flatten() {
-            if service.iter().all(|(k, v)| labels.get(k) == Some(v)) {
+            if service.iter().all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v)) {
                 merged.extend(service.iter().map(|(k, v)| (k.as_str(), v.as_str())));
             }
         }
@@ -123,22 +123,22 @@ fn asks_for_devices(pod: &Pod) -> bool {
     spec.resource_claims.as_ref().is_some_and(|c| !c.is_empty()) || named.into_iter().any(|n| !built_in(n))
 }
 
-/// Adds the default constraints to `rules` (made for `pod`) when the pod sets none of its
-/// own and something selects it; says whether it added any.
-pub fn add_defaults(
+/// The default constraints of `pod` (hard, then soft), when it sets none of its own and
+/// something selects it.
+pub fn defaults_for(
     pod: &Pod,
-    rules: &mut PodRules,
     defaults: &SpreadDefaults,
     owners: &SpreadOwners<'_>,
-) -> Result<bool> {
+) -> Result<Option<(Vec<SpreadRule>, Vec<SpreadRule>)>> {
     let own = pod.spec.as_ref().and_then(|s| s.topology_spread_constraints.as_ref());
     if own.is_some_and(|c| !c.is_empty()) || defaults.constraints.is_empty() {
-        return Ok(false);
+        return Ok(None);
     }
     if defaults.system && asks_for_devices(pod) {
-        return Ok(false);
+        return Ok(None);
     }
-    let Some(selector) = owners.selector(pod)? else { return Ok(false) };
+    let Some(selector) = owners.selector(pod)? else { return Ok(None) };
+    let (mut hard, mut soft) = (Vec::new(), Vec::new());
     for c in &defaults.constraints {
         let rule = SpreadRule {
             max_skew: c.max_skew,
@@ -149,12 +149,11 @@ pub fn add_defaults(
             honor_taints: false,
         };
         match c.when_unsatisfiable.as_str() {
-            "DoNotSchedule" => rules.spread.push(rule),
-            _ => rules.soft_spread.push(rule),
+            "DoNotSchedule" => hard.push(rule),
+            _ => soft.push(rule),
         }
     }
-    rules.system_spread = defaults.system;
-    Ok(true)
+    Ok(Some((hard, soft)))
 }
 
 #[cfg(test)]
@@ -165,6 +164,7 @@ mod tests {
     use super::*;
     use crate::config::PodTopologySpreadArgs;
     use crate::convert::view::ClusterObjects;
+    use crate::engine::pods::PodRules;
 
     fn read<T: serde::de::DeserializeOwned>(yaml: &str) -> T {
         yaml_serde::from_str(yaml).expect("yaml")
@@ -202,9 +202,9 @@ spec:
         let objects = cluster();
         let view = objects.view();
         let owners = SpreadOwners::new(&view);
-        let mut rules = PodRules::default();
-        add_defaults(pod, &mut rules, &SpreadDefaults::new(args), &owners).expect("read");
-        rules
+        let defaults = SpreadDefaults::new(args);
+        let (spread, soft_spread) = defaults_for(pod, &defaults, &owners).expect("read").unwrap_or_default();
+        PodRules { spread, soft_spread, system_spread: defaults.system, ..Default::default() }
     }
 
     #[test]

@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::Pod;
 
 use super::memo::Conversions;
 use crate::convert::core::describe;
-use crate::convert::default_spread::{SpreadOwners, add_defaults};
+use crate::convert::default_spread::{SpreadOwners, defaults_for};
 use crate::convert::pod_rules;
 use crate::convert::status::{Rejection, Unplaced};
 use crate::convert::volumes::{self, VolumeIndex};
@@ -224,16 +224,18 @@ impl Folding<'_, '_, '_> {
         let rules = pod_rules::pod_rules(pod, &ctx.view.namespaces)?;
         let attach = ctx.attachments.of(pod);
         let defaults = &memo.spread_defaults;
-        let owners = (!defaults.constraints.is_empty()).then(|| ctx.owners.get_or_init(|| SpreadOwners::new(ctx.view)));
-        let mut with = rules.as_deref().cloned().unwrap_or_default();
-        let spread = match owners {
-            Some(owners) => add_defaults(pod, &mut with, defaults, owners)?,
-            None => false,
+        let spread = match defaults.constraints.is_empty() {
+            true => None,
+            false => defaults_for(pod, defaults, ctx.owners.get_or_init(|| SpreadOwners::new(ctx.view)))?,
         };
-        if !spread && attach.is_empty() {
+        if spread.is_none() && attach.is_empty() {
             return Ok(rules);
         }
+        let mut with = rules.as_deref().cloned().unwrap_or_default();
         with.attach = attach;
+        if let Some((hard, soft)) = spread {
+            (with.spread, with.soft_spread, with.system_spread) = (hard, soft, defaults.system);
+        }
         Ok(Some(Arc::new(with)))
     }
 

@@ -18,7 +18,8 @@ use crate::engine::pods::{Attachment, VolumeLimits};
 /// (claims, volumes and classes changing make it afresh).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ClaimAttachments {
-    by_claim: HashMap<(String, String), Attachment>,
+    /// By namespace, then claim name.
+    by_claim: HashMap<String, HashMap<String, Attachment>>,
 }
 
 impl ClaimAttachments {
@@ -27,7 +28,7 @@ impl ClaimAttachments {
             view.persistent_volumes.iter().filter_map(|v| Some((v.metadata.name.as_deref()?, *v))).collect();
         let classes: HashMap<&str, _> =
             view.storage_classes.iter().filter_map(|c| Some((c.metadata.name.as_deref()?, *c))).collect();
-        let mut by_claim = HashMap::new();
+        let mut by_claim: HashMap<String, HashMap<String, Attachment>> = HashMap::new();
         for claim in &view.persistent_volume_claims {
             let (Some(namespace), Some(name)) = (claim.metadata.namespace.as_deref(), claim.metadata.name.as_deref())
             else {
@@ -48,7 +49,7 @@ impl ClaimAttachments {
                 }
             };
             if let Some(attachment) = attachment {
-                by_claim.insert((namespace.to_string(), name.to_string()), attachment);
+                by_claim.entry(namespace.to_string()).or_default().insert(name.to_string(), attachment);
             }
         }
         ClaimAttachments { by_claim }
@@ -56,12 +57,9 @@ impl ClaimAttachments {
 
     /// What `pod`'s claims attach, sorted, each once.
     pub fn of(&self, pod: &Pod) -> Vec<Attachment> {
-        if self.by_claim.is_empty() {
-            return Vec::new();
-        }
-        let namespace = pod.metadata.namespace.clone().unwrap_or_else(|| "default".into());
-        let mut found: Vec<Attachment> =
-            claim_names(pod).filter_map(|claim| self.by_claim.get(&(namespace.clone(), claim)).cloned()).collect();
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+        let Some(claims) = self.by_claim.get(namespace) else { return Vec::new() };
+        let mut found: Vec<Attachment> = claim_names(pod).filter_map(|claim| claims.get(&claim).cloned()).collect();
         found.sort();
         found.dedup();
         found

@@ -7,32 +7,18 @@ use std::sync::Arc;
 use super::tables::{AffinityCount, Eligibility, SpreadCount, TermCount};
 use super::work::{PodWork, ShapeTables, Table, count};
 use crate::engine::model::{NodeConstraints, NodeIdx};
-use crate::engine::pods::{Attachment, HostPort, PodRules, PodTerm, SpreadRule};
+use crate::engine::pods::{Attachment, PodRules, PodTerm, SpreadRule};
 
 impl<'s> PodWork<'s> {
     /// The tables for a shape of pods in `namespace` with these rules and node constraints.
     pub fn tables(&mut self, namespace: &str, rules: &PodRules, constraints: &Arc<NodeConstraints>) -> ShapeTables {
         let mut tables = ShapeTables { ports: !rules.ports.is_empty(), ..Default::default() };
         if tables.ports && self.ports.is_none() {
-            let mut ports: HashMap<NodeIdx, Vec<(HostPort, i32)>> = HashMap::new();
-            for pod in self.all() {
-                let pod = self.counted(pod);
-                if let Some(r) = pod.rules.filter(|r| !r.ports.is_empty()) {
-                    count(ports.entry(pod.index).or_default(), &r.ports, pod.sign);
-                }
-            }
-            self.ports = Some(ports);
+            self.ports = Some(self.per_node(|r| &r.ports));
         }
         tables.attach = !rules.attach.is_empty() && self.limits.on_node.iter().any(|l| !l.is_empty());
         if tables.attach && self.attached.is_none() {
-            let mut attached: HashMap<NodeIdx, Vec<(Attachment, i32)>> = HashMap::new();
-            for pod in self.all() {
-                let pod = self.counted(pod);
-                if let Some(r) = pod.rules.filter(|r| !r.attach.is_empty()) {
-                    count(attached.entry(pod.index).or_default(), &r.attach, pod.sign);
-                }
-            }
-            self.attached = Some(attached);
+            self.attached = Some(self.per_node(|r| &r.attach));
         }
         if let Some(first) = rules.affinity.first() {
             tables.affinity = Some(match self.affinity_ids.get(&rules.affinity) {
@@ -125,6 +111,18 @@ impl<'s> PodWork<'s> {
 }
 
 impl PodWork<'_> {
+    /// What every pod holds of a node (its host ports, its volumes), counted per node.
+    fn per_node<T: Clone + PartialEq>(&self, held: impl Fn(&PodRules) -> &[T]) -> HashMap<NodeIdx, Vec<(T, i32)>> {
+        let mut found: HashMap<NodeIdx, Vec<(T, i32)>> = HashMap::new();
+        for pod in self.all() {
+            let pod = self.counted(pod);
+            if let Some(items) = pod.rules.map(&held).filter(|items| !items.is_empty()) {
+                count(found.entry(pod.index).or_default(), items, pod.sign);
+            }
+        }
+        found
+    }
+
     /// Whether a pod attaching `attach` would take a CSI driver of `node` past its limit:
     /// the volumes attached there, each once however many pods use it, and the pod's that
     /// are not.

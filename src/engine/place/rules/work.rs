@@ -406,15 +406,13 @@ impl<'s> PodWork<'s> {
     fn apply(&mut self, i: usize, direction: i32) {
         let (mut touched, mut hits) = (std::mem::take(&mut self.touched), std::mem::take(&mut self.hits));
         let pod = self.changes[i].counted(self.nodes, direction);
-        if let Some(ports) = self.ports.as_mut()
-            && let Some(r) = pod.rules.filter(|r| !r.ports.is_empty())
-        {
-            count(ports.entry(pod.index).or_default(), &r.ports, pod.sign);
-        }
-        if let Some(attached) = self.attached.as_mut()
-            && let Some(r) = pod.rules.filter(|r| !r.attach.is_empty())
-        {
-            count(attached.entry(pod.index).or_default(), &r.attach, pod.sign);
+        if let Some(r) = pod.rules {
+            if let Some(ports) = self.ports.as_mut().filter(|_| !r.ports.is_empty()) {
+                count(ports.entry(pod.index).or_default(), &r.ports, pod.sign);
+            }
+            if let Some(attached) = self.attached.as_mut().filter(|_| !r.attach.is_empty()) {
+                count(attached.entry(pod.index).or_default(), &r.attach, pod.sign);
+            }
         }
         touched.clear();
         self.tables.for_labels(pod.labels, |t| touched.push(t));
