@@ -183,9 +183,16 @@ async fn a_disruption_budget_refusing_every_eviction_of_a_half_bound_gang_ends_w
         p.iter().all(|p| node_of(p).is_none()) && p.iter().all(|p| p.metadata.name.as_deref() != Some("pair-0"))
     })
     .await;
+    // The event is written after the delete, and the delete is counted once both are done.
+    let notes = wait_for_events(&cluster, "pair-0", "EvictionRefused").await;
+    within(5, "the forced delete counted", async {
+        while metrics.evictions_forced.get() == 0 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
     assert!(metrics.eviction_refusals.get() >= 2, "{} refusals", metrics.eviction_refusals.get());
     assert_eq!(metrics.evictions_forced.get(), 1);
-    let notes = wait_for_events(&cluster, "pair-0", "EvictionRefused").await;
     assert!(
         notes.iter().any(|n| n.contains("refused 2 time(s)") && n.contains("disruption budget") && n.contains("pair")),
         "{notes:?}"

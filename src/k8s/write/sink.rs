@@ -124,7 +124,12 @@ impl ApiSink {
                 let key = PodKey { namespace: pod.namespace.clone(), name: pod.name.clone() };
                 tracing::warn!(pod = %key, "{note}");
                 super::bind::delete(&self.client, self.retry, &key, pod.uid.as_deref()).await?;
-                self.event(pod, true, "EvictionRefused", note, "Deleting").await
+                // The pod is gone: an event that fails to land must not make the writer
+                // count the delete as refused and send it again.
+                if let Err(e) = self.event(pod, true, "EvictionRefused", note, "Deleting").await {
+                    tracing::warn!(pod = %key, error = %e, "the pod was deleted but its event was not written");
+                }
+                Ok(())
             }
             Write::Queue { name, status } => {
                 let api: Api<crate::api::queue::Queue> = Api::all(self.client.clone());
