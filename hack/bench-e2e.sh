@@ -18,6 +18,10 @@
 #     100 s (200/s) and each node's heartbeat every 60 s (83/s).
 #   - large: the same 5,000 nodes, 20,000 pods in gangs of 8: Muster and kube-scheduler, each
 #     between ceilings as above: all bound? gangs split? pods/s, ÷ ceiling, CPU, peak memory.
+#   - anti-affinity + zone spread: the same 5,000 nodes in three zones, 10,000 one-CPU pods in
+#     deployments of ten, each with required anti-affinity to its deployment on the hostname
+#     and a DoNotSchedule zone spread (scheduler_perf's SchedulingPodAntiAffinity and
+#     TopologySpreading): Muster and kube-scheduler between ceilings.
 # kube-scheduler's gangs use its own gang scheduling (feature gate GenericWorkload, the
 # scheduling.k8s.io/v1beta1 Workload and PodGroup, spec.schedulingGroup on the pods); Muster's
 # are podgroups.muster.dev. Sizes are for BENCH_SCALE=1 and scale with it (with minimums).
@@ -26,7 +30,7 @@
 #                                     # idle and large on 1,000 nodes with 4,000 pods; about 10 minutes
 #   BENCH_SCALE=1 hack/bench-e2e.sh   # the full sizes above; meant to fit in an hour on 2 cores
 #   BENCH_SCALE=0.02 hack/bench-e2e.sh   # a smoke run: about 2 minutes after the build
-#   BENCH_RUNS=large,idle hack/bench-e2e.sh   # a subset: singles, gangs, dra, unschedulable, idle, large
+#   BENCH_RUNS=large,idle hack/bench-e2e.sh   # a subset: singles, gangs, dra, unschedulable, idle, large, rules
 #
 # Each row has a budget, BENCH_BUDGET_S seconds (default 600 × BENCH_SCALE, at least 120): a
 # row over it is printed as "over budget" with what it reached, and the bench goes on.

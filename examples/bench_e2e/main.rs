@@ -29,6 +29,11 @@
 //! - **large** (the same 5,000 nodes, 20,000 pods in 2,500 gangs of 8): Muster and
 //!   kube-scheduler (qps 5000/burst 10000), each between two ceilings as above: every pod
 //!   bound? gangs split?
+//! - **anti-affinity + zone spread** (the same 5,000 nodes, dealt into three zones; 10,000
+//!   one-CPU pods in deployments of ten): each pod keeps off the nodes of its deployment's
+//!   other replicas (required anti-affinity on the hostname) and spreads its deployment over
+//!   the zones (maxSkew 1, DoNotSchedule), as scheduler_perf's SchedulingPodAntiAffinity and
+//!   TopologySpreading; between ceilings as above.
 //!
 //! Gangs: Muster's are `podgroups.muster.dev` (`minMember: 8`) with the pods labelled
 //! `muster.dev/pod-group`; kube-scheduler's are its own, through the Workload API: one
@@ -51,7 +56,8 @@
 //! 1.0 = the sizes above), `BENCH_BUDGET_S` (seconds per row; default 600 × scale, at least
 //! 120), `BENCH_QPS`/`BENCH_BURST` (kube-scheduler's client limits for the equal-QPS rows),
 //! `BENCH_KUBE_FEATURE_GATES` (more `Name=true` gates for kube-scheduler, comma-separated),
-//! `BENCH_RUNS` (a subset, comma-separated: singles, gangs, dra, unschedulable, idle, large),
+//! `BENCH_RUNS` (a subset, comma-separated: singles, gangs, dra, unschedulable, idle, large,
+//! rules),
 //! `BENCH_SCHEDULERS` (a subset of the schedulers, comma-separated: muster, kube, kubedef),
 //! `BENCH_LOG_DIR` (where to keep each scheduler's log), `BENCH_MUSTER_LOG` (Muster's
 //! `RUST_LOG`, default `warn`).
@@ -271,6 +277,7 @@ async fn main() {
         idle_pods: scaled(20000.0, s, 64),
         idle_window: Duration::from_secs(scaled(60.0, s, 15) as u64),
         large_gangs: scaled(2500.0, s, 4),
+        rule_pods: scaled(10000.0, s, 20) / 10 * 10,
     };
     let budget = Duration::from_secs(
         std::env::var("BENCH_BUDGET_S")
@@ -339,6 +346,12 @@ async fn main() {
         sizes.large_gangs
     );
     println!(
+        "- anti-affinity + zone spread: the same {} nodes (dealt into {} zones), {} one-CPU pods in deployments of ten, each with required anti-affinity to its deployment on the hostname and a zone spread constraint (maxSkew 1, DoNotSchedule) over it, as scheduler_perf's SchedulingPodAntiAffinity and TopologySpreading; ceiling, Muster, ceiling, kube-scheduler (qps {qps}), ceiling.",
+        sizes.big_nodes,
+        objects::ZONES,
+        sizes.rule_pods
+    );
+    println!(
         "Columns: time = to all bound (unschedulable: to all reported; idle: the window); pods/s = pods bound over that time; gangs split = gangs with some but not all 8 pods bound when the row ended; CPU = the scheduler's CPU seconds over the row (idle: over the window); peak memory = its VmHWM. A row over its budget says so and shows what it reached; a row whose scheduler deleted pods (a gang rolled back by evicting what it had bound: bare pods, never made again) and then bound nothing for 30 s is stopped as stalled, its time running to its last binding."
     );
     println!();
@@ -379,19 +392,22 @@ async fn main() {
         nodes.delete(&b).await;
     }
 
-    let (idle, large) = (wanted("idle"), wanted(Workload::Large.key()));
-    if (idle || large)
-        && let Some(nodes) = nodes_or_row(&b, &mut table, "idle + large", "big", sizes.big_nodes, false).await
+    let (idle, large, rules) = (wanted("idle"), wanted(Workload::Large.key()), wanted(Workload::Rules.key()));
+    if (idle || large || rules)
+        && let Some(nodes) = nodes_or_row(&b, &mut table, "idle, large, rules", "big", sizes.big_nodes, false).await
     {
         for scheduler in [Scheduler::Muster, kube].into_iter().filter(|_| idle).filter(picked) {
             let ns = format!("bench-i-{}", scheduler.short());
             let body = |p| idle::run(&b, &nodes, &sizes, scheduler, &ns, p);
             row(&b, &mut table, "idle", scheduler.label(), &ns, body).await;
         }
+        let target = Target { nodes: &nodes, sizes: &sizes, ns: "" };
+        let schedulers: Vec<Scheduler> = [Scheduler::Muster, kube].into_iter().filter(picked).collect();
         if large {
-            let target = Target { nodes: &nodes, sizes: &sizes, ns: "" };
-            let schedulers: Vec<Scheduler> = [Scheduler::Muster, kube].into_iter().filter(picked).collect();
             bracketed(&b, &mut table, Workload::Large, &target, &schedulers).await;
+        }
+        if rules {
+            bracketed(&b, &mut table, Workload::Rules, &target, &schedulers).await;
         }
         nodes.delete(&b).await;
     }

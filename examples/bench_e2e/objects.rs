@@ -126,8 +126,11 @@ impl NodeSet {
         let nodes: Vec<Node> = (0..count)
             .map(|i| {
                 let rack = format!("r{}", i / 16);
+                let zone = format!("zone-{}", i % ZONES);
                 let gpus = if dra { 0 } else { 16 };
-                builders::node(&set.node(i), 64, 512, gpus, &[(BENCH_LABEL, name), ("topology.muster.dev/rack", &rack)])
+                let labels =
+                    [(BENCH_LABEL, name), ("topology.muster.dev/rack", &rack), ("topology.kubernetes.io/zone", &zone)];
+                builders::node(&set.node(i), 64, 512, gpus, &labels)
             })
             .collect();
         let api: Api<Node> = Api::all(b.client.clone());
@@ -175,6 +178,29 @@ impl NodeSet {
         let nodes: Api<Node> = Api::all(b.client.clone());
         delete_all(b, &nodes, &ListParams::default().labels(&self.selector()), "nodes").await;
     }
+}
+
+/// The zones the nodes are dealt into, one node to each in turn.
+pub const ZONES: usize = 3;
+
+/// Makes `pod` a replica of deployment `app`, as kube-scheduler's scheduler_perf runs
+/// SchedulingPodAntiAffinity and TopologySpreading: no two replicas on one node (required
+/// anti-affinity on the hostname) and the replicas spread over the zones (maxSkew 1,
+/// DoNotSchedule).
+pub fn keep_apart(pod: &mut Pod, app: &str) {
+    pod.metadata.labels.get_or_insert_default().insert("app".into(), app.into());
+    let selector = json!({"matchLabels": {"app": app}});
+    let spec = pod.spec.as_mut().expect("spec");
+    spec.affinity = Some(
+        serde_json::from_value(json!({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": selector, "topologyKey": "kubernetes.io/hostname"}]}}))
+        .expect("affinity"),
+    );
+    spec.topology_spread_constraints = Some(vec![
+        serde_json::from_value(json!({"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                                      "whenUnsatisfiable": "DoNotSchedule", "labelSelector": selector}))
+        .expect("spread"),
+    ]);
 }
 
 /// A pod of `scheduler_name` for the nodes of `nodes`, asking `gpus` nvidia.com/gpu.

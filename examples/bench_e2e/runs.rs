@@ -32,6 +32,8 @@ pub struct Sizes {
     pub idle_pods: usize,
     pub idle_window: Duration,
     pub large_gangs: usize,
+    /// The rules run's pods, in deployments of ten.
+    pub rule_pods: usize,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,6 +43,8 @@ pub enum Workload {
     Dra,
     /// Gangs of 8 on the big node set.
     Large,
+    /// Deployments of ten on the big node set, one replica per node and spread over zones.
+    Rules,
 }
 
 impl Workload {
@@ -50,6 +54,7 @@ impl Workload {
             Workload::Gangs => "gangs of 8",
             Workload::Dra => "DRA template claims",
             Workload::Large => "large: gangs of 8",
+            Workload::Rules => "anti-affinity + zone spread",
         }
     }
 
@@ -59,6 +64,7 @@ impl Workload {
             Workload::Gangs => "g",
             Workload::Dra => "d",
             Workload::Large => "l",
+            Workload::Rules => "r",
         }
     }
 
@@ -69,6 +75,7 @@ impl Workload {
             Workload::Gangs => "gangs",
             Workload::Dra => "dra",
             Workload::Large => "large",
+            Workload::Rules => "rules",
         }
     }
 
@@ -85,6 +92,7 @@ impl Workload {
             Workload::Singles => sizes.singles,
             Workload::Dra => sizes.dra,
             Workload::Gangs | Workload::Large => 8 * self.gangs(sizes),
+            Workload::Rules => sizes.rule_pods,
         }
     }
 
@@ -94,6 +102,7 @@ impl Workload {
             Workload::Singles => format!("p{k}"),
             Workload::Dra => format!("d{k}"),
             Workload::Gangs | Workload::Large => format!("g{}-{}", k / 8, k % 8),
+            Workload::Rules => format!("d{}-{}", k / 10, k % 10),
         }
     }
 }
@@ -134,6 +143,15 @@ async fn prepare(
                 })
                 .collect()
         }
+        Workload::Rules => names
+            .iter()
+            .enumerate()
+            .map(|(k, n)| {
+                let mut pod = objects::pod(t.nodes, scheduler_name, n, 0, &[]);
+                objects::keep_apart(&mut pod, &format!("d{}", k / 10));
+                pod
+            })
+            .collect(),
         Workload::Dra => {
             objects::create_claim_template(&b.client, t.ns).await?;
             names
@@ -386,6 +404,18 @@ pub async fn throughput(
         {
             row.detail = format!("{scheduled}/{groups} PodGroups PodGroupInitiallyScheduled=True");
         }
+    }
+    if workload == Workload::Rules {
+        let nodes = t.nodes;
+        let zone_of = |node: &str| {
+            node.strip_prefix(&format!("{}-n", nodes.name))?.parse::<usize>().ok().map(|i| i % objects::ZONES)
+        };
+        row.detail = match tracker.broken_rules(objects::ZONES, zone_of) {
+            (0, 0) => "every placement keeps both rules".into(),
+            (shared, skewed) => format!(
+                "rules broken: {shared} deployments with two replicas on a node, {skewed} with zones more than 1 apart"
+            ),
+        };
     }
     if deleted > 0 {
         let gangs = if short > 0 { format!(" ({short} gangs lost pods)") } else { String::new() };

@@ -17,6 +17,8 @@ use crate::objects::GANG_LABEL;
 pub struct Seen {
     pub gang: Option<String>,
     pub bound: bool,
+    /// The node it is bound to.
+    pub node: Option<String>,
     pub uid: String,
     /// The name of the pod's first claim, once kube-controller-manager has made it.
     pub claim: Option<String>,
@@ -38,6 +40,7 @@ impl State {
         let seen = Seen {
             gang: pod.metadata.labels.as_ref().and_then(|l| l.get(GANG_LABEL)).cloned(),
             bound: pod.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some(),
+            node: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
             uid: pod.metadata.uid.clone().unwrap_or_default(),
             claim: pod
                 .status
@@ -55,7 +58,12 @@ impl State {
             self.claimed += 1;
         }
         // Neither is ever undone for a pod that still exists.
-        let merged = Seen { bound: seen.bound || before.bound, claim: seen.claim.or(before.claim), ..seen };
+        let merged = Seen {
+            bound: seen.bound || before.bound,
+            node: seen.node.or(before.node),
+            claim: seen.claim.or(before.claim),
+            ..seen
+        };
         self.pods.insert(name, merged);
     }
 
@@ -136,6 +144,35 @@ impl Tracker {
         let split = gangs.values().filter(|(_, bound)| *bound > 0 && *bound < size).count();
         let short = gangs.values().filter(|(pods, _)| *pods < size).count();
         (split, short)
+    }
+
+    /// The deployments of the rules run (pods `d<D>-<r>`) whose bound replicas break their
+    /// rules: two on one node, and zones (`zone_of` a node) whose counts differ by more
+    /// than one. Checked here, from what the API server shows, not by either scheduler.
+    pub fn broken_rules(&self, zones: usize, zone_of: impl Fn(&str) -> Option<usize>) -> (usize, usize) {
+        let state = self.lock();
+        let mut deployments: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for (name, seen) in &state.pods {
+            if let (Some(node), Some((deployment, _))) = (&seen.node, name.rsplit_once('-')) {
+                deployments.entry(deployment).or_default().push(node);
+            }
+        }
+        let (mut shared, mut skewed) = (0, 0);
+        for nodes in deployments.values_mut() {
+            let mut per_zone = vec![0usize; zones];
+            for node in nodes.iter() {
+                if let Some(z) = zone_of(node).filter(|z| *z < zones) {
+                    per_zone[z] += 1;
+                }
+            }
+            let (least, most) = (per_zone.iter().min().copied(), per_zone.iter().max().copied());
+            skewed += usize::from(most.zip(least).is_some_and(|(most, least)| most > least + 1));
+            nodes.sort_unstable();
+            let before = nodes.len();
+            nodes.dedup();
+            shared += usize::from(nodes.len() < before);
+        }
+        (shared, skewed)
     }
 }
 

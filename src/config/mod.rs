@@ -103,6 +103,10 @@ pub struct Config {
     /// (a volume provisioned or bound on the node they were given) before the gang is
     /// rolled back, as kube-scheduler's VolumeBinding `bindTimeoutSeconds`.
     pub volume_bind_timeout_seconds: u64,
+    /// How long a gang's devices with binding conditions may take, from their allocation,
+    /// to be reported ready by their drivers before the gang is rolled back, as
+    /// kube-scheduler's DynamicResources `bindingTimeout`.
+    pub device_bind_timeout_seconds: u64,
     /// Retry delay for a gang whose binding was rolled back or that was evicted.
     pub backoff: Backoff,
     /// Topology levels, outermost first.
@@ -149,6 +153,7 @@ impl Default for Config {
             pods_ready_timeout_seconds: 30 * 60,
             gang_broken_grace_seconds: 60,
             volume_bind_timeout_seconds: 600,
+            device_bind_timeout_seconds: 600,
             backoff: Backoff { initial_seconds: 1, max_seconds: 300 },
             topology: crate::engine::topology::default_levels()
                 .into_iter()
@@ -333,6 +338,7 @@ struct PartialConfig {
     pods_ready_timeout_seconds: Option<u64>,
     gang_broken_grace_seconds: Option<u64>,
     volume_bind_timeout_seconds: Option<u64>,
+    device_bind_timeout_seconds: Option<u64>,
     backoff: Option<Backoff>,
     topology: Option<Vec<TopologyLevel>>,
     topology_fit: Option<TopologyFit>,
@@ -387,6 +393,7 @@ impl PartialConfig {
             pods_ready_timeout_seconds: self.pods_ready_timeout_seconds.unwrap_or(d.pods_ready_timeout_seconds),
             gang_broken_grace_seconds: self.gang_broken_grace_seconds.unwrap_or(d.gang_broken_grace_seconds),
             volume_bind_timeout_seconds: self.volume_bind_timeout_seconds.unwrap_or(d.volume_bind_timeout_seconds),
+            device_bind_timeout_seconds: self.device_bind_timeout_seconds.unwrap_or(d.device_bind_timeout_seconds),
             backoff: self.backoff.unwrap_or(d.backoff),
             topology: self.topology.unwrap_or(d.topology),
             topology_fit: self.topology_fit.unwrap_or(d.topology_fit),

@@ -69,6 +69,12 @@ pub fn allocation_result(
                     c.iter().map(|(name, q)| (name.clone(), KubeQuantity(q.to_string()))).collect::<BTreeMap<_, _>>()
                 }),
                 share_id: d.consumed.as_ref().map(|_| share_id(owner, i, &device.id())),
+                binding_conditions: device.binding.as_ref().map(|b| b.conditions.clone()).filter(|c| !c.is_empty()),
+                binding_failure_conditions: device
+                    .binding
+                    .as_ref()
+                    .map(|b| b.failure_conditions.clone())
+                    .filter(|c| !c.is_empty()),
                 ..Default::default()
             }
         })

@@ -89,12 +89,16 @@ fn extended_spec(requests: &[&ExtendedRequest]) -> Arc<ClaimSpec> {
 }
 
 /// Where a set of devices can be used, as Kubernetes writes it: pinned to the node if any
-/// of them is local to it; otherwise the requirements of their node selectors, all in one
+/// of them is local to it or binds to the node it is allocated for; otherwise the requirements of their node selectors, all in one
 /// term; nowhere in particular (None) when every device is reachable from every node.
 fn node_selector(dra: &DraSnapshot, devices: &[AllocatedDevice], node: &Node) -> Option<NodeSelector> {
     let mut term: Vec<crate::engine::model::LabelRequirement> = Vec::new();
     for d in devices {
-        match &dra.devices[d.device as usize].nodes {
+        let device = &dra.devices[d.device as usize];
+        if device.binding.as_ref().is_some_and(|b| b.binds_to_node) {
+            return Some(NodeSelector::node_name(&node.name));
+        }
+        match &device.nodes {
             DeviceNodes::Node(_) => return Some(NodeSelector::node_name(&node.name)),
             DeviceNodes::Selector(s) if s.terms.len() == 1 => {
                 for requirement in &s.terms[0] {

@@ -187,7 +187,8 @@ async fn lead(
             .with_metrics(metrics.clone())
             .with_fence(fence.clone())
             .with_in_flight(config.client_connection.bind_in_flight())
-            .with_volume_timeout(std::time::Duration::from_secs(config.volume_bind_timeout_seconds)),
+            .with_volume_timeout(std::time::Duration::from_secs(config.volume_bind_timeout_seconds))
+            .with_device_timeout(std::time::Duration::from_secs(config.device_bind_timeout_seconds)),
     );
     let scheduler = Scheduler::new(config.clone(), cache.clone(), metrics, health.clone(), writer.clone(), binder)
         .with_ui(options.ui.clone());

@@ -6,6 +6,7 @@
 //!   ├── agent            the node agent publishing, tainting and healing GPUs
 //!   ├── agent_admission  the agent confined to its own node by admission; least-privilege RBAC
 //!   ├── backfill         timed backfill: a reservation, a short pod in it, a long one told why
+//!   ├── binding_conditions  devices a driver must attach before the gang is bound (KEP-5007)
 //!   ├── control_plane    the harness itself: round trips, kubelet emulator, Jobs, claims
 //!   ├── dra              Muster's own DRA allocation inside the gang transaction
 //!   ├── dra_vs_kube      the allocator beside the real kube-scheduler, with a checker
@@ -44,6 +45,7 @@
 mod agent;
 mod agent_admission;
 mod backfill;
+mod binding_conditions;
 mod control_plane;
 mod dra;
 mod dra_vs_kube;

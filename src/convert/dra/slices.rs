@@ -8,7 +8,9 @@ use k8s_openapi::api::resource::v1::{Device as KubeDevice, DeviceTaintRule, Reso
 
 use super::{Error, Problem, Result, node_selector, taint};
 use crate::engine::dra::cel::DeviceVal;
-use crate::engine::dra::model::{AttributeValue, CapacityPolicy, Device, DeviceCapacity, DeviceNodes, DeviceTaint};
+use crate::engine::dra::model::{
+    AttributeValue, CapacityPolicy, Device, DeviceBinding, DeviceCapacity, DeviceNodes, DeviceTaint,
+};
 use crate::engine::dra::semver::Semver;
 use crate::quantity::Quantity;
 
@@ -47,6 +49,7 @@ pub(super) fn slice_devices(
         let taints = taints(d, rules, (&driver, &pool), &device_object)?;
         let consumes = consumed_counters(d, &device_object)?;
         let allow_multiple_allocations = d.allow_multiple_allocations == Some(true);
+        let binding = binding(d);
         let cel = DeviceVal::new(
             &driver,
             attributes.iter().map(|(k, v)| (k.as_str(), v)),
@@ -64,11 +67,21 @@ pub(super) fn slice_devices(
             consumes,
             allow_multiple_allocations,
             nodes,
+            binding,
             cel,
             revision: *next_revision,
         });
     }
     Ok(devices)
+}
+
+/// A device's binding conditions, if it has any.
+fn binding(d: &KubeDevice) -> Option<Arc<DeviceBinding>> {
+    let conditions = d.binding_conditions.clone().unwrap_or_default();
+    let failure_conditions = d.binding_failure_conditions.clone().unwrap_or_default();
+    let binds_to_node = d.binds_to_node == Some(true);
+    let any = !conditions.is_empty() || !failure_conditions.is_empty() || binds_to_node;
+    any.then(|| Arc::new(DeviceBinding { conditions, failure_conditions, binds_to_node }))
 }
 
 /// The nodes that reach a device of a slice that does not say for all its devices: the

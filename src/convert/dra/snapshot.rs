@@ -122,8 +122,8 @@ fn read_pool(
         slices.into_iter().filter(|s| s.spec.pool.generation == generation).collect();
     current.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     let expected = current.iter().map(|s| s.spec.pool.resource_slice_count).max().unwrap_or(0);
-    let mut pool =
-        Pool { driver, name, generation, complete: current.len() as i64 == expected, counter_sets: HashMap::new() };
+    let complete = current.len() as i64 == expected;
+    let mut pool = Pool { driver, name, generation, complete, counter_sets: HashMap::new(), binding_conditions: false };
     let mut devices: Vec<Arc<Device>> = Vec::new();
     let mut bad = None;
     for slice in &current {
@@ -146,6 +146,7 @@ fn read_pool(
             Err(e) => bad = Some(e),
         }
     }
+    pool.binding_conditions = devices.iter().any(|d| d.binding.is_some());
     let mut names = HashSet::new();
     if let Some(duplicate) = devices.iter().find(|d| !names.insert(d.name.as_str())) {
         bad = Some(Error::DuplicateDevice(duplicate.name.clone()));

@@ -290,6 +290,11 @@ impl Search<'_, '_> {
                 false => (true, Quantity::ZERO),
             });
         }
+        // Devices of pools with binding conditions last: they are given only when no
+        // device that is ready at once will do.
+        if found.iter().any(|&d| dra.pool_of(d).binding_conditions) {
+            found.sort_by_key(|&d| dra.pool_of(d).binding_conditions);
+        }
         self.candidates[c][r][a] = Some(found.clone());
         Some(found)
     }

@@ -156,6 +156,8 @@ pub struct Device {
     pub consumes: Vec<(String, String, Quantity)>,
     pub allow_multiple_allocations: bool,
     pub nodes: DeviceNodes,
+    /// What its driver must report before a pod may be bound to it; None for most devices.
+    pub binding: Option<Arc<DeviceBinding>>,
     /// The `device` value selectors see.
     pub cel: DeviceVal,
     /// Identity of this version of the device for the selector cache: a device converted
@@ -183,6 +185,17 @@ impl Device {
     }
 }
 
+/// A device's binding conditions (KEP-5007), as its slice publishes them: the condition
+/// types its driver sets True in the claim's `status.devices` once the device is ready for
+/// the pod (an attachment over the fabric, say), those whose True means it never will be,
+/// and whether the allocation is pinned to the node it was made for.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DeviceBinding {
+    pub conditions: Vec<String>,
+    pub failure_conditions: Vec<String>,
+    pub binds_to_node: bool,
+}
+
 /// A resource pool: the slices of one driver's pool name at their newest generation.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Pool {
@@ -193,6 +206,9 @@ pub struct Pool {
     pub complete: bool,
     /// Counter sets of the pool: name → counter → amount.
     pub counter_sets: HashMap<String, HashMap<String, Quantity>>,
+    /// Some device of the pool has binding conditions: its devices are tried after those
+    /// of every other pool, as kube-scheduler's allocator tries them.
+    pub binding_conditions: bool,
 }
 
 /// A DeviceClass.

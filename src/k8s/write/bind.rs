@@ -1,7 +1,7 @@
 //! Binds a placed gang as one transaction: its claims written first (concurrently, at most
 //! as many at once as its binds), then its claims that wait for their first consumer given
-//! their nodes, and once all of those are bound ([`volumes`]), every pod through
-//! pods/binding, concurrently,
+//! their nodes, and once all of those are bound ([`volumes`]) and every device with binding
+//! conditions is ready ([`devices`]), every pod through pods/binding, concurrently,
 //! each retrying transient errors; if fewer than the gang's minimum end up bound, the bound
 //! ones are evicted (Eviction API) so that no gang sits on part of its GPUs.
 //!
@@ -14,7 +14,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, EvictParams, PostParams};
+use kube::api::{Api, PostParams};
 use serde_json::json;
 use thiserror::Error;
 
@@ -27,6 +27,8 @@ use crate::k8s::client::{
 use crate::k8s::write::{
     claims,
     claims::{ClaimDone, ClaimWrite},
+    devices,
+    remove::evict,
     volumes,
     volumes::VolumeWrite,
 };
@@ -95,6 +97,8 @@ pub enum BindError {
     #[error("{0}")]
     Volume(String),
     #[error("{0}")]
+    Devices(String),
+    #[error("{0}")]
     Injected(String),
     #[error("evicting pod {pod} failed: {reason}")]
     Evict { pod: PodKey, reason: String },
@@ -135,6 +139,8 @@ pub struct Binder {
     fence: Option<Arc<super::fence::Fence>>,
     /// How long a gang's delayed claims may take to be bound.
     volume_timeout: Duration,
+    /// How long devices with binding conditions may take to be ready.
+    device_timeout: Duration,
 }
 
 impl Bind for Binder {
@@ -155,12 +161,20 @@ impl Binder {
             retry: Retry::new(deadline),
             fence: None,
             volume_timeout: Duration::from_secs(600),
+            device_timeout: Duration::from_secs(600),
         }
     }
 
     /// Delayed claims not bound within `timeout` roll their gang back.
     pub fn with_volume_timeout(mut self, timeout: Duration) -> Binder {
         self.volume_timeout = timeout;
+        self
+    }
+
+    /// Devices whose binding conditions are not met within `timeout` of their allocation
+    /// roll their gang back.
+    pub fn with_device_timeout(mut self, timeout: Duration) -> Binder {
+        self.device_timeout = timeout;
         self
     }
 
@@ -218,15 +232,8 @@ impl Binder {
         if let Some(metrics) = self.metrics.as_ref().filter(|_| !binding.claims.is_empty()) {
             metrics.device_allocation_duration.observe(claims_started.elapsed().as_secs_f64());
         }
-        if !binding.volumes.is_empty() {
-            let fenced = || self.fenced();
-            let bound = volumes::bind(&self.client, self.retry, &fenced, &binding.volumes, self.volume_timeout).await;
-            if let Err(why) = bound {
-                volumes::undo(&self.client, self.retry, &fenced, &binding.volumes).await;
-                self.undo_claims(&written, &Default::default()).await;
-                let pod = binding.volumes[0].pod.clone();
-                return BindOutcome::RolledBack { evicted: Vec::new(), errors: vec![(pod, BindError::Volume(why))] };
-            }
+        if let Err(failed) = self.before_pods(binding, &mut written).await {
+            return BindOutcome::RolledBack { evicted: Vec::new(), errors: vec![failed] };
         }
         let binds: Vec<_> = binding
             .pods
@@ -273,6 +280,35 @@ impl Binder {
             }
         }
         BindOutcome::RolledBack { evicted, errors }
+    }
+
+    /// Once the claims are written: their delayed volumes bound, then their devices' binding
+    /// conditions met. On failure, undoes what the transaction wrote (and deallocates the
+    /// claims whose devices were waited on) and says which pod's step failed.
+    async fn before_pods(&self, binding: &GangBinding, written: &mut [ClaimDone]) -> Result<(), (PodKey, BindError)> {
+        let fenced = || self.fenced();
+        if !binding.volumes.is_empty() {
+            let bound = volumes::bind(&self.client, self.retry, &fenced, &binding.volumes, self.volume_timeout).await;
+            if let Err(why) = bound {
+                volumes::undo(&self.client, self.retry, &fenced, &binding.volumes).await;
+                self.undo_claims(written, &Default::default()).await;
+                return Err((binding.volumes[0].pod.clone(), BindError::Volume(why)));
+            }
+        }
+        let waited: Vec<usize> = (0..written.len()).filter(|&i| devices::waits(&binding.claims[i])).collect();
+        if waited.is_empty() {
+            return Ok(());
+        }
+        let claims: Vec<&ClaimDone> = waited.iter().map(|&i| &written[i]).collect();
+        let Err(why) = devices::wait(&self.client, self.retry, &fenced, &claims, self.device_timeout).await else {
+            return Ok(());
+        };
+        volumes::undo(&self.client, self.retry, &fenced, &binding.volumes).await;
+        for &i in &waited {
+            written[i].allocated = true;
+        }
+        self.undo_claims(written, &Default::default()).await;
+        Err((binding.claims[waited[0]].pod.clone(), BindError::Devices(why)))
     }
 
     /// Undoes the claim writes, newest first, keeping the reservations of the pods whose
@@ -342,36 +378,6 @@ impl Binder {
             delay *= 2;
         }
         unreachable!("the last attempt returns")
-    }
-}
-
-/// Evicts one pod through the Eviction API, only if it still has `uid` (when known); a pod
-/// already gone, or replaced by another of the same name, is no error. Retried under the
-/// deadline: with the UID precondition, a repeated eviction does no harm.
-pub async fn evict(client: &kube::Client, retry: Retry, pod: &PodKey, uid: Option<&str>) -> Result<(), RequestError> {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace);
-    let preconditions = kube::api::Preconditions { uid: uid.map(str::to_string), resource_version: None };
-    let params = EvictParams {
-        delete_options: Some(kube::api::DeleteParams { preconditions: Some(preconditions), ..Default::default() }),
-        ..Default::default()
-    };
-    match request::retry(retry, Operation::Idempotent, || pods.evict(&pod.name, &params)).await {
-        Ok(_) => Ok(()),
-        Err(e) if e.is_not_found() || e.is_conflict() => Ok(()),
-        Err(e) => Err(e),
-    }
-}
-
-/// Deletes one pod, only if it still has `uid` (when known), as [`evict`] does but without
-/// asking any PodDisruptionBudget: the last resort for an eviction refused too often.
-pub async fn delete(client: &kube::Client, retry: Retry, pod: &PodKey, uid: Option<&str>) -> Result<(), RequestError> {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace);
-    let preconditions = kube::api::Preconditions { uid: uid.map(str::to_string), resource_version: None };
-    let params = kube::api::DeleteParams { preconditions: Some(preconditions), ..Default::default() };
-    match request::retry(retry, Operation::Idempotent, || pods.delete(&pod.name, &params)).await {
-        Ok(_) => Ok(()),
-        Err(e) if e.is_not_found() || e.is_conflict() => Ok(()),
-        Err(e) => Err(e),
     }
 }
 

@@ -275,6 +275,8 @@ pub async fn apply_release(client: &kube::Client, retry: Retry, release: &Releas
         let deallocate = now_unused && release.deallocate && status.allocation.is_some();
         if deallocate {
             status.allocation = None;
+            // What the drivers reported of the devices goes with them.
+            status.devices = None;
         }
         if now_unused {
             status.reserved_for = None;

@@ -118,12 +118,12 @@ impl ApiSink {
             }
             Write::Evict { pod, .. } => {
                 let key = PodKey { namespace: pod.namespace.clone(), name: pod.name.clone() };
-                super::bind::evict(&self.client, self.retry, &key, pod.uid.as_deref()).await
+                super::remove::evict(&self.client, self.retry, &key, pod.uid.as_deref()).await
             }
             Write::DeletePod { pod, note } => {
                 let key = PodKey { namespace: pod.namespace.clone(), name: pod.name.clone() };
                 tracing::warn!(pod = %key, "{note}");
-                super::bind::delete(&self.client, self.retry, &key, pod.uid.as_deref()).await?;
+                super::remove::delete(&self.client, self.retry, &key, pod.uid.as_deref()).await?;
                 // The pod is gone: an event that fails to land must not make the writer
                 // count the delete as refused and send it again.
                 if let Err(e) = self.event(pod, true, "EvictionRefused", note, "Deleting").await {
