@@ -37,7 +37,9 @@ impl Workspace<'_> {
 
     /// Keeps the nodes a blocked gang would need free for it: the statically feasible nodes
     /// with the most free capacity for its pods, until together they could hold the pods it
-    /// needs once what runs there finishes. Later gangs in the cycle avoid those nodes.
+    /// needs once what runs there finishes, as far as the rules between pods let them (the
+    /// running pods as they are now, and the gang's own pods). Later gangs in the cycle
+    /// avoid those nodes.
     /// Returns the nodes it reserved.
     pub fn reserve_for(&mut self, gang: &Gang) -> Vec<NodeIdx> {
         let mut reserved = Vec::new();
@@ -82,6 +84,11 @@ impl Workspace<'_> {
                 node,
             )
         });
+        // Pods with rules between pods are counted on a node only as the rules let them,
+        // the gang's own reserved pods counting for each other ("one worker per node" keeps
+        // one node per worker), and then taken back: nothing is placed.
+        let mark = self.pods.mark();
+        let mut members: Vec<(usize, Vec<usize>, usize)> = Vec::new();
         for (shape, node) in order {
             if needed == 0 {
                 break;
@@ -106,12 +113,47 @@ impl Workspace<'_> {
                 let devices = self.snapshot.dra.node_devices.get(node as usize).map_or(0, Vec::len);
                 holds = holds.min(devices / super::score::devices_of(&d.pod).max(1) as usize);
             }
+            if holds > 0 && self.checked(shape) {
+                holds = self.rules_hold(gang, shape, node, holds, &mut members);
+            }
             if holds > 0 {
                 self.set_reserved(node, true);
                 reserved.push(node);
                 needed -= holds;
             }
         }
+        self.pods.rollback(mark);
         reserved
+    }
+
+    /// How many of `holds` pods of `shape` the rules between pods let `node` take, each
+    /// counted there for the next; `members` keeps, per shape, its pods and the next to try.
+    fn rules_hold(
+        &mut self,
+        gang: &Gang,
+        shape: usize,
+        node: NodeIdx,
+        holds: usize,
+        members: &mut Vec<(usize, Vec<usize>, usize)>,
+    ) -> usize {
+        if !members.iter().any(|(s, _, _)| *s == shape) {
+            let of_shape: Vec<usize> = (0..gang.pods.len()).filter(|&p| self.shape_of(&gang.pods[p]) == shape).collect();
+            members.push((shape, of_shape, 0));
+        }
+        let (_, of_shape, next) = members.iter_mut().find(|(s, _, _)| *s == shape).expect("just added");
+        let tables = self.shapes[shape].tables.take();
+        let mut taken = 0;
+        while taken < holds && !of_shape.is_empty() {
+            let pod = &gang.pods[of_shape[*next % of_shape.len()]];
+            let rules = pod.rules.as_deref();
+            if self.pods.check(tables.as_ref(), node, &pod.key.namespace, &pod.labels, rules).is_err() {
+                break;
+            }
+            self.pods.place(node, &pod.key.namespace, &pod.labels, &pod.rules);
+            *next += 1;
+            taken += 1;
+        }
+        self.shapes[shape].tables = tables;
+        taken
     }
 }

@@ -5,6 +5,7 @@
 mod admission;
 mod between_pods;
 mod preempt;
+mod preempt_rules;
 mod preemption_policy;
 mod preferences;
 mod volumes;
