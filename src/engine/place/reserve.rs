@@ -137,7 +137,8 @@ impl Workspace<'_> {
         members: &mut Vec<(usize, Vec<usize>, usize)>,
     ) -> usize {
         if !members.iter().any(|(s, _, _)| *s == shape) {
-            let of_shape: Vec<usize> = (0..gang.pods.len()).filter(|&p| self.shape_of(&gang.pods[p]) == shape).collect();
+            let of_shape: Vec<usize> =
+                (0..gang.pods.len()).filter(|&p| self.shape_of(&gang.pods[p]) == shape).collect();
             members.push((shape, of_shape, 0));
         }
         let (_, of_shape, next) = members.iter_mut().find(|(s, _, _)| *s == shape).expect("just added");

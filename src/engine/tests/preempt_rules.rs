@@ -120,9 +120,13 @@ fn a_backfill_reservation_keeps_a_node_per_worker_of_a_gang_that_wants_one_per_n
     // waits. Each node could hold both by capacity, but the pair needs two nodes: both are
     // kept from the 2-GPU gang behind it.
     let nodes = |b: SnapshotBuilder| {
-        b.gpu_node("n1", 64, 512, 8, &[("host", "n1")])
-            .gpu_node("n2", 64, 512, 8, &[("host", "n2")])
-            .gpu_node("n3", 64, 512, 8, &[("host", "n3")])
+        b.gpu_node("n1", 64, 512, 8, &[("host", "n1")]).gpu_node("n2", 64, 512, 8, &[("host", "n2")]).gpu_node(
+            "n3",
+            64,
+            512,
+            8,
+            &[("host", "n3")],
+        )
     };
     let build = |rules: Option<PodRules>| {
         let builder = nodes(SnapshotBuilder::new())
