@@ -79,6 +79,9 @@ pub struct Workspace<'s> {
     pack_level: Option<usize>,
     shapes: Vec<Shape>,
     shape_ids: HashMap<ShapeKey, usize>,
+    /// Shapes of pods with rules between pods, found again by the address of their rules
+    /// (pods of one template share them) without hashing the rules each time.
+    shapes_by_rules: HashMap<usize, Vec<shapes::RulesShape>>,
     accelerators: Vec<ResourceId>,
     pub(crate) claims: ClaimWork<'s>,
     /// Host ports, pod affinity and anti-affinity, and spread, counted as pods are placed.
@@ -120,6 +123,7 @@ impl<'s> Workspace<'s> {
             reserved: vec![false; snapshot.nodes.len()],
             shapes: Vec::new(),
             shape_ids: HashMap::new(),
+            shapes_by_rules: HashMap::new(),
             accelerators,
             claims: ClaimWork::new(&snapshot.dra, selectors, limits),
             pods: PodWork::new(&snapshot.nodes, &snapshot.bound, &snapshot.volume_limits, weights.hard_pod_affinity),

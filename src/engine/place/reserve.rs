@@ -89,6 +89,7 @@ impl Workspace<'_> {
         // one node per worker), and then taken back: nothing is placed.
         let mark = self.pods.mark();
         let mut members: Vec<(usize, Vec<usize>, usize)> = Vec::new();
+        let mut cut = false;
         for (shape, node) in order {
             if needed == 0 {
                 break;
@@ -114,7 +115,9 @@ impl Workspace<'_> {
                 holds = holds.min(devices / super::score::devices_of(&d.pod).max(1) as usize);
             }
             if holds > 0 && self.checked(shape) {
+                let by_capacity = holds;
                 holds = self.rules_hold(gang, shape, node, holds, &mut members);
+                cut |= holds < by_capacity;
             }
             if holds > 0 {
                 self.set_reserved(node, true);
@@ -123,6 +126,14 @@ impl Workspace<'_> {
             }
         }
         self.pods.rollback(mark);
+        if needed > 0 && cut {
+            // Not even every node it may use, drained, would hold it under its rules (more
+            // workers, one per node, than nodes): holding them would only starve the rest.
+            for &node in &reserved {
+                self.set_reserved(node, false);
+            }
+            reserved.clear();
+        }
         reserved
     }
 

@@ -113,9 +113,51 @@ impl Shape {
     }
 }
 
+/// A shape of pods with rules between pods, as found by the address of their rules: the
+/// rules held (so the address stays theirs for the cycle), and what else must be equal.
+pub(super) struct RulesShape {
+    rules: Arc<PodRules>,
+    constraints: Arc<NodeConstraints>,
+    namespace: String,
+    shape: usize,
+}
+
 impl Workspace<'_> {
+    /// The shape of a pod with rules and no devices whose rules were seen before.
+    fn known_rules_shape(&self, pod: &PendingPod) -> Option<usize> {
+        let rules = pod.rules.as_ref().filter(|_| pod.devices.is_none())?;
+        let found = self.shapes_by_rules.get(&(Arc::as_ptr(rules) as usize))?;
+        found
+            .iter()
+            .find(|s| {
+                Arc::ptr_eq(&s.rules, rules)
+                    && s.namespace == pod.key.namespace
+                    && (Arc::ptr_eq(&s.constraints, &pod.constraints) || s.constraints == pod.constraints)
+                    && self.shapes[s.shape].demand == pod.demand
+            })
+            .map(|s| s.shape)
+    }
+
     /// The shape of `pod`, made (its candidate nodes found and ordered) on first sight.
     pub(super) fn shape_of(&mut self, pod: &PendingPod) -> usize {
+        if let Some(shape) = self.known_rules_shape(pod) {
+            return shape;
+        }
+        let shape = self.shape_by_key(pod);
+        if let (Some(rules), None) = (&pod.rules, &pod.devices) {
+            let known = RulesShape {
+                rules: rules.clone(),
+                constraints: pod.constraints.clone(),
+                namespace: pod.key.namespace.clone(),
+                shape,
+            };
+            self.shapes_by_rules.entry(Arc::as_ptr(rules) as usize).or_default().push(known);
+        }
+        shape
+    }
+
+    /// The shape of `pod` by its whole key.
+    fn shape_by_key(&mut self, pod: &PendingPod) -> usize {
         let key = ShapeKey {
             demand: pod.demand.clone(),
             constraints: pod.constraints.clone(),
