@@ -1,5 +1,6 @@
 //! Equal values converted from many objects shared as one `Arc` (pods made from one
-//! template share their node constraints and claim specs, and so one shape in the engine),
+//! template share their node constraints, claim specs and rules between pods, and so one
+//! shape in the engine),
 //! and dropped once no conversion holds them, so tenants who write ever new values cannot
 //! make the table grow without bound.
 
@@ -28,6 +29,16 @@ impl<T: Eq + Hash> Interner<T> {
             return existing.clone();
         }
         let value = Arc::new(value);
+        self.seen.insert(value.clone());
+        value
+    }
+
+    /// The shared value equal to `value`, which becomes it if there is none yet: values
+    /// made as `Arc`s already are shared without being copied.
+    pub fn intern_shared(&mut self, value: Arc<T>) -> Arc<T> {
+        if let Some(existing) = self.seen.get(&value) {
+            return existing.clone();
+        }
         self.seen.insert(value.clone());
         value
     }
@@ -68,5 +79,7 @@ mod tests {
         interner.prune();
         assert_eq!(interner.len(), 1, "only the value still held is kept");
         assert!(Arc::ptr_eq(&kept, &interner.intern("template".to_string())));
+        let shared = interner.intern_shared(Arc::new("template".to_string()));
+        assert!(Arc::ptr_eq(&kept, &shared), "an equal Arc gives the one kept");
     }
 }

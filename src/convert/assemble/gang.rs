@@ -282,7 +282,7 @@ impl Folding<'_, '_, '_> {
             }
         }
         let rules = match self.rules(pod, memo) {
-            Ok(rules) => rules,
+            Ok(rules) => rules.map(|r| memo.rules.intern_shared(r)),
             Err(e) => {
                 part.rejected.push((pod_key, rejection(e.to_string(), false)));
                 return;

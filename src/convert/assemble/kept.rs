@@ -207,6 +207,7 @@ impl Kept {
         }
         memo.trim(view);
         memo.interner.prune();
+        memo.rules.prune();
         memo.devices.specs.prune();
         kept
     }
@@ -290,6 +291,9 @@ impl Kept {
             }
         }
         memo.trim(view);
+        // Amortised: only once the table has doubled, so rules tenants write anew each
+        // time do not pile up between snapshots made afresh.
+        memo.rules.prune();
         Some(self)
     }
 

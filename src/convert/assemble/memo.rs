@@ -29,6 +29,9 @@ type PodMemo = (Demand, Option<Arc<NodeConstraints>>);
 pub struct Conversions {
     pub(super) names: ResourceNames,
     pub(super) interner: ConstraintsInterner,
+    /// Pods' rules between pods, shared by the pods of one template: the engine finds their
+    /// shape by the rules' address.
+    pub(super) rules: crate::convert::interner::Interner<crate::engine::pods::PodRules>,
     /// Conversions stored since the last trim (an upper bound on the entries).
     pod_count: usize,
     /// By namespace, then name: looked up with borrowed strings, without allocating.
@@ -66,6 +69,7 @@ impl Conversions {
             spread_defaults: crate::convert::default_spread::SpreadDefaults::new(&config.plugins.pod_topology_spread),
             names: ResourceNames::default(),
             interner: ConstraintsInterner::default(),
+            rules: Default::default(),
             pod_count: 0,
             pods: HashMap::new(),
             nodes: HashMap::new(),

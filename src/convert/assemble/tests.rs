@@ -88,3 +88,31 @@ fn bound_pods_are_listed_by_node_and_a_never_preempting_pod_makes_its_gang_evict
     assert_eq!((on_a[0].key.name.as_str(), on_a[0].labels.get("app").map(String::as_str)), ("running", Some("db")));
     assert!(!out.snapshot.gangs[0].preempts);
 }
+
+#[test]
+fn pods_of_one_template_share_their_rules_between_pods() {
+    // Two replicas with the same anti-affinity, each its own gang: the engine finds their
+    // shape by the rules' address, so equal rules must be one Arc.
+    let replica = |name: &str| -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "namespace": "ml", "resourceVersion": "1", "labels": {"app": "web"}},
+            "spec": {
+                "schedulerName": "muster",
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+                "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "web"}}}]}},
+            },
+        }))
+        .unwrap()
+    };
+    let objects = ClusterObjects {
+        nodes: vec![node("n1", 1, "example.com/x")],
+        pods: vec![replica("web-0"), replica("web-1")],
+        ..Default::default()
+    };
+    let mut memo = Memo::default();
+    let out = assemble_view(&objects.view(), "muster", 0, &mut memo);
+    let rules: Vec<_> = out.snapshot.gangs.iter().map(|g| g.pods[0].rules.clone().expect("rules")).collect();
+    assert_eq!(rules.len(), 2);
+    assert!(std::sync::Arc::ptr_eq(&rules[0], &rules[1]));
+}
