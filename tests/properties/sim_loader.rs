@@ -217,6 +217,14 @@ fn mutate(docs: &mut Vec<Value>, mutation: &Mutation) {
     }
 }
 
+/// Whether a document of `text` has `name` as its name, as YAML reads it: a name written
+/// quoted (`'it''s'`) is not in the text as the loader reports it.
+fn has_name(text: &str, name: &str) -> bool {
+    text.split("\n---")
+        .filter_map(|doc| yaml_serde::from_str::<Value>(doc).ok())
+        .any(|doc| doc.get("metadata").and_then(|m| m.get("name")).and_then(Value::as_str) == Some(name))
+}
+
 /// The loader's properties on one text: no panic (a panic fails the case); an error names
 /// the source and an object the text has, or a document it has; an accepted cluster is
 /// simulated without a panic.
@@ -240,7 +248,11 @@ fn check(text: &str, import_queues: bool) -> Result<(), TestCaseError> {
                         _ => name,
                     };
                     prop_assert!(!kind.is_empty() && !name.is_empty(), "{}", shown);
-                    prop_assert!(text.contains(kind) && text.contains(name), "{} names no object of the text", shown);
+                    prop_assert!(
+                        text.contains(kind) && (text.contains(name) || has_name(text, name)),
+                        "{} names no object of the text",
+                        shown
+                    );
                     prop_assert!(shown.contains(object.as_str()), "{}", shown);
                 }
                 Error::Read { .. } => prop_assert!(false, "nothing is read from disk: {}", shown),
@@ -292,4 +304,14 @@ fn the_clusters_load() {
     for (path, text) in clusters() {
         load_str(text, path).unwrap_or_else(|e| panic!("{e}"));
     }
+}
+
+#[test]
+fn an_error_naming_an_object_whose_name_yaml_must_quote_still_names_it() {
+    // Found by the property above: a name with a backtick and a quote is written quoted,
+    // so it is not in the text as the error reports it.
+    let text = "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata:\n  name: '`'' '\nspec:\n  selectors:\n  - cel:\n      expression: ''\n";
+    let error = load_str(text, SOURCE).expect_err("an empty CEL expression is refused");
+    assert!(error.to_string().contains("DeviceClass `' "), "{error}");
+    check(text, false).expect("the error names the object the text has");
 }
