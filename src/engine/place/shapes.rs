@@ -116,7 +116,8 @@ impl Shape {
 /// A shape of pods with rules between pods, as found by the address of their rules: the
 /// rules held (so the address stays theirs for the cycle), and what else must be equal.
 pub(super) struct RulesShape {
-    rules: Arc<PodRules>,
+    /// Held, never read: while held, no other rules can be made at this address.
+    _rules: Arc<PodRules>,
     constraints: Arc<NodeConstraints>,
     namespace: String,
     shape: usize,
@@ -130,9 +131,10 @@ impl Workspace<'_> {
         found
             .iter()
             .find(|s| {
-                Arc::ptr_eq(&s.rules, rules)
-                    && s.namespace == pod.key.namespace
-                    && (Arc::ptr_eq(&s.constraints, &pod.constraints) || s.constraints == pod.constraints)
+                // The rules are the ones at this address (held, so never freed and reused);
+                // `Arc`'s equality compares addresses before values.
+                s.namespace == pod.key.namespace
+                    && s.constraints == pod.constraints
                     && self.shapes[s.shape].demand == pod.demand
             })
             .map(|s| s.shape)
@@ -146,7 +148,7 @@ impl Workspace<'_> {
         let shape = self.shape_by_key(pod);
         if let (Some(rules), None) = (&pod.rules, &pod.devices) {
             let known = RulesShape {
-                rules: rules.clone(),
+                _rules: rules.clone(),
                 constraints: pod.constraints.clone(),
                 namespace: pod.key.namespace.clone(),
                 shape,
