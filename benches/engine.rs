@@ -12,6 +12,10 @@ use muster::engine::model::{
 use muster::engine::pods::{Labels, Namespaces, PodRules, PodTerm, SpreadRule, WeightedTerm};
 use muster::engine::{CycleConfig, schedule};
 
+/// The scheduler binary's allocator, so the figures are the binary's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const NODES: usize = 5_000;
 
 /// 5,000 nodes: 8-GPU nodes in 4 pools and 100 racks, every 10th without GPUs, every 50th

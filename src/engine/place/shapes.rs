@@ -1,7 +1,9 @@
 //! Shapes: the pods of a gang that are interchangeable, placed as one set, with the nodes
 //! that pass the static filters found and ordered once per cycle.
 
-use std::hash::{Hash, Hasher};
+use std::hash::{BuildHasher, Hash, Hasher};
+
+use foldhash::fast::FixedState;
 use std::sync::Arc;
 
 use super::Workspace;
@@ -30,13 +32,32 @@ impl Hash for DevicesKey {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+/// What makes pods interchangeable, hashed once when made: the map of shapes rehashes and
+/// compares the hash first, not the rules and constraints each time.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct ShapeKey {
+    hash: u64,
     demand: Demand,
     constraints: Arc<NodeConstraints>,
     devices: Option<DevicesKey>,
     /// The pods' namespace and rules between pods, when they have any.
     rules: Option<(String, Arc<PodRules>)>,
+}
+
+impl Hash for ShapeKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
+}
+
+impl ShapeKey {
+    /// The key of `pod`'s shape, with its rules between pods or without them.
+    fn of(pod: &PendingPod, rules: Option<&Arc<PodRules>>) -> ShapeKey {
+        let devices = pod.devices.clone().map(DevicesKey);
+        let rules = rules.map(|r| (pod.key.namespace.clone(), r.clone()));
+        let hash = FixedState::with_seed(0).hash_one((&pod.demand, &pod.constraints, &devices, &rules));
+        ShapeKey { hash, demand: pod.demand.clone(), constraints: pod.constraints.clone(), devices, rules }
+    }
 }
 
 pub(super) struct Shape {
@@ -145,7 +166,7 @@ impl Workspace<'_> {
         if let Some(shape) = self.known_rules_shape(pod) {
             return shape;
         }
-        let shape = self.shape_by_key(pod);
+        let shape = self.shape_by_key(pod, pod.rules.as_ref());
         if let (Some(rules), None) = (&pod.rules, &pod.devices) {
             let known = RulesShape {
                 _rules: rules.clone(),
@@ -158,21 +179,17 @@ impl Workspace<'_> {
         shape
     }
 
-    /// The shape of `pod` by its whole key.
-    fn shape_by_key(&mut self, pod: &PendingPod) -> usize {
-        let key = ShapeKey {
-            demand: pod.demand.clone(),
-            constraints: pod.constraints.clone(),
-            devices: pod.devices.clone().map(DevicesKey),
-            rules: pod.rules.clone().map(|r| (pod.key.namespace.clone(), r)),
-        };
+    /// The shape of `pod` by its whole key, with `rules` (the pod's, or None for the same
+    /// pod without them).
+    fn shape_by_key(&mut self, pod: &PendingPod, rules: Option<&Arc<PodRules>>) -> usize {
+        let key = ShapeKey::of(pod, rules);
         if let Some(&id) = self.shape_ids.get(&key) {
             return id;
         }
-        if let (Some(rules), None) = (&pod.rules, &pod.devices) {
+        if let (Some(rules), None) = (rules, &pod.devices) {
             // Pods with rules between pods pass the same static filters as the same pods
             // without: the candidates are found once for all of them.
-            let base = self.shape_of(&PendingPod { rules: None, ..pod.clone() });
+            let base = self.shape_by_key(pod, None);
             let tables = self.pods.tables(&pod.key.namespace, rules, &pod.constraints);
             let shape = self.shapes[base].with_rules(tables, self.grown);
             self.shapes.push(shape);
@@ -219,7 +236,7 @@ impl Workspace<'_> {
             open.sort_unstable();
             Arc::new(open.into_iter().map(|(_, n)| n).collect())
         });
-        let tables = pod.rules.as_ref().map(|rules| self.pods.tables(&pod.key.namespace, rules, &pod.constraints));
+        let tables = rules.map(|rules| self.pods.tables(&pod.key.namespace, rules, &pod.constraints));
         self.shapes.push(Shape {
             demand: pod.demand.clone(),
             candidates: Arc::new(candidates),
@@ -246,6 +263,13 @@ impl Workspace<'_> {
     /// between pods: they have rules, or some pod's anti-affinity may refuse them.
     pub(super) fn checked(&self, shape: usize) -> bool {
         self.shapes[shape].tables.is_some() || self.pods.anti_affinity_anywhere()
+    }
+
+    /// Whether a pod of the shape already placed or bound on `node` (or in its domain)
+    /// matches the shape's own required anti-affinity: the node refuses the shape until
+    /// that pod leaves, whatever else is placed.
+    pub(super) fn refused_for_good(&self, shape: usize, node: NodeIdx) -> bool {
+        self.shapes[shape].tables.as_ref().is_some_and(|t| self.pods.anti_refuses(t, node))
     }
 
     /// The gang's pods grouped by shape, largest demand first so big pods are not crowded out.

@@ -167,9 +167,12 @@ impl Workspace<'_> {
                 };
                 if k == 0 {
                     // A node that cannot take even one pod of the shape stays skipped for
-                    // the rest of the cycle (capacity only shrinks within a cycle), unless the
-                    // rules between pods refused it: they may let it take one later.
-                    let full = !checked || self.free[node as usize].fit_count(&self.shapes[*shape_id].demand, 1) == 0;
+                    // the rest of the cycle (capacity only shrinks within a cycle, and pods
+                    // leave only with a rollback or trial, which restores or resets the
+                    // cursor), as does one the shape's own anti-affinity refuses; not one
+                    // other rules refused: they may let it take one later.
+                    let empty = self.free[node as usize].fit_count(&self.shapes[*shape_id].demand, 1) == 0;
+                    let full = !checked || empty || (leading && self.refused_for_good(*shape_id, node));
                     if leading && full && order.is_none() && !self.reserved[node as usize] {
                         self.shapes[*shape_id].cursor = i + 1;
                     } else if !full {

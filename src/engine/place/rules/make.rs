@@ -1,10 +1,12 @@
 //! The tables a shape of pods is checked against and scored by, made on first use from the
-//! bound pods and the cycle's changes, and shared by every shape that counts the same.
+//! bound pods and the cycle's changes, and shared by every shape that counts the same; and
+//! what a kind of pod changes in them (`effects`), found on first use.
 
 use foldhash::{HashMap, HashMapExt};
 use std::sync::Arc;
 
-use super::tables::{AffinityCount, Eligibility, SpreadCount, TermCount};
+use super::effects::{Alike, Effect};
+use super::tables::{AffinityCount, Domains, Eligibility, Reach, SpreadCount, TermCount};
 use super::work::{PodWork, ShapeTables, Table, count};
 use crate::engine::model::{NodeConstraints, NodeIdx};
 use crate::engine::pods::{Attachment, PodRules, PodTerm, SpreadRule};
@@ -24,7 +26,8 @@ impl<'s> PodWork<'s> {
             tables.affinity = Some(match self.affinity_ids.get(&rules.affinity) {
                 Some(&i) => i,
                 None => {
-                    let mut table = AffinityCount::new(&rules.affinity);
+                    let values = rules.affinity.iter().map(|t| self.keys.of(&t.topology_key)).collect();
+                    let mut table = AffinityCount::new(&rules.affinity, values);
                     for pod in self.selected(&first.selector) {
                         table.add(&self.counted(pod));
                     }
@@ -50,7 +53,8 @@ impl<'s> PodWork<'s> {
         if let Some(&i) = self.term_ids.get(term) {
             return i;
         }
-        let mut table = TermCount { term: term.clone(), counts: HashMap::new() };
+        let values = self.keys.of(&term.topology_key);
+        let mut table = TermCount { term: term.clone(), values, counts: HashMap::new() };
         for pod in self.selected(&term.selector) {
             table.add(&self.counted(pod));
         }
@@ -83,8 +87,8 @@ impl<'s> PodWork<'s> {
             found.push(match self.spread_ids.get(&id) {
                 Some(&i) => i,
                 None => {
-                    let domains = self.domains(id.2.clone(), &rule.topology_key);
-                    let mut table = SpreadCount::new(namespace, rule, id.2.clone(), &domains);
+                    let values = self.domains(id.2.clone(), &rule.topology_key);
+                    let mut table = SpreadCount::new(namespace, rule, values);
                     for pod in self.selected(&rule.selector) {
                         table.add(&self.counted(pod));
                     }
@@ -98,14 +102,22 @@ impl<'s> PodWork<'s> {
         found
     }
 
-    /// A spread's domains, found once per cycle for each way of counting them.
-    fn domains(&mut self, eligibility: Eligibility, key: &str) -> Arc<Vec<&'s str>> {
-        let found = self.domains.iter().find(|(e, k, _)| k == key && *e == eligibility);
+    /// The nodes' values of a spread's key, and the same for the nodes it counts (its
+    /// domains), found once per cycle for each way of counting them.
+    fn domains(&mut self, eligibility: Eligibility, key: &str) -> Domains<'s> {
+        let key = self.keys.id(key);
+        let values = self.keys.values(key).clone();
+        let found = self.domains.iter().find(|(e, k, _)| *k == key && *e == eligibility);
         if let Some((_, _, domains)) = found {
             return domains.clone();
         }
-        let domains = Arc::new(eligibility.domains(self.nodes, key));
-        self.domains.push((eligibility, key.to_string(), domains.clone()));
+        let eligible = Arc::new(eligibility.eligible(self.nodes, &values));
+        let mut domains: Vec<&'s str> = eligible.iter().flatten().copied().collect();
+        domains.sort_unstable();
+        domains.dedup();
+        let domains = Arc::new(domains);
+        let domains = Domains { values, eligible, domains };
+        self.domains.push((eligibility, key, domains.clone()));
         domains
     }
 }
@@ -134,5 +146,52 @@ impl PodWork<'_> {
             let more = attach.iter().filter(|a| &a.driver == driver && !held(a)).count();
             now + more > *limit as usize
         })
+    }
+}
+
+impl PodWork<'_> {
+    /// How many tables there are: none is ever dropped in a cycle, so a kind of pod's
+    /// effects hold while this is unchanged.
+    fn made(&self) -> usize {
+        self.affinity.len()
+            + self.terms.len()
+            + self.spread.len()
+            + self.reaches.iter().map(|r| r.tables.len()).sum::<usize>()
+    }
+
+    /// The counts change `i`'s kind of pod changes, in `out`.
+    pub(super) fn effects_of(&mut self, i: usize, out: &mut Vec<Effect>) {
+        out.clear();
+        let change = &self.changes[i];
+        let rules = change.rules.as_ref().map_or(0, |r| Arc::as_ptr(r) as usize);
+        let alike =
+            Alike(change.namespace.as_ptr() as usize, Arc::as_ptr(&change.labels) as usize, rules, change.terminating);
+        let made = self.made();
+        if let Some(known) = self.effects.find(&alike, made) {
+            out.extend_from_slice(known);
+            return;
+        }
+        let pod = change.counted(1);
+        self.tables.for_labels(pod.labels, |table| match table {
+            Table::Affinity(t) if self.affinity[t].takes(&pod) => out.push(Effect::Affinity(t)),
+            Table::Term(t) if self.terms[t].term.matches(pod.namespace, pod.labels) => out.push(Effect::Term(t)),
+            Table::Spread(t) if self.spread[t].takes(&pod) => out.push(Effect::Spread(t)),
+            _ => {}
+        });
+        let mut hits = Vec::new();
+        for (reach, set) in Reach::ALL.into_iter().zip(self.reaches.iter()) {
+            let Some(rules) = pod.rules else { break };
+            reach.each_term(rules, self.hard, |weight, term| {
+                hits.clear();
+                if set.by_label.for_selector(&term.selector, |s| hits.push(s)).is_none() {
+                    hits.extend(0..set.tables.len());
+                }
+                for &table in hits.iter().filter(|&&s| set.tables[s].takes(term)) {
+                    let key = self.keys.id(&term.topology_key);
+                    out.push(Effect::Reached { reach, table, key, weight });
+                }
+            });
+        }
+        self.effects.remember(alike, (change.labels.clone(), change.rules.clone()), made, out);
     }
 }

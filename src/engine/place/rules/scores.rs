@@ -5,8 +5,7 @@
 //! nodes as kube-scheduler 1.37 normalises it, and weighted as the configuration says (its
 //! default profile's 2 each by default).
 
-use std::sync::Arc;
-
+use super::keys::Values;
 use super::tables::Reach;
 use super::work::{PodWork, ShapeTables};
 use crate::engine::model::NodeIdx;
@@ -64,18 +63,6 @@ impl<'s> PodWork<'s> {
         }
     }
 
-    /// Each node's value of label `key` (None: the node has none), found once per cycle.
-    fn values_of(&mut self, key: &str) -> Arc<Vec<Option<&'s str>>> {
-        if let Some(values) = self.key_values.get(key) {
-            return values.clone();
-        }
-        let nodes: &'s [crate::engine::node::Node] = self.nodes;
-        let values: Arc<Vec<Option<&'s str>>> =
-            Arc::new(nodes.iter().map(|n| n.labels.get(key).map(String::as_str)).collect());
-        self.key_values.insert(key.to_string(), values.clone());
-        values
-    }
-
     /// InterPodAffinity before normalisation: per node, the weights of the pod's preferred
     /// terms times the pods they match in the node's domain (anti-affinity negative), plus
     /// what the pods around it reach it with.
@@ -91,10 +78,9 @@ impl<'s> PodWork<'s> {
         raw.resize(feasible.len(), 0);
         if self.pulled(namespace, labels) {
             let id = self.reached(Reach::Pull, namespace, labels);
-            let keys: Vec<&'s str> = self.reaches[Reach::Pull as usize].tables[id].counts.keys().copied().collect();
-            for key in keys {
-                let values = self.values_of(key);
-                let by_value = &self.reaches[Reach::Pull as usize].tables[id].counts[key];
+            let table = &self.reaches[Reach::Pull as usize].tables[id];
+            for (key, by_value) in &table.counts {
+                let values = self.keys.values(*key);
                 for (score, &n) in raw.iter_mut().zip(feasible) {
                     if let Some(&w) = values[n as usize].and_then(|v| by_value.get(v)) {
                         *score += i64::from(w);
@@ -103,7 +89,7 @@ impl<'s> PodWork<'s> {
             }
         }
         for &(weight, t) in tables.map(|t| t.preferred.as_slice()).unwrap_or_default() {
-            let values = self.values_of(&self.terms[t].term.topology_key.clone());
+            let values = self.terms[t].values.clone();
             let counts = &self.terms[t].counts;
             for (score, &n) in raw.iter_mut().zip(feasible) {
                 if let Some(&c) = values[n as usize].and_then(|v| counts.get(v)) {
@@ -118,8 +104,7 @@ impl<'s> PodWork<'s> {
     /// whose key the node has: its matching pods in the node's domain, weighted by the log
     /// of how many domains the counted feasible nodes make, plus its `maxSkew` less one.
     fn spread_scores(&mut self, tables: &ShapeTables, feasible: &[NodeIdx]) -> Vec<Option<i64>> {
-        let values: Vec<Arc<Vec<Option<&'s str>>>> =
-            tables.soft_spread.iter().map(|&t| self.values_of(&self.spread[t].rule.topology_key.clone())).collect();
+        let values: Vec<Values<'s>> = tables.soft_spread.iter().map(|&t| self.spread[t].values.clone()).collect();
         let rules: Vec<_> = tables.soft_spread.iter().map(|&t| &self.spread[t]).collect();
         let counted = |n: NodeIdx| tables.system_spread || values.iter().all(|v| v[n as usize].is_some());
         let kept: Vec<NodeIdx> = feasible.iter().copied().filter(|&n| counted(n)).collect();

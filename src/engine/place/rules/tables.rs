@@ -7,15 +7,15 @@ use std::collections::BTreeMap;
 use foldhash::{HashMap, HashMapExt};
 use std::sync::Arc;
 
+use super::keys::{KeyId, KeyValues, Values};
 use crate::engine::filter::{matches_node_affinity, untolerated_taint};
 use crate::engine::model::{NodeConstraints, NodeIdx};
 use crate::engine::node::Node;
 use crate::engine::pods::{Labels, PodRules, PodTerm, SpreadRule};
 
 /// A pod as a table counts it: added (`sign` 1) or taken away (-1).
-pub(super) struct Counted<'p, 's> {
+pub(super) struct Counted<'p> {
     pub index: NodeIdx,
-    pub node: &'s Node,
     pub namespace: &'p str,
     pub labels: &'p BTreeMap<String, String>,
     pub rules: Option<&'p PodRules>,
@@ -42,23 +42,34 @@ fn bump<'s>(counts: &mut HashMap<&'s str, i32>, key: &'s str, sign: i32) {
 /// Pods matching every one of a pod's required affinity terms, per term and value.
 pub(super) struct AffinityCount<'s> {
     pub terms: Vec<PodTerm>,
+    /// Per term, the nodes' values of its topology key.
+    pub values: Vec<Values<'s>>,
     pub per_term: Vec<HashMap<&'s str, i32>>,
     pub total: i32,
 }
 
 impl<'s> AffinityCount<'s> {
-    pub fn new(terms: &[PodTerm]) -> AffinityCount<'s> {
-        AffinityCount { terms: terms.to_vec(), per_term: vec![HashMap::new(); terms.len()], total: 0 }
+    pub fn new(terms: &[PodTerm], values: Vec<Values<'s>>) -> AffinityCount<'s> {
+        AffinityCount { terms: terms.to_vec(), values, per_term: vec![HashMap::new(); terms.len()], total: 0 }
     }
 
-    pub fn add(&mut self, pod: &Counted<'_, 's>) {
-        if !self.terms.iter().all(|t| t.matches(pod.namespace, pod.labels)) {
-            return;
+    pub fn add(&mut self, pod: &Counted<'_>) {
+        if self.takes(pod) {
+            self.count(pod.index, pod.sign);
         }
-        for (term, counts) in self.terms.iter().zip(self.per_term.iter_mut()) {
-            if let Some(value) = pod.node.labels.get(&term.topology_key) {
-                bump(counts, value, pod.sign);
-                self.total += pod.sign;
+    }
+
+    /// Whether it counts the pod: the pod matches every term.
+    pub fn takes(&self, pod: &Counted<'_>) -> bool {
+        self.terms.iter().all(|t| t.matches(pod.namespace, pod.labels))
+    }
+
+    /// Counts a pod it takes on `node` `sign` times more.
+    pub fn count(&mut self, node: NodeIdx, sign: i32) {
+        for (values, counts) in self.values.iter().zip(self.per_term.iter_mut()) {
+            if let Some(value) = values[node as usize] {
+                bump(counts, value, sign);
+                self.total += sign;
             }
         }
     }
@@ -67,16 +78,28 @@ impl<'s> AffinityCount<'s> {
 /// Pods matching one required anti-affinity term, per value of its key.
 pub(super) struct TermCount<'s> {
     pub term: PodTerm,
+    /// The nodes' values of the term's topology key.
+    pub values: Values<'s>,
     pub counts: HashMap<&'s str, i32>,
 }
 
 impl<'s> TermCount<'s> {
-    pub fn add(&mut self, pod: &Counted<'_, 's>) {
-        if self.term.matches(pod.namespace, pod.labels)
-            && let Some(value) = pod.node.labels.get(&self.term.topology_key)
-        {
-            bump(&mut self.counts, value, pod.sign);
+    pub fn add(&mut self, pod: &Counted<'_>) {
+        if self.term.matches(pod.namespace, pod.labels) {
+            self.count(pod.index, pod.sign);
         }
+    }
+
+    /// Counts a pod matching the term on `node` `sign` times more.
+    pub fn count(&mut self, node: NodeIdx, sign: i32) {
+        if let Some(value) = self.values[node as usize] {
+            bump(&mut self.counts, value, sign);
+        }
+    }
+
+    /// Whether a pod matching the term is in `node`'s domain.
+    pub fn holds(&self, node: NodeIdx) -> bool {
+        self.values[node as usize].is_some_and(|v| self.counts.get(v).is_some_and(|&c| c > 0))
     }
 }
 
@@ -110,26 +133,48 @@ pub(super) struct Reached<'s> {
     pub hard: i32,
     pub namespace: String,
     pub labels: Labels,
-    pub counts: HashMap<&'s str, HashMap<&'s str, i32>>,
+    /// Per topology key met (none is taken away), the weights per value.
+    pub counts: Vec<(KeyId, HashMap<&'s str, i32>)>,
 }
 
 impl<'s> Reached<'s> {
-    pub fn add(&mut self, pod: &Counted<'_, 's>) {
+    pub fn add(&mut self, pod: &Counted<'_>, keys: &mut KeyValues<'s>) {
         let Some(rules) = pod.rules else { return };
-        self.reach.each_term(rules, self.hard, |weight, term| self.add_term(term, weight, pod));
+        self.reach.each_term(rules, self.hard, |weight, term| self.add_term(term, weight, pod, keys));
     }
 
-    pub fn add_term(&mut self, term: &PodTerm, weight: i32, pod: &Counted<'_, 's>) {
-        if term.matches(&self.namespace, &self.labels)
-            && let Some((key, value)) = pod.node.labels.get_key_value(&term.topology_key)
-        {
-            bump(self.counts.entry(key.as_str()).or_default(), value, pod.sign * weight);
+    pub fn add_term(&mut self, term: &PodTerm, weight: i32, pod: &Counted<'_>, keys: &mut KeyValues<'s>) {
+        if !term.matches(&self.namespace, &self.labels) {
+            return;
+        }
+        let key = keys.id(&term.topology_key);
+        if let Some(value) = keys.values(key)[pod.index as usize] {
+            self.count(key, value, pod.sign * weight);
         }
     }
 
+    /// Whether a term of a pod around reaches a pod of its namespace and labels.
+    pub fn takes(&self, term: &PodTerm) -> bool {
+        term.matches(&self.namespace, &self.labels)
+    }
+
+    /// Adds `weight` at `value` of `key`.
+    pub fn count(&mut self, key: KeyId, value: &'s str, weight: i32) {
+        let at = match self.counts.iter().position(|(k, _)| *k == key) {
+            Some(at) => at,
+            None => {
+                self.counts.push((key, HashMap::new()));
+                self.counts.len() - 1
+            }
+        };
+        bump(&mut self.counts[at].1, value, weight);
+    }
+
     /// Whether a pod it shields is refused on `node`.
-    pub fn refuses(&self, node: &Node) -> bool {
-        self.counts.iter().any(|(key, values)| node.labels.get(*key).is_some_and(|v| values.contains_key(v.as_str())))
+    pub fn refuses(&self, node: NodeIdx, keys: &KeyValues<'s>) -> bool {
+        self.counts.iter().any(|(key, values)| {
+            !values.is_empty() && keys.values(*key)[node as usize].is_some_and(|v| values.contains_key(v))
+        })
     }
 }
 
@@ -150,14 +195,19 @@ impl Eligibility {
             && (!self.honor_taints || untolerated_taint(node, &self.constraints).is_none())
     }
 
-    /// The values of `key` on the nodes it admits: the spread's domains.
-    pub fn domains<'s>(&self, nodes: &'s [Node], key: &str) -> Vec<&'s str> {
-        let mut domains: Vec<&'s str> =
-            nodes.iter().filter(|n| self.admits(n)).filter_map(|n| n.labels.get(key).map(String::as_str)).collect();
-        domains.sort_unstable();
-        domains.dedup();
-        domains
+    /// Per node, its value of a key (`values`) if it admits the node: the domains counted.
+    pub fn eligible<'s>(&self, nodes: &[Node], values: &[Option<&'s str>]) -> Vec<Option<&'s str>> {
+        nodes.iter().zip(values).map(|(n, v)| v.filter(|_| self.admits(n))).collect()
     }
+}
+
+/// The nodes' values of a spread constraint's key; the same for the nodes it counts; and
+/// the values those make, each once (its domains).
+#[derive(Clone)]
+pub(super) struct Domains<'s> {
+    pub values: Values<'s>,
+    pub eligible: Values<'s>,
+    pub domains: Arc<Vec<&'s str>>,
 }
 
 /// Pods a hard spread constraint counts, per eligible domain, and how many domains hold
@@ -165,29 +215,41 @@ impl Eligibility {
 pub(super) struct SpreadCount<'s> {
     pub namespace: String,
     pub rule: SpreadRule,
-    pub eligibility: Eligibility,
+    /// The nodes' values of the constraint's key, and the same for the nodes it counts.
+    pub values: Values<'s>,
+    eligible: Values<'s>,
     pub counts: HashMap<&'s str, i32>,
     histogram: BTreeMap<i32, u32>,
 }
 
 impl<'s> SpreadCount<'s> {
-    pub fn new(namespace: &str, rule: &SpreadRule, eligibility: Eligibility, domains: &[&'s str]) -> SpreadCount<'s> {
+    pub fn new(
+        namespace: &str,
+        rule: &SpreadRule,
+        Domains { values, eligible, domains }: Domains<'s>,
+    ) -> SpreadCount<'s> {
         let counts: HashMap<&'s str, i32> = domains.iter().map(|&d| (d, 0)).collect();
         let histogram = if counts.is_empty() { BTreeMap::new() } else { [(0, counts.len() as u32)].into() };
-        SpreadCount { namespace: namespace.to_string(), rule: rule.clone(), eligibility, counts, histogram }
+        SpreadCount { namespace: namespace.to_string(), rule: rule.clone(), values, eligible, counts, histogram }
     }
 
-    pub fn add(&mut self, pod: &Counted<'_, 's>) {
-        if pod.terminating
-            || !self.rule.counts(&self.namespace, pod.namespace, pod.labels)
-            || !self.eligibility.admits(pod.node)
-        {
-            return;
+    pub fn add(&mut self, pod: &Counted<'_>) {
+        if self.takes(pod) {
+            self.count(pod.index, pod.sign);
         }
-        let Some(value) = pod.node.labels.get(&self.rule.topology_key) else { return };
-        let Some(count) = self.counts.get_mut(value.as_str()) else { return };
+    }
+
+    /// Whether it counts the pod: not terminating, and selected by the constraint.
+    pub fn takes(&self, pod: &Counted<'_>) -> bool {
+        !pod.terminating && self.rule.counts(&self.namespace, pod.namespace, pod.labels)
+    }
+
+    /// Counts a pod it takes on `node` `sign` times more, if it counts the node.
+    pub fn count(&mut self, node: NodeIdx, sign: i32) {
+        let Some(value) = self.eligible[node as usize] else { return };
+        let Some(count) = self.counts.get_mut(value) else { return };
         let old = *count;
-        *count += pod.sign;
+        *count += sign;
         let new = *count;
         if let Some(n) = self.histogram.get_mut(&old) {
             *n -= 1;

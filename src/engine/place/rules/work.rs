@@ -8,8 +8,10 @@ use foldhash::{HashMap, HashMapExt};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use super::effects::{Effect, Effects};
 use super::index::LabelIndex;
-use super::tables::{AffinityCount, Counted, Eligibility, Reach, Reached, SpreadCount, TermCount};
+use super::keys::{KeyId, KeyValues};
+use super::tables::{AffinityCount, Counted, Domains, Eligibility, Reach, Reached, SpreadCount, TermCount};
 use crate::engine::model::{NodeIdx, PodKey};
 use crate::engine::node::Node;
 use crate::engine::pods::{
@@ -18,21 +20,20 @@ use crate::engine::pods::{
 
 /// A pod placed on a node in this cycle (`sign` 1), or a bound pod given back in a trial (-1).
 #[derive(Clone, Debug)]
-struct Change {
+pub(super) struct Change {
     node: NodeIdx,
-    namespace: Arc<str>,
-    labels: Labels,
-    rules: Option<Arc<PodRules>>,
-    terminating: bool,
+    pub(super) namespace: Arc<str>,
+    pub(super) labels: Labels,
+    pub(super) rules: Option<Arc<PodRules>>,
+    pub(super) terminating: bool,
     sign: i32,
 }
 
 impl Change {
     /// The change as the tables count it, `direction` times (-1 to take it back).
-    fn counted<'p, 's>(&'p self, nodes: &'s [Node], direction: i32) -> Counted<'p, 's> {
+    pub(super) fn counted(&self, direction: i32) -> Counted<'_> {
         Counted {
             index: self.node,
-            node: &nodes[self.node as usize],
             namespace: &self.namespace,
             labels: &self.labels,
             rules: self.rules.as_deref(),
@@ -89,7 +90,9 @@ impl PodIndex {
 pub(super) struct ReachTables<'s> {
     pub(super) tables: Vec<Reached<'s>>,
     ids: HashMap<Labels, Vec<usize>>,
-    by_label: LabelIndex<usize>,
+    pub(super) by_label: LabelIndex<usize>,
+    /// The table last asked for: a pod is checked on node after node with the same labels.
+    last: Option<usize>,
 }
 
 /// The tables one shape's pods are checked against and scored by: indices into
@@ -122,8 +125,8 @@ pub(crate) struct PodWork<'s> {
     pub(super) nodes: &'s [Node],
     bound: &'s BoundPods,
     /// The weight of a required affinity term in scoring.
-    hard: i32,
-    changes: Vec<Change>,
+    pub(super) hard: i32,
+    pub(super) changes: Vec<Change>,
     /// Per [`Reach`], whether any pod, bound or placed, has such terms: every placement is
     /// then checked against the required anti-affinity, and scored by the others.
     reaching: [bool; 2],
@@ -145,14 +148,16 @@ pub(crate) struct PodWork<'s> {
     /// Per [`Reach`], what the pods around a pod's labels reach it with.
     pub(super) reaches: [ReachTables<'s>; 2],
     pods: Option<PodIndex>,
-    /// The domains of spread constraints, by who counts them and the key.
-    pub(super) domains: Vec<(Eligibility, String, Arc<Vec<&'s str>>)>,
+    /// The nodes' values of spread constraints' keys where they count them, by who counts
+    /// them and the key.
+    pub(super) domains: Vec<(Eligibility, KeyId, Domains<'s>)>,
     namespaces: HashMap<String, Arc<str>>,
-    /// Each node's value of a label key, by key, for scoring.
-    pub(super) key_values: HashMap<String, Arc<Vec<Option<&'s str>>>>,
-    /// Scratch lists for [`PodWork::apply`], kept between calls.
-    touched: Vec<Table>,
-    hits: Vec<usize>,
+    /// Each node's value of the label keys the tables and scores ask for.
+    pub(super) keys: KeyValues<'s>,
+    /// What each kind of pod changes in the tables.
+    pub(super) effects: Effects,
+    /// A scratch list for [`PodWork::apply`], kept between calls.
+    scratch: Vec<Effect>,
 }
 
 impl<'s> PodWork<'s> {
@@ -178,9 +183,9 @@ impl<'s> PodWork<'s> {
             pods: None,
             domains: Vec::new(),
             namespaces: HashMap::new(),
-            key_values: HashMap::new(),
-            touched: Vec::new(),
-            hits: Vec::new(),
+            keys: KeyValues::new(nodes),
+            effects: Effects::new(),
+            scratch: Vec::new(),
         }
     }
 
@@ -195,23 +200,8 @@ impl<'s> PodWork<'s> {
         self.reaching[Reach::Pull as usize]
     }
 
-    pub(super) fn counted(&self, pod: PodRef) -> Counted<'_, 's> {
-        let nodes: &'s [Node] = self.nodes;
-        match pod {
-            PodRef::Bound(node, i) => {
-                let bound = &self.bound.on(node)[i as usize];
-                Counted {
-                    index: node,
-                    node: &nodes[node as usize],
-                    namespace: &bound.key.namespace,
-                    labels: &bound.labels,
-                    rules: bound.rules.as_deref(),
-                    terminating: bound.terminating,
-                    sign: 1,
-                }
-            }
-            PodRef::Change(i) => self.changes[i as usize].counted(nodes, 1),
-        }
+    pub(super) fn counted(&self, pod: PodRef) -> Counted<'_> {
+        counted(self.bound, &self.changes, pod)
     }
 
     /// Every pod the tables count: the bound ones, then the cycle's changes, in order.
@@ -254,7 +244,6 @@ impl<'s> PodWork<'s> {
         labels: &Labels,
         rules: Option<&PodRules>,
     ) -> Result<(), PodRejection> {
-        let node_ref = &self.nodes[node as usize];
         if let (Some(rules), Some(tables)) = (rules, tables) {
             if tables.ports
                 && let Some(used) = self.ports.as_ref().and_then(|p| p.get(&node))
@@ -267,7 +256,7 @@ impl<'s> PodWork<'s> {
             }
             for &i in &tables.spread {
                 let table = &self.spread[i];
-                let Some(value) = node_ref.labels.get(&table.rule.topology_key) else {
+                let Some(value) = table.values[node as usize] else {
                     return Err(PodRejection::SpreadLabel);
                 };
                 if table.skew(value, labels) > table.rule.max_skew as i64 {
@@ -277,41 +266,48 @@ impl<'s> PodWork<'s> {
             if let Some(i) = tables.affinity {
                 let table = &self.affinity[i];
                 let mut all = true;
-                for (term, counts) in table.terms.iter().zip(&table.per_term) {
-                    let Some(value) = node_ref.labels.get(&term.topology_key) else {
+                for (values, counts) in table.values.iter().zip(&table.per_term) {
+                    let Some(value) = values[node as usize] else {
                         return Err(PodRejection::Affinity);
                     };
-                    all &= counts.get(value.as_str()).is_some_and(|&c| c > 0);
+                    all &= counts.get(value).is_some_and(|&c| c > 0);
                 }
                 let alone = table.total == 0 && table.terms.iter().all(|t| t.matches(namespace, labels));
                 if !all && !alone {
                     return Err(PodRejection::Affinity);
                 }
             }
-            for &i in &tables.anti {
-                let table = &self.terms[i];
-                if let Some(value) = node_ref.labels.get(&table.term.topology_key)
-                    && table.counts.get(value.as_str()).is_some_and(|&c| c > 0)
-                {
-                    return Err(PodRejection::AntiAffinity);
-                }
+            if self.anti_refuses(tables, node) {
+                return Err(PodRejection::AntiAffinity);
             }
         }
         if self.anti_affinity_anywhere() {
             let shield = self.reached(Reach::Shield, namespace, labels);
-            if self.reaches[Reach::Shield as usize].tables[shield].refuses(node_ref) {
+            if self.reaches[Reach::Shield as usize].tables[shield].refuses(node, &self.keys) {
                 return Err(PodRejection::ExistingAntiAffinity);
             }
         }
         Ok(())
     }
 
+    /// Whether a pod matching one of the shape's required anti-affinity terms is in
+    /// `node`'s domain.
+    pub fn anti_refuses(&self, tables: &ShapeTables, node: NodeIdx) -> bool {
+        tables.anti.iter().any(|&i| self.terms[i].holds(node))
+    }
+
     /// What the pods around a pod of `namespace` with `labels` reach it with, made on first
     /// use.
     pub(super) fn reached(&mut self, reach: Reach, namespace: &str, labels: &Labels) -> usize {
-        let set = &self.reaches[reach as usize];
+        let set = &mut self.reaches[reach as usize];
+        // The tables hold their labels, so an address seen is theirs for the cycle.
+        let same = |t: &Reached| Arc::ptr_eq(&t.labels, labels) && t.namespace == namespace;
+        if let Some(i) = set.last.filter(|&i| same(&set.tables[i])) {
+            return i;
+        }
         let found = set.ids.get(labels).into_iter().flatten().find(|&&i| set.tables[i].namespace == namespace);
         if let Some(&i) = found {
+            set.last = Some(i);
             return i;
         }
         let mut table = Reached {
@@ -319,7 +315,7 @@ impl<'s> PodWork<'s> {
             hard: self.hard,
             namespace: namespace.to_string(),
             labels: labels.clone(),
-            counts: HashMap::new(),
+            counts: Vec::new(),
         };
         // The pods whose terms could match these labels, each once.
         let mut reaching = Vec::new();
@@ -327,13 +323,14 @@ impl<'s> PodWork<'s> {
         reaching.sort_unstable();
         reaching.dedup();
         for pod in reaching {
-            table.add(&self.counted(pod));
+            table.add(&counted(self.bound, &self.changes, pod), &mut self.keys);
         }
         let set = &mut self.reaches[reach as usize];
         let id = set.tables.len();
         set.by_label.file_labels(labels, id);
         set.tables.push(table);
         set.ids.entry(labels.clone()).or_default().push(id);
+        set.last = Some(id);
         id
     }
 
@@ -404,38 +401,49 @@ impl<'s> PodWork<'s> {
 
     /// Counts change `i` (`direction` 1), or takes it back (-1), in every table it concerns.
     fn apply(&mut self, i: usize, direction: i32) {
-        let (mut touched, mut hits) = (std::mem::take(&mut self.touched), std::mem::take(&mut self.hits));
-        let pod = self.changes[i].counted(self.nodes, direction);
+        let pod = self.changes[i].counted(direction);
+        let (node, sign) = (pod.index, pod.sign);
         if let Some(r) = pod.rules {
             if let Some(ports) = self.ports.as_mut().filter(|_| !r.ports.is_empty()) {
-                count(ports.entry(pod.index).or_default(), &r.ports, pod.sign);
+                count(ports.entry(node).or_default(), &r.ports, sign);
             }
             if let Some(attached) = self.attached.as_mut().filter(|_| !r.attach.is_empty()) {
-                count(attached.entry(pod.index).or_default(), &r.attach, pod.sign);
+                count(attached.entry(node).or_default(), &r.attach, sign);
             }
         }
-        touched.clear();
-        self.tables.for_labels(pod.labels, |t| touched.push(t));
-        for &table in &touched {
-            match table {
-                Table::Affinity(t) => self.affinity[t].add(&pod),
-                Table::Term(t) => self.terms[t].add(&pod),
-                Table::Spread(t) => self.spread[t].add(&pod),
+        let mut effects = std::mem::take(&mut self.scratch);
+        self.effects_of(i, &mut effects);
+        for &effect in &effects {
+            match effect {
+                Effect::Affinity(t) => self.affinity[t].count(node, sign),
+                Effect::Term(t) => self.terms[t].count(node, sign),
+                Effect::Spread(t) => self.spread[t].count(node, sign),
+                Effect::Reached { reach, table, key, weight } => {
+                    if let Some(value) = self.keys.values(key)[node as usize] {
+                        self.reaches[reach as usize].tables[table].count(key, value, sign * weight);
+                    }
+                }
             }
         }
-        for (reach, set) in Reach::ALL.into_iter().zip(self.reaches.iter_mut()) {
-            let Some(rules) = pod.rules else { break };
-            reach.each_term(rules, self.hard, |weight, term| {
-                hits.clear();
-                if set.by_label.for_selector(&term.selector, |s| hits.push(s)).is_none() {
-                    hits.extend(0..set.tables.len());
-                }
-                for &s in &hits {
-                    set.tables[s].add_term(term, weight, &pod);
-                }
-            });
+        self.scratch = effects;
+    }
+}
+
+/// A pod the tables count, from the bound pods or the cycle's changes.
+fn counted<'p>(bound: &'p BoundPods, changes: &'p [Change], pod: PodRef) -> Counted<'p> {
+    match pod {
+        PodRef::Bound(node, i) => {
+            let bound = &bound.on(node)[i as usize];
+            Counted {
+                index: node,
+                namespace: &bound.key.namespace,
+                labels: &bound.labels,
+                rules: bound.rules.as_deref(),
+                terminating: bound.terminating,
+                sign: 1,
+            }
         }
-        (self.touched, self.hits) = (touched, hits);
+        PodRef::Change(i) => changes[i as usize].counted(1),
     }
 }
 
