@@ -342,7 +342,7 @@ impl Folding<'_, '_, '_> {
             demand,
             constraints,
             devices,
-            labels: pod_rules::labels(pod),
+            labels: memo.labels.intern(pod.metadata.labels.clone().unwrap_or_default()),
             rules,
         });
     }

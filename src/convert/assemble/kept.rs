@@ -208,6 +208,7 @@ impl Kept {
         memo.trim(view);
         memo.interner.prune();
         memo.rules.prune();
+        memo.labels.prune();
         memo.devices.specs.prune();
         kept
     }
@@ -294,6 +295,7 @@ impl Kept {
         // Amortised: only once the table has doubled, so rules tenants write anew each
         // time do not pile up between snapshots made afresh.
         memo.rules.prune();
+        memo.labels.prune();
         Some(self)
     }
 

@@ -32,6 +32,9 @@ pub struct Conversions {
     /// Pods' rules between pods, shared by the pods of one template: the engine finds their
     /// shape by the rules' address.
     pub(super) rules: crate::convert::interner::Interner<crate::engine::pods::PodRules>,
+    /// Waiting pods' labels, shared by the pods of one template: the engine counts pods of
+    /// one kind (labels and rules by address) once for the rules between pods.
+    pub(super) labels: crate::convert::interner::Interner<std::collections::BTreeMap<String, String>>,
     /// Conversions stored since the last trim (an upper bound on the entries).
     pod_count: usize,
     /// By namespace, then name: looked up with borrowed strings, without allocating.
@@ -70,6 +73,7 @@ impl Conversions {
             names: ResourceNames::default(),
             interner: ConstraintsInterner::default(),
             rules: Default::default(),
+            labels: Default::default(),
             pod_count: 0,
             pods: HashMap::new(),
             nodes: HashMap::new(),

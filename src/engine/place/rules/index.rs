@@ -46,25 +46,6 @@ impl<T: Copy> LabelIndex<T> {
         }
     }
 
-    /// Takes back the item last filed with `selector`.
-    pub fn unfile_selector(&mut self, selector: &PodSelector) {
-        if selector.is_none() {
-            return;
-        }
-        match key_requirement(selector) {
-            Some((key, values)) => {
-                if let Some(by_value) = self.by.get_mut(key) {
-                    for value in values {
-                        by_value.get_mut(value).and_then(Vec::pop);
-                    }
-                }
-            }
-            None => {
-                self.always.pop();
-            }
-        }
-    }
-
     /// Files an item under each of its labels.
     pub fn file_labels(&mut self, labels: &BTreeMap<String, String>, item: T) {
         for (key, value) in labels {
@@ -82,15 +63,6 @@ impl<T: Copy> LabelIndex<T> {
             Some(items) => items.push(item),
             None => {
                 by_value.insert(value.to_string(), vec![item]);
-            }
-        }
-    }
-
-    /// Takes back the item last filed under `labels`.
-    pub fn unfile_labels(&mut self, labels: &BTreeMap<String, String>) {
-        for (key, value) in labels {
-            if let Some(items) = self.by.get_mut(key).and_then(|v| v.get_mut(value)) {
-                items.pop();
             }
         }
     }

@@ -5,8 +5,8 @@
 use foldhash::{HashMap, HashMapExt};
 use std::sync::Arc;
 
-use super::effects::{Alike, Effect};
-use super::tables::{AffinityCount, Domains, Eligibility, Reach, SpreadCount, TermCount};
+use super::kinds::Effect;
+use super::tables::{AffinityCount, Counted, Domains, Eligibility, Reach, SpreadCount, TermCount};
 use super::work::{PodWork, ShapeTables, Table, count};
 use crate::engine::model::{NodeConstraints, NodeIdx};
 use crate::engine::pods::{Attachment, PodRules, PodTerm, SpreadRule};
@@ -162,16 +162,23 @@ impl PodWork<'_> {
     /// The counts change `i`'s kind of pod changes, in `out`.
     pub(super) fn effects_of(&mut self, i: usize, out: &mut Vec<Effect>) {
         out.clear();
-        let change = &self.changes[i];
-        let rules = change.rules.as_ref().map_or(0, |r| Arc::as_ptr(r) as usize);
-        let alike =
-            Alike(change.namespace.as_ptr() as usize, Arc::as_ptr(&change.labels) as usize, rules, change.terminating);
         let made = self.made();
-        if let Some(known) = self.effects.find(&alike, made) {
-            out.extend_from_slice(known);
+        let k = self.changes[i].kind as usize;
+        if let Some((tables, effects)) = &self.kinds.all[k].effects
+            && *tables == made
+        {
+            out.extend_from_slice(effects);
             return;
         }
-        let pod = change.counted(1);
+        let kind = &self.kinds.all[k];
+        let pod = Counted {
+            index: 0,
+            namespace: &kind.namespace,
+            labels: &kind.labels,
+            rules: kind.rules.as_deref(),
+            terminating: kind.terminating,
+            sign: 1,
+        };
         self.tables.for_labels(pod.labels, |table| match table {
             Table::Affinity(t) if self.affinity[t].takes(&pod) => out.push(Effect::Affinity(t)),
             Table::Term(t) if self.terms[t].term.matches(pod.namespace, pod.labels) => out.push(Effect::Term(t)),
@@ -192,6 +199,6 @@ impl PodWork<'_> {
                 }
             });
         }
-        self.effects.remember(alike, (change.labels.clone(), change.rules.clone()), made, out);
+        self.kinds.all[k].effects = Some((made, out.clone()));
     }
 }

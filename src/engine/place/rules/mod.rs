@@ -3,9 +3,9 @@
 //! and rolled back, asked of each candidate node in kube-scheduler's order, and scored
 //! where a pod prefers (`scores`).
 
-mod effects;
 mod index;
 mod keys;
+mod kinds;
 mod make;
 mod scores;
 mod tables;

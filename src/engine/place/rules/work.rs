@@ -2,15 +2,15 @@
 //! (`make`) from the bound pods and the cycle's own changes, then kept up to date as pods
 //! are placed (a gang's own pods count for each other) or given back in a trial, and undone
 //! with the placement that made them. Labels (`index`) find what a change touches, so its
-//! cost follows the tables it concerns, not every table made.
+//! cost follows the tables it concerns, not every table made; and pods of one kind
+//! (`kinds`) are counted as the first of them was.
 
 use foldhash::{HashMap, HashMapExt};
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::effects::{Effect, Effects};
 use super::index::LabelIndex;
 use super::keys::{KeyId, KeyValues};
+use super::kinds::{Effect, KindIndex, Kinds, PodRef};
 use super::tables::{AffinityCount, Counted, Domains, Eligibility, Reach, Reached, SpreadCount, TermCount};
 use crate::engine::model::{NodeIdx, PodKey};
 use crate::engine::node::Node;
@@ -18,29 +18,13 @@ use crate::engine::pods::{
     Attachment, BoundPods, HostPort, Labels, PodRejection, PodRules, PodTerm, SpreadRule, VolumeLimits,
 };
 
-/// A pod placed on a node in this cycle (`sign` 1), or a bound pod given back in a trial (-1).
-#[derive(Clone, Debug)]
+/// A pod of a kind placed on a node in this cycle (`sign` 1), or a bound pod given back in
+/// a trial (-1).
+#[derive(Clone, Copy, Debug)]
 pub(super) struct Change {
     node: NodeIdx,
-    pub(super) namespace: Arc<str>,
-    pub(super) labels: Labels,
-    pub(super) rules: Option<Arc<PodRules>>,
-    pub(super) terminating: bool,
+    pub(super) kind: u32,
     sign: i32,
-}
-
-impl Change {
-    /// The change as the tables count it, `direction` times (-1 to take it back).
-    pub(super) fn counted(&self, direction: i32) -> Counted<'_> {
-        Counted {
-            index: self.node,
-            namespace: &self.namespace,
-            labels: &self.labels,
-            rules: self.rules.as_deref(),
-            terminating: self.terminating,
-            sign: self.sign * direction,
-        }
-    }
 }
 
 /// A table, by kind and index.
@@ -51,45 +35,14 @@ pub(super) enum Table {
     Spread(usize),
 }
 
-/// A pod the tables count: a bound one (node, place in its list) or a change.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(super) enum PodRef {
-    Bound(u32, u32),
-    Change(u32),
-}
-
-/// The bound pods and changes by label, and by the selectors of their terms of each
-/// [`Reach`]: made when the first table is.
-#[derive(Default)]
-struct PodIndex {
-    by_label: LabelIndex<PodRef>,
-    reaching: [LabelIndex<PodRef>; 2],
-}
-
-impl PodIndex {
-    fn file(&mut self, labels: &BTreeMap<String, String>, rules: Option<&PodRules>, at: PodRef) {
-        self.by_label.file_labels(labels, at);
-        for reach in Reach::ALL {
-            let index = &mut self.reaching[reach as usize];
-            rules.into_iter().for_each(|r| reach.each_term(r, 1, |_, term| index.file_selector(&term.selector, at)));
-        }
-    }
-
-    fn unfile(&mut self, labels: &Labels, rules: Option<&PodRules>) {
-        self.by_label.unfile_labels(labels);
-        for reach in Reach::ALL {
-            let index = &mut self.reaching[reach as usize];
-            rules.into_iter().for_each(|r| reach.each_term(r, 1, |_, term| index.unfile_selector(&term.selector)));
-        }
-    }
-}
-
-/// The [`Reached`] tables of one reach: by labels (equal labels, one table), then
-/// namespace; and by each label.
+/// The [`Reached`] tables of one reach: by labels (one table for the pods sharing them),
+/// then namespace; and by each label.
 #[derive(Default)]
 pub(super) struct ReachTables<'s> {
     pub(super) tables: Vec<Reached<'s>>,
-    ids: HashMap<Labels, Vec<usize>>,
+    /// By the address of the labels (pods of one template share them; the tables hold
+    /// them, so an address seen stays theirs for the cycle).
+    ids: HashMap<usize, Vec<usize>>,
     pub(super) by_label: LabelIndex<usize>,
     /// The table last asked for: a pod is checked on node after node with the same labels.
     last: Option<usize>,
@@ -147,15 +100,14 @@ pub(crate) struct PodWork<'s> {
     pub(super) tables: LabelIndex<Table>,
     /// Per [`Reach`], what the pods around a pod's labels reach it with.
     pub(super) reaches: [ReachTables<'s>; 2],
-    pods: Option<PodIndex>,
+    /// The pods' kinds, and the kinds by label once the first table is made.
+    pub(super) kinds: Kinds,
+    index: Option<KindIndex>,
     /// The nodes' values of spread constraints' keys where they count them, by who counts
     /// them and the key.
     pub(super) domains: Vec<(Eligibility, KeyId, Domains<'s>)>,
-    namespaces: HashMap<String, Arc<str>>,
     /// Each node's value of the label keys the tables and scores ask for.
     pub(super) keys: KeyValues<'s>,
-    /// What each kind of pod changes in the tables.
-    pub(super) effects: Effects,
     /// A scratch list for [`PodWork::apply`], kept between calls.
     scratch: Vec<Effect>,
 }
@@ -180,11 +132,10 @@ impl<'s> PodWork<'s> {
             spread_ids: HashMap::new(),
             tables: LabelIndex::default(),
             reaches: Default::default(),
-            pods: None,
+            kinds: Kinds::new(),
+            index: None,
             domains: Vec::new(),
-            namespaces: HashMap::new(),
             keys: KeyValues::new(nodes),
-            effects: Effects::new(),
             scratch: Vec::new(),
         }
     }
@@ -201,7 +152,7 @@ impl<'s> PodWork<'s> {
     }
 
     pub(super) fn counted(&self, pod: PodRef) -> Counted<'_> {
-        counted(self.bound, &self.changes, pod)
+        counted(self.bound, &self.changes, &self.kinds, pod)
     }
 
     /// Every pod the tables count: the bound ones, then the cycle's changes, in order.
@@ -211,27 +162,43 @@ impl<'s> PodWork<'s> {
         bound.chain((0..self.changes.len()).map(|i| PodRef::Change(i as u32)))
     }
 
-    /// The pod index, made on first use.
-    fn pod_index(&mut self) -> &PodIndex {
-        if self.pods.is_none() {
-            let mut index = PodIndex::default();
+    /// The index of kinds, made on first use: every bound pod and change given its kind.
+    fn kind_index(&mut self) -> &KindIndex {
+        if self.index.is_none() {
             for pod in self.all().collect::<Vec<_>>() {
-                let counted = self.counted(pod);
-                index.file(counted.labels, counted.rules, pod);
+                let kind = match pod {
+                    PodRef::Bound(node, i) => {
+                        let p = &self.bound.on(node)[i as usize];
+                        self.kinds.of(&p.key.namespace, &p.labels, &p.rules, p.terminating)
+                    }
+                    PodRef::Change(i) => self.changes[i as usize].kind,
+                };
+                self.kinds.all[kind as usize].pods.push(pod);
             }
-            self.pods = Some(index);
+            let mut index = KindIndex::default();
+            index.file_new(&self.kinds.all);
+            self.index = Some(index);
         }
-        self.pods.as_ref().expect("made")
+        self.index.as_ref().expect("made")
+    }
+
+    /// The pods of the kinds `found`, each once, in order.
+    fn pods_of(&self, mut kinds: Vec<u32>) -> Vec<PodRef> {
+        kinds.sort_unstable();
+        kinds.dedup();
+        let mut pods: Vec<PodRef> =
+            kinds.iter().flat_map(|&k| self.kinds.all[k as usize].pods.iter().copied()).collect();
+        pods.sort_unstable();
+        pods
     }
 
     /// The pods a selector could match (all of them when it cannot be narrowed), in order.
     pub(super) fn selected(&mut self, selector: &crate::engine::pods::PodSelector) -> Vec<PodRef> {
-        let mut found = Vec::new();
-        match self.pod_index().by_label.for_selector(selector, |p| found.push(p)) {
-            Some(()) => found.sort_unstable(),
-            None => found = self.all().collect(),
+        let mut kinds = Vec::new();
+        match self.kind_index().by_label.for_selector(selector, |k| kinds.push(k)) {
+            Some(()) => self.pods_of(kinds),
+            None => self.all().collect(),
         }
-        found
     }
 
     /// Whether a pod of the shape (`namespace`, `labels`, `rules`) may go on `node`, in
@@ -305,7 +272,8 @@ impl<'s> PodWork<'s> {
         if let Some(i) = set.last.filter(|&i| same(&set.tables[i])) {
             return i;
         }
-        let found = set.ids.get(labels).into_iter().flatten().find(|&&i| set.tables[i].namespace == namespace);
+        let address = Arc::as_ptr(labels) as usize;
+        let found = set.ids.get(&address).into_iter().flatten().find(|&&i| set.tables[i].namespace == namespace);
         if let Some(&i) = found {
             set.last = Some(i);
             return i;
@@ -318,18 +286,16 @@ impl<'s> PodWork<'s> {
             counts: Vec::new(),
         };
         // The pods whose terms could match these labels, each once.
-        let mut reaching = Vec::new();
-        self.pod_index().reaching[reach as usize].for_labels(labels, |p| reaching.push(p));
-        reaching.sort_unstable();
-        reaching.dedup();
-        for pod in reaching {
-            table.add(&counted(self.bound, &self.changes, pod), &mut self.keys);
+        let mut kinds = Vec::new();
+        self.kind_index().reaching[reach as usize].for_labels(labels, |k| kinds.push(k));
+        for pod in self.pods_of(kinds) {
+            table.add(&counted(self.bound, &self.changes, &self.kinds, pod), &mut self.keys);
         }
         let set = &mut self.reaches[reach as usize];
         let id = set.tables.len();
         set.by_label.file_labels(labels, id);
         set.tables.push(table);
-        set.ids.entry(labels.clone()).or_default().push(id);
+        set.ids.entry(address).or_default().push(id);
         set.last = Some(id);
         id
     }
@@ -341,37 +307,15 @@ impl<'s> PodWork<'s> {
 
     /// A pod placed on `node`.
     pub fn place(&mut self, node: NodeIdx, namespace: &str, labels: &Labels, rules: &Option<Arc<PodRules>>) {
-        let namespace = self.namespace(namespace);
-        self.record(Change {
-            node,
-            namespace,
-            labels: labels.clone(),
-            rules: rules.clone(),
-            terminating: false,
-            sign: 1,
-        });
+        let kind = self.kinds.of(namespace, labels, rules, false);
+        self.record(Change { node, kind, sign: 1 });
     }
 
     /// A bound pod given back in a trial: its rules and labels stop counting.
     pub fn release(&mut self, node: NodeIdx, key: &PodKey) {
         let Some(pod) = self.bound.on(node).iter().find(|p| &p.key == key) else { return };
-        let namespace = self.namespace(&key.namespace);
-        self.record(Change {
-            node,
-            namespace,
-            labels: pod.labels.clone(),
-            rules: pod.rules.clone(),
-            terminating: pod.terminating,
-            sign: -1,
-        });
-    }
-
-    /// A namespace's name, shared by the changes of its pods.
-    fn namespace(&mut self, namespace: &str) -> Arc<str> {
-        match self.namespaces.get(namespace) {
-            Some(shared) => shared.clone(),
-            None => self.namespaces.entry(namespace.to_string()).or_insert_with(|| namespace.into()).clone(),
-        }
+        let kind = self.kinds.of(&key.namespace, &pod.labels, &pod.rules, pod.terminating);
+        self.record(Change { node, kind, sign: -1 });
     }
 
     /// Undoes every change since `mark`.
@@ -380,20 +324,22 @@ impl<'s> PodWork<'s> {
             let i = self.changes.len() - 1;
             self.apply(i, -1);
             let change = self.changes.pop().expect("above the mark");
-            if let Some(index) = self.pods.as_mut() {
-                index.unfile(&change.labels, change.rules.as_deref());
+            if self.index.is_some() {
+                let last = self.kinds.all[change.kind as usize].pods.pop();
+                debug_assert_eq!(last, Some(PodRef::Change(i as u32)));
             }
         }
     }
 
     fn record(&mut self, change: Change) {
-        if let Some(rules) = &change.rules {
+        let kind = &mut self.kinds.all[change.kind as usize];
+        if let Some(rules) = &kind.rules {
             self.reaching[Reach::Shield as usize] |= !rules.anti_affinity.is_empty();
             self.reaching[Reach::Pull as usize] |= rules.pulls();
         }
-        let at = PodRef::Change(self.changes.len() as u32);
-        if let Some(index) = self.pods.as_mut() {
-            index.file(&change.labels, change.rules.as_deref(), at);
+        if let Some(index) = self.index.as_mut() {
+            kind.pods.push(PodRef::Change(self.changes.len() as u32));
+            index.file_new(&self.kinds.all);
         }
         self.changes.push(change);
         self.apply(self.changes.len() - 1, 1);
@@ -401,8 +347,8 @@ impl<'s> PodWork<'s> {
 
     /// Counts change `i` (`direction` 1), or takes it back (-1), in every table it concerns.
     fn apply(&mut self, i: usize, direction: i32) {
-        let pod = self.changes[i].counted(direction);
-        let (node, sign) = (pod.index, pod.sign);
+        let pod = counted(self.bound, &self.changes, &self.kinds, PodRef::Change(i as u32));
+        let (node, sign) = (pod.index, pod.sign * direction);
         if let Some(r) = pod.rules {
             if let Some(ports) = self.ports.as_mut().filter(|_| !r.ports.is_empty()) {
                 count(ports.entry(node).or_default(), &r.ports, sign);
@@ -430,7 +376,7 @@ impl<'s> PodWork<'s> {
 }
 
 /// A pod the tables count, from the bound pods or the cycle's changes.
-fn counted<'p>(bound: &'p BoundPods, changes: &'p [Change], pod: PodRef) -> Counted<'p> {
+fn counted<'p>(bound: &'p BoundPods, changes: &'p [Change], kinds: &'p Kinds, pod: PodRef) -> Counted<'p> {
     match pod {
         PodRef::Bound(node, i) => {
             let bound = &bound.on(node)[i as usize];
@@ -443,7 +389,18 @@ fn counted<'p>(bound: &'p BoundPods, changes: &'p [Change], pod: PodRef) -> Coun
                 sign: 1,
             }
         }
-        PodRef::Change(i) => changes[i as usize].counted(1),
+        PodRef::Change(i) => {
+            let Change { node, kind, sign } = changes[i as usize];
+            let kind = &kinds.all[kind as usize];
+            Counted {
+                index: node,
+                namespace: &kind.namespace,
+                labels: &kind.labels,
+                rules: kind.rules.as_deref(),
+                terminating: kind.terminating,
+                sign,
+            }
+        }
     }
 }
 
