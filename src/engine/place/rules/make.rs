@@ -6,7 +6,7 @@ use foldhash::{HashMap, HashMapExt};
 use std::sync::Arc;
 
 use super::kinds::Effect;
-use super::tables::{AffinityCount, Counted, Domains, Eligibility, Reach, SpreadCount, TermCount};
+use super::tables::{AffinityCount, COUNTED, Counted, Domains, Eligibility, Reach, SpreadCount, TermCount};
 use super::work::{PodWork, ShapeTables, Table, count};
 use crate::engine::model::{NodeConstraints, NodeIdx};
 use crate::engine::pods::{Attachment, PodRules, PodTerm, SpreadRule};
@@ -54,7 +54,7 @@ impl<'s> PodWork<'s> {
             return i;
         }
         let values = self.keys.of(&term.topology_key);
-        let mut table = TermCount { term: term.clone(), values, counts: HashMap::new() };
+        let mut table = TermCount { term: term.clone(), values, counts: HashMap::with_capacity(COUNTED) };
         for pod in self.selected(&term.selector) {
             table.add(&self.counted(pod));
         }

@@ -23,6 +23,10 @@ pub(super) struct Counted<'p> {
     pub sign: i32,
 }
 
+/// The values a table of counts makes room for at once: a deployment's replicas, one per
+/// node, fill one without growing it.
+pub(super) const COUNTED: usize = 14;
+
 /// Adds `sign` at `key`, dropping an entry that reaches zero (an entry means "some pod").
 fn bump<'s>(counts: &mut HashMap<&'s str, i32>, key: &'s str, sign: i32) {
     match counts.get_mut(key) {
@@ -163,7 +167,7 @@ impl<'s> Reached<'s> {
         let at = match self.counts.iter().position(|(k, _)| *k == key) {
             Some(at) => at,
             None => {
-                self.counts.push((key, HashMap::new()));
+                self.counts.push((key, HashMap::with_capacity(COUNTED)));
                 self.counts.len() - 1
             }
         };
