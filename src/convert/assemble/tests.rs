@@ -90,7 +90,7 @@ fn bound_pods_are_listed_by_node_and_a_never_preempting_pod_makes_its_gang_evict
 }
 
 #[test]
-fn pods_of_one_template_share_their_rules_between_pods() {
+fn pods_of_one_template_share_their_rules_between_pods_and_labels() {
     // Two replicas with the same anti-affinity, each its own gang: the engine finds their
     // shape by the rules' address, so equal rules must be one Arc.
     let replica = |name: &str| -> Pod {
@@ -115,4 +115,7 @@ fn pods_of_one_template_share_their_rules_between_pods() {
     let rules: Vec<_> = out.snapshot.gangs.iter().map(|g| g.pods[0].rules.clone().expect("rules")).collect();
     assert_eq!(rules.len(), 2);
     assert!(std::sync::Arc::ptr_eq(&rules[0], &rules[1]));
+    // Their labels too: the engine counts pods of one kind (labels and rules) once.
+    let labels: Vec<_> = out.snapshot.gangs.iter().map(|g| g.pods[0].labels.clone()).collect();
+    assert!(std::sync::Arc::ptr_eq(&labels[0], &labels[1]));
 }

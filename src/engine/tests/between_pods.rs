@@ -154,3 +154,47 @@ fn a_gang_that_fails_leaves_no_count_behind() {
     assert_eq!(outcome.placements[0].gang.name, "one");
     assert!(outcome.waiting[0].to_string().contains("3 node(s) didn't match pod anti-affinity rules"));
 }
+
+/// A gang like [`web`]'s whose pods share `rules` with other gangs (one template's pods: one
+/// shape).
+fn web_sharing(builder: SnapshotBuilder, name: &str, pods: usize, rules: &Arc<PodRules>) -> SnapshotBuilder {
+    builder.gang(name, pods, pods, &[("cpu", 1000)]).with_last_gang(|g| {
+        for pod in &mut g.pods {
+            (pod.labels, pod.rules) = (labels(&[("app", "web")]), Some(rules.clone()));
+        }
+    })
+}
+
+#[test]
+fn nodes_a_failed_gang_of_one_template_tried_stay_open_to_the_next_gang_of_it() {
+    // A leader and three one-per-node workers kept off the leader's node fail whole on three
+    // nodes: the workers' scan went past the leader's node, refused by their own
+    // anti-affinity. Three workers of the same template after them still find all three
+    // nodes: the leader is gone with its gang, and the scan starts over with it.
+    let workers =
+        Arc::new(PodRules { anti_affinity: vec![term("host", "lead"), term("host", "web")], ..Default::default() });
+    let builder = web_sharing(cluster(&["a", "a", "a"]), "led", 4, &workers)
+        .with_last_gang(|g| (g.pods[0].labels, g.pods[0].rules) = (labels(&[("app", "lead")]), None));
+    let snapshot = web_sharing(builder, "fits", 3, &workers).build();
+    // No reservation for the gang that cannot run (Backfill would hold the nodes for it).
+    let config = CycleConfig { reserve_after_seconds: i64::MAX, ..Default::default() };
+    let outcome = schedule(&snapshot, &config);
+    let placed: Vec<&str> = outcome.placements.iter().map(|p| p.gang.name.as_str()).collect();
+    assert_eq!(placed, ["fits"]);
+    assert_eq!(outcome.placements[0].pods.len(), 3);
+}
+
+#[test]
+fn a_later_gang_of_one_template_goes_past_the_nodes_its_own_kind_holds() {
+    // Two one-per-node pods placed first; the third gang of the same template takes the
+    // node they left, not one they hold, and a fourth finds none.
+    let anti = Arc::new(PodRules { anti_affinity: vec![term("host", "web")], ..Default::default() });
+    let builder = web_sharing(cluster(&["a", "a", "a"]), "pair", 2, &anti);
+    let builder = web_sharing(builder, "third", 1, &anti);
+    let snapshot = web_sharing(builder, "fourth", 1, &anti).build();
+    let outcome = schedule(&snapshot, &CycleConfig::default());
+    let placed: Vec<&str> = outcome.placements.iter().map(|p| p.gang.name.as_str()).collect();
+    assert_eq!(placed, ["pair", "third"]);
+    assert_eq!(nodes_of(&snapshot), ["n1", "n2", "n3"]);
+    assert!(outcome.waiting[0].to_string().contains("3 node(s) didn't match pod anti-affinity rules"));
+}
