@@ -265,11 +265,13 @@ impl Workspace<'_> {
         self.shapes[shape].tables.is_some() || self.pods.anti_affinity_anywhere()
     }
 
-    /// Whether a pod of the shape already placed or bound on `node` (or in its domain)
-    /// matches the shape's own required anti-affinity: the node refuses the shape until
-    /// that pod leaves, whatever else is placed.
-    pub(super) fn refused_for_good(&self, shape: usize, node: NodeIdx) -> bool {
-        self.shapes[shape].tables.as_ref().is_some_and(|t| self.pods.anti_refuses(t, node))
+    /// Whether a node that took no pod of a checked shape stays refused for the rest of the
+    /// cycle: it cannot take even one, or (while the scan is `leading`, at the head of the
+    /// list) a pod placed or bound in its domain matches the shape's own required
+    /// anti-affinity, which refuses the shape until that pod leaves, whatever else is placed.
+    pub(super) fn skipped_for_good(&self, shape: usize, node: NodeIdx, leading: bool) -> bool {
+        self.free[node as usize].fit_count(&self.shapes[shape].demand, 1) == 0
+            || (leading && self.shapes[shape].tables.as_ref().is_some_and(|t| self.pods.anti_refuses(t, node)))
     }
 
     /// The gang's pods grouped by shape, largest demand first so big pods are not crowded out.

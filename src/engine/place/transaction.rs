@@ -171,8 +171,7 @@ impl Workspace<'_> {
                     // leave only with a rollback or trial, which restores or resets the
                     // cursor), as does one the shape's own anti-affinity refuses; not one
                     // other rules refused: they may let it take one later.
-                    let empty = self.free[node as usize].fit_count(&self.shapes[*shape_id].demand, 1) == 0;
-                    let full = !checked || empty || (leading && self.refused_for_good(*shape_id, node));
+                    let full = !checked || self.skipped_for_good(*shape_id, node, leading);
                     if leading && full && order.is_none() && !self.reserved[node as usize] {
                         self.shapes[*shape_id].cursor = i + 1;
                     } else if !full {

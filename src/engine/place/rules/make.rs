@@ -171,6 +171,7 @@ impl PodWork<'_> {
             return;
         }
         let kind = &self.kinds.all[k];
+        // Which tables take the kind's pods does not depend on their node.
         let pod = Counted {
             index: 0,
             namespace: &kind.namespace,
@@ -181,7 +182,7 @@ impl PodWork<'_> {
         };
         self.tables.for_labels(pod.labels, |table| match table {
             Table::Affinity(t) if self.affinity[t].takes(&pod) => out.push(Effect::Affinity(t)),
-            Table::Term(t) if self.terms[t].term.matches(pod.namespace, pod.labels) => out.push(Effect::Term(t)),
+            Table::Term(t) if self.terms[t].takes(&pod) => out.push(Effect::Term(t)),
             Table::Spread(t) if self.spread[t].takes(&pod) => out.push(Effect::Spread(t)),
             _ => {}
         });

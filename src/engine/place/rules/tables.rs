@@ -89,9 +89,14 @@ pub(super) struct TermCount<'s> {
 
 impl<'s> TermCount<'s> {
     pub fn add(&mut self, pod: &Counted<'_>) {
-        if self.term.matches(pod.namespace, pod.labels) {
+        if self.takes(pod) {
             self.count(pod.index, pod.sign);
         }
+    }
+
+    /// Whether it counts the pod: the pod matches the term.
+    pub fn takes(&self, pod: &Counted<'_>) -> bool {
+        self.term.matches(pod.namespace, pod.labels)
     }
 
     /// Counts a pod matching the term on `node` `sign` times more.
